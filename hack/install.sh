@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Sets up everything `make test` and `make demo` need on a fresh Debian 12 machine.
+#
+# Idempotent: each step checks first and does nothing when its result is already there,
+# so `make test` can depend on it without paying for it twice. Everything that is not
+# Python lives outside the repository (Debian packages, ~/.cache/snapshotjob) so a clean
+# clone reuses it.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+VENV=${VENV:-$REPO/.venv}
+PYTHON=${PYTHON:-python3.11}
+CACHE=${SJ_CACHE:-$HOME/.cache/snapshotjob}
+HAZELCAST_VERSION=${HAZELCAST_VERSION:-5.6.0}
+HAZELCAST_JAR=$CACHE/jars/hazelcast-$HAZELCAST_VERSION.jar
+
+step() { printf '==> %s\n' "$*"; }
+fail() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
+
+apt_updated=0
+apt_install() {
+    if [ "$(id -u)" != 0 ]; then
+        fail "Debian packages missing: $*; run 'sudo apt-get install -y $*' or run make install as root"
+    fi
+    if [ $apt_updated = 0 ]; then
+        step "apt-get update"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq || fail "apt-get update failed"
+        apt_updated=1
+    fi
+    step "apt-get install $*"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null \
+        || fail "apt-get install $* failed"
+}
+
+# --- Python 3.11 and the virtualenv ------------------------------------------------------
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+    || fail "Python 3.11 is required, found $("$PYTHON" --version 2>&1) at $(command -v "$PYTHON")"
+
+if [ ! -x "$VENV/bin/python" ]; then
+    step "Creating virtualenv at $VENV"
+    "$PYTHON" -m venv "$VENV" || fail "could not create $VENV (is python3.11-venv installed?)"
+fi
+stamp=$VENV/.snapshotjob-installed
+want=$(sha256sum "$REPO/pyproject.toml" | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    step "Installing Python dependencies into $VENV (pip install -e '.[dev]')"
+    log=$VENV/pip-install.log
+    { "$VENV/bin/pip" install --upgrade pip setuptools wheel \
+        && "$VENV/bin/pip" install -e "$REPO[dev]"; } >"$log" 2>&1 \
+        || { tail -n 30 "$log" >&2; fail "pip install failed; full log in $log"; }
+    echo "$want" > "$stamp"
+else
+    step "Python dependencies are up to date in $VENV"
+fi
+
+# --- Java 17 and Maven ---------------------------------------------------------------------
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
+if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
+    apt_install openjdk-17-jre-headless
+fi
+step "Java $(java_major) at $(command -v java)"
+command -v mvn >/dev/null 2>&1 || apt_install maven
+
+# --- The Hazelcast member jar, from Maven Central --------------------------------------------
+if [ ! -s "$HAZELCAST_JAR" ]; then
+    step "Fetching com.hazelcast:hazelcast:$HAZELCAST_VERSION into $CACHE/jars"
+    mkdir -p "$CACHE/jars"
+    (cd "$CACHE" && mvn -q -B dependency:copy \
+        "-Dartifact=com.hazelcast:hazelcast:$HAZELCAST_VERSION:jar" \
+        "-DoutputDirectory=$CACHE/jars") || fail "Maven could not fetch the Hazelcast jar"
+fi
+step "Hazelcast $HAZELCAST_VERSION at $HAZELCAST_JAR"
+
+# --- PostgreSQL server ---------------------------------------------------------------------
+if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+    apt_install postgresql
+fi
+step "PostgreSQL server at $(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+
+step "Install complete"

@@ -1,0 +1,24 @@
+"""Test configuration shared by every tier.
+
+The real-server fixtures live in :mod:`tests.fixtures`; they are registered here as
+plugins so every test module can ask for ``hazelcast_cluster``, ``postgres`` or ``spark``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = [
+    "tests.fixtures.hazelcast",
+    "tests.fixtures.postgres",
+    "tests.fixtures.spark",
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give every test its tier marker from its folder, so ``-m unit`` selects by folder."""
+    for item in items:
+        parts = item.path.parts
+        for tier in ("unit", "integration", "e2e"):
+            if tier in parts:
+                item.add_marker(getattr(pytest.mark, tier))
