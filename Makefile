@@ -11,7 +11,7 @@ PACKAGES := operator/snapshot_operator spark_runtime
         check lint format typecheck contracts clean
 
 help: ## List the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 install: ## Set up everything on a fresh machine (idempotent): venv, Java 17, Hazelcast jar, PostgreSQL
 	@bash hack/install.sh
@@ -57,4 +57,4 @@ contracts: install ## Import-layer contracts (import-linter)
 clean: ## Remove the virtualenv and caches inside the repository
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
 
--include mk/*.mk
+include mk/kube.mk

@@ -78,4 +78,15 @@ if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
 fi
 step "PostgreSQL server at $(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 
+# --- The Kubernetes test bed: Docker engine, debootstrap, tools the cluster scripts use -------
+# The binaries themselves are built from the Go module proxy on first use (hack/kube/build.sh).
+missing=()
+for pkg in docker.io debootstrap busybox-static openssl iptables; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+[ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] \
+    || fail "Go is required to build the Kubernetes test bed (install Go 1.24+ on PATH)"
+step "Docker engine, debootstrap and Go are present"
+
 step "Install complete"

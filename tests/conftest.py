@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests.fixtures.hazelcast",
     "tests.fixtures.postgres",
     "tests.fixtures.spark",
+    "tests.fixtures.kube",
 ]
 
 

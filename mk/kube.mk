@@ -1,0 +1,34 @@
+# Kubernetes testbed targets (included from the top-level Makefile).
+#
+# Everything heavy is cached outside the repository (~/.cache/snapshotjob/kube/<version>)
+# and every target is idempotent, so running one twice is cheap. See
+# docs/kubernetes-testbed.md for what each mode gives and how long it takes.
+
+KUBE_HACK := hack/kube
+
+.PHONY: kube-binaries control-plane-up control-plane-down control-plane-status \
+	cluster-up cluster-down node-image images
+
+kube-binaries: ## build Kubernetes, etcd, CoreDNS, pause, kind and helm from the Go module proxy
+	bash $(KUBE_HACK)/build.sh
+
+control-plane-up: kube-binaries ## etcd + kube-apiserver + controller-manager + scheduler on 127.0.0.1
+	$(PY) $(KUBE_HACK)/controlplane.py up
+
+control-plane-down: ## stop the control plane started by control-plane-up
+	$(PY) $(KUBE_HACK)/controlplane.py down
+
+control-plane-status: ## Show whether the control plane runs
+	$(PY) $(KUBE_HACK)/controlplane.py status
+
+node-image: kube-binaries ## build the kind node image locally (debootstrap rootfs + binaries built here)
+	bash $(KUBE_HACK)/node-image.sh
+
+cluster-up: kube-binaries ## a one-node kind cluster on the local Docker engine (KIND_NODE_IMAGE=stock image to skip the local build)
+	bash $(KUBE_HACK)/cluster.sh up
+
+cluster-down: ## delete the kind cluster
+	bash $(KUBE_HACK)/cluster.sh down
+
+images: ## debootstrap base image for the project's own images, plus the cluster-test image
+	bash $(KUBE_HACK)/images.sh base testbox
