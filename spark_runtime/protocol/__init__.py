@@ -1,0 +1,112 @@
+"""The pure core of Hazelcast Jet's "non-corruptible snapshots" protocol, for PySpark jobs.
+
+Seed: ``reference/001`` (Jet design 023). The core implements the new snapshot taking
+procedure (steps 1-10), the new restore procedure (steps 1-5) and keeps the 8 invariants; it
+imports nothing but the standard library, so every decision can be tested against in-memory
+fakes with injected crashes and indeterminate results. The world is reached through the ports:
+the execution record lives in the SnapshotJob status (:class:`RecordStore`), snapshot data in
+Hazelcast maps (:class:`SnapshotStore`), and the pipeline's sources, state and sinks take part
+through :class:`Participant`.
+"""
+
+from spark_runtime.protocol.chunks import (
+    SNAPSHOT_FORMAT_VERSION,
+    ChunkDescriptor,
+    ChunkKey,
+    ChunkWriter,
+    SnapshotRef,
+    ValidationRecord,
+    validate_snapshot,
+)
+from spark_runtime.protocol.coordinator import (
+    TRANSITIONS,
+    CoordinatorConfig,
+    CoordinatorState,
+    SnapshotCoordinator,
+    SnapshotOutcome,
+    Termination,
+    TerminationRequest,
+)
+from spark_runtime.protocol.errors import (
+    IllegalTransition,
+    IndeterminateChunkWrite,
+    IndeterminateRecordWrite,
+    ProtocolError,
+    RecordStoreError,
+    SnapshotCorrupted,
+    SnapshotStoreError,
+    ZombieExecution,
+)
+from spark_runtime.protocol.failpoints import (
+    ENV_VAR as FAILPOINTS_ENV_VAR,
+)
+from spark_runtime.protocol.failpoints import (
+    FAILPOINTS,
+    Failpoint,
+    FailpointAction,
+    FailpointCrash,
+    FailpointIndeterminate,
+    Failpoints,
+)
+from spark_runtime.protocol.modes import ActionAfter, SnapshotKind, TerminationMode
+from spark_runtime.protocol.ports import (
+    ChunkReader,
+    Clock,
+    Participant,
+    RecordStore,
+    SnapshotStore,
+)
+from spark_runtime.protocol.record import (
+    NO_SNAPSHOT,
+    ExecutionRecord,
+    JobIdentity,
+    SnapshotStats,
+    export_map_name,
+    snapshot_map_name,
+)
+
+__all__ = [
+    "FAILPOINTS",
+    "FAILPOINTS_ENV_VAR",
+    "NO_SNAPSHOT",
+    "SNAPSHOT_FORMAT_VERSION",
+    "TRANSITIONS",
+    "ActionAfter",
+    "ChunkDescriptor",
+    "ChunkKey",
+    "ChunkReader",
+    "ChunkWriter",
+    "Clock",
+    "CoordinatorConfig",
+    "CoordinatorState",
+    "ExecutionRecord",
+    "Failpoint",
+    "FailpointAction",
+    "FailpointCrash",
+    "FailpointIndeterminate",
+    "Failpoints",
+    "IllegalTransition",
+    "IndeterminateChunkWrite",
+    "IndeterminateRecordWrite",
+    "JobIdentity",
+    "Participant",
+    "ProtocolError",
+    "RecordStore",
+    "RecordStoreError",
+    "SnapshotCoordinator",
+    "SnapshotCorrupted",
+    "SnapshotKind",
+    "SnapshotOutcome",
+    "SnapshotRef",
+    "SnapshotStats",
+    "SnapshotStore",
+    "SnapshotStoreError",
+    "Termination",
+    "TerminationMode",
+    "TerminationRequest",
+    "ValidationRecord",
+    "ZombieExecution",
+    "export_map_name",
+    "snapshot_map_name",
+    "validate_snapshot",
+]

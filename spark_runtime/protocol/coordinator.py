@@ -1,0 +1,637 @@
+"""The snapshot coordinator: Jet's master-side snapshot and restore procedures.
+
+This is the seed's "New snapshot taking procedure" (steps 1-10) and "New snapshot restore
+procedure" (steps 1-5), step by step, as a state machine in the style of h11: the states and the
+transitions allowed between them are data (:data:`TRANSITIONS`), every public method first makes
+a transition, and an operation the current state does not allow raises
+:class:`IllegalTransition` and changes nothing. Mechanism 3 of the seed ("next snapshot is
+performed after 2nd phase of previous snapshot has completed") and invariant 7 ("never > 1
+snapshot in progress") hold because ``TAKING_SNAPSHOT`` can only be entered from ``RUNNING``.
+
+The coordinator is single-threaded. Phase 2 (step 9) may run while the pipeline goes on
+processing: :meth:`SnapshotCoordinator.take_snapshot` runs steps 1-8 and leaves the coordinator
+in ``PHASE_2_PENDING``; :meth:`SnapshotCoordinator.finish_snapshot` runs steps 9 and 10.
+
+Every step is wrapped in the failpoints ``<procedure>.before_step_N`` / ``after_step_N`` (see
+:mod:`spark_runtime.protocol.failpoints`), passed in order even where a step has nothing to do.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from spark_runtime.protocol.chunks import (
+    ChunkDescriptor,
+    ChunkWriter,
+    SnapshotRef,
+    ValidationRecord,
+    check_descriptors,
+    chunks_of,
+    validate_snapshot,
+)
+from spark_runtime.protocol.errors import (
+    IllegalTransition,
+    RecordStoreError,
+    SnapshotCorrupted,
+    SnapshotStoreError,
+    ZombieExecution,
+)
+from spark_runtime.protocol.failpoints import RESTORE, TAKE, Failpoints, failpoint_name
+from spark_runtime.protocol.modes import ActionAfter, SnapshotKind, TerminationMode
+from spark_runtime.protocol.ports import Clock, Participant, RecordStore, SnapshotStore
+from spark_runtime.protocol.record import ExecutionRecord, JobIdentity, snapshot_map_name
+
+_log = logging.getLogger(__name__)
+
+
+class CoordinatorState(enum.Enum):
+    """Where the coordinator of one execution is.
+
+    NOT_STARTED: created, restore not yet run.
+    RESTORING: in the restore procedure.
+    RUNNING: processing; a snapshot may be started.
+    TAKING_SNAPSHOT: in taking steps 1-8.
+    PHASE_2_PENDING: the decision is stored; the 2nd phase has not started yet.
+    IN_PHASE_2: in taking steps 9-10.
+    RESTART_REQUIRED: stopped; the job must be restarted (and restored).
+    SUSPENDED: stopped; the job is suspended until resumed (restored again).
+    CANCELLED: stopped for good.
+    FAILED: stopped for good: corrupted snapshot or a failure of the job.
+    FENCED: stopped for good: a newer execution exists (this one is a zombie).
+    """
+
+    NOT_STARTED = "NOT_STARTED"
+    RESTORING = "RESTORING"
+    RUNNING = "RUNNING"
+    TAKING_SNAPSHOT = "TAKING_SNAPSHOT"
+    PHASE_2_PENDING = "PHASE_2_PENDING"
+    IN_PHASE_2 = "IN_PHASE_2"
+    RESTART_REQUIRED = "RESTART_REQUIRED"
+    SUSPENDED = "SUSPENDED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    FENCED = "FENCED"
+
+
+_S = CoordinatorState
+
+TRANSITIONS: Mapping[CoordinatorState, frozenset[CoordinatorState]] = MappingProxyType(
+    {
+        _S.NOT_STARTED: frozenset({_S.RESTORING}),
+        _S.RESTORING: frozenset({_S.RUNNING, _S.RESTART_REQUIRED, _S.FAILED, _S.FENCED}),
+        _S.RUNNING: frozenset(
+            {_S.TAKING_SNAPSHOT, _S.RESTART_REQUIRED, _S.SUSPENDED, _S.CANCELLED, _S.FAILED}
+        ),
+        # -> RUNNING: the snapshot failed to start (step 2 or 3); -> RESTART_REQUIRED: step 7a,
+        # or a terminal snapshot failed to start.
+        _S.TAKING_SNAPSHOT: frozenset(
+            {_S.PHASE_2_PENDING, _S.RUNNING, _S.RESTART_REQUIRED, _S.FENCED}
+        ),
+        # -> SUSPENDED / FAILED: the job failed while phase 2 was pending (fail()).
+        _S.PHASE_2_PENDING: frozenset({_S.IN_PHASE_2, _S.SUSPENDED, _S.FAILED}),
+        _S.IN_PHASE_2: frozenset({_S.RUNNING, _S.RESTART_REQUIRED, _S.SUSPENDED, _S.CANCELLED}),
+        # Restore step 1 keeps the in-memory record when the same coordinator restores again.
+        _S.RESTART_REQUIRED: frozenset({_S.RESTORING}),
+        _S.SUSPENDED: frozenset({_S.RESTORING}),
+        _S.CANCELLED: frozenset(),
+        _S.FAILED: frozenset(),
+        _S.FENCED: frozenset(),
+    }
+)
+"""The allowed transitions, from each state to the states it may go to."""
+
+_ACCEPTS_TERMINATION_REQUESTS = frozenset(
+    {_S.RUNNING, _S.TAKING_SNAPSHOT, _S.PHASE_2_PENDING, _S.IN_PHASE_2}
+)
+_STOPPED_BY_ACTION = {
+    ActionAfter.RESTART: _S.RESTART_REQUIRED,
+    ActionAfter.SUSPEND: _S.SUSPENDED,
+    ActionAfter.CANCEL: _S.CANCELLED,
+}
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    """What the coordinator needs to know about the job.
+
+    Attributes:
+        job: Names the job's maps and tags its validation records.
+        snapshot_interval_ms: From the end of one automatic snapshot to the start of the next.
+        suspend_on_failure: Suspend (SUSPEND_FORCEFUL, no snapshot) instead of failing.
+    """
+
+    job: JobIdentity
+    snapshot_interval_ms: int
+    suspend_on_failure: bool = False
+
+
+@dataclass(frozen=True)
+class TerminationRequest:
+    """A request to stop the execution, as the operator puts it in ``status.termination``.
+
+    Attributes:
+        mode: One of the six termination modes.
+        export_name: For graceful modes, export the terminal snapshot under this name.
+    """
+
+    mode: TerminationMode
+    export_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.export_name is not None and not self.mode.terminal_snapshot:
+            raise ValueError(f"{self.mode.name} takes no snapshot, so it cannot export one")
+
+
+@dataclass(frozen=True)
+class Termination:
+    """Why the execution stopped.
+
+    Attributes:
+        reason: A sentence for ``status.lastFailure`` or the events.
+        mode: The termination mode carried out; None for FAILED and FENCED.
+        ignored_request: A termination request dropped because the job restarts forcefully
+            after an indeterminate record write (seed, taking step 7a).
+    """
+
+    reason: str
+    mode: TerminationMode | None = None
+    ignored_request: TerminationRequest | None = None
+
+
+@dataclass(frozen=True)
+class SnapshotOutcome:
+    """The result of taking steps 1-8 for one snapshot.
+
+    Attributes:
+        snapshot_id: The id allocated in step 1.
+        kind: The snapshot's kind.
+        map_name: The map it was written to.
+        export_name: The export name of exported kinds.
+        successful: Seed, definition 3: all data and the validation record were written
+            without error and the 1st phase succeeded.
+        failure: Why it failed, if it did.
+    """
+
+    snapshot_id: int
+    kind: SnapshotKind
+    map_name: str
+    export_name: str | None
+    successful: bool
+    failure: str | None
+
+
+class SnapshotCoordinator:
+    """Takes snapshots and restores for one execution of a job (Jet's master context).
+
+    Args:
+        config: The job's settings.
+        records: The execution record store of this execution (fenced by its execution id).
+        snapshots: The snapshot data store.
+        participants: The parties of the two-phase snapshot, with unique names.
+        clock: The current time in epoch milliseconds.
+        failpoints: Failpoints to pass; none armed if omitted.
+    """
+
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        records: RecordStore,
+        snapshots: SnapshotStore,
+        participants: Sequence[Participant],
+        clock: Clock,
+        failpoints: Failpoints | None = None,
+    ) -> None:
+        names = [participant.name for participant in participants]
+        if len(set(names)) != len(names):
+            raise ValueError(f"participant names must be unique: {names}")
+        self._config = config
+        self._records = records
+        self._snapshots = snapshots
+        self._participants = tuple(participants)
+        self._clock = clock
+        self._failpoints = failpoints if failpoints is not None else Failpoints()
+        self._state = CoordinatorState.NOT_STARTED
+        self._record: ExecutionRecord | None = None
+        self._termination: Termination | None = None
+        self._pending: TerminationRequest | None = None
+        self._terminating: TerminationRequest | None = None
+        self._in_flight: SnapshotOutcome | None = None
+        self._next_snapshot_at = 0
+
+    @property
+    def state(self) -> CoordinatorState:
+        """The current state."""
+        return self._state
+
+    @property
+    def record(self) -> ExecutionRecord | None:
+        """The in-memory execution record; None until restore step 1 loaded it."""
+        return self._record
+
+    @property
+    def termination(self) -> Termination | None:
+        """Why the execution stopped, once it has."""
+        return self._termination
+
+    @property
+    def pending_termination(self) -> TerminationRequest | None:
+        """A termination request waiting for the snapshot in progress to complete."""
+        return self._pending
+
+    def is_snapshot_due(self) -> bool:
+        """Whether the interval since the last snapshot has passed (seed, taking step 10)."""
+        return self._state is _S.RUNNING and self._clock() >= self._next_snapshot_at
+
+    # Restore procedure
+
+    def restore(self) -> None:
+        """Runs restore steps 1-5; ends in RUNNING, RESTART_REQUIRED or FAILED.
+
+        Raises:
+            SnapshotCorrupted: Restore step 4 failed; the state is FAILED, permanently.
+            ZombieExecution: A newer execution exists; the state is FENCED.
+            IllegalTransition: If not NOT_STARTED, RESTART_REQUIRED or SUSPENDED.
+        """
+        self._transition(_S.RESTORING)
+        self._termination = None
+        self._pending = None
+        self._terminating = None
+        self._in_flight = None
+        try:
+            with self._step(RESTORE, 1):
+                # Seed (*): a coordinator that restores again keeps its in-memory record, which
+                # may be newer than the stored one, so a snapshot whose record write was
+                # indeterminate can still be committed instead of reprocessed.
+                if self._record is None:
+                    self._record = self._records.read()
+        except RecordStoreError as error:
+            self._stop(TerminationMode.RESTART_FORCEFUL, f"cannot load execution record: {error}")
+            return
+        record = self._record.resumed().stamped(self._clock())
+        self._record = record
+        try:
+            with self._step(RESTORE, 2):
+                # The record must be safe before it is used: it may have been written with an
+                # indeterminate result by the previous execution (seed, restore step 2).
+                self._records.write_safe(record)
+        except ZombieExecution:
+            self._transition(_S.FENCED)
+            raise
+        except RecordStoreError as error:
+            self._stop(
+                TerminationMode.RESTART_FORCEFUL,
+                f"execution record could not be written safely before restore: {error}",
+            )
+            return
+        with self._step(RESTORE, 3):
+            map_name = record.successful_snapshot_map_name(self._config.job)
+        validation: ValidationRecord | None = None
+        try:
+            with self._step(RESTORE, 4):
+                if map_name is not None:
+                    validation = validate_snapshot(self._snapshots, map_name, record.snapshot_id)
+        except SnapshotCorrupted as corrupted:
+            self._transition(_S.FAILED)
+            self._termination = Termination(str(corrupted))
+            raise
+        except SnapshotStoreError as error:
+            self._stop(TerminationMode.RESTART_FORCEFUL, f"cannot validate {map_name}: {error}")
+            return
+        try:
+            with self._step(RESTORE, 5):
+                for participant in self._participants:
+                    ref = None
+                    if map_name is not None and validation is not None:
+                        ref = SnapshotRef(
+                            map_name,
+                            validation.snapshot_id,
+                            chunks_of(validation, participant.name),
+                        )
+                    participant.restore(ref, self._snapshots)
+        except Exception as error:
+            self._stop(TerminationMode.RESTART_FORCEFUL, f"restore step 5 failed: {error}")
+            return
+        self._next_snapshot_at = self._clock() + self._config.snapshot_interval_ms
+        self._transition(_S.RUNNING)
+
+    # Snapshot taking procedure
+
+    def take_snapshot(self, export_name: str | None = None) -> SnapshotOutcome:
+        """Runs taking steps 1-8 of an automatic snapshot, or of an export-only snapshot if named.
+
+        Ends in PHASE_2_PENDING (call :meth:`finish_snapshot`), in RUNNING if the snapshot
+        failed to start, or in RESTART_REQUIRED after step 7a.
+
+        Raises:
+            ZombieExecution: A newer execution exists; the state is FENCED.
+            IllegalTransition: If not RUNNING.
+            ValueError: If ``export_name`` names the export holding the restore point.
+        """
+        kind = SnapshotKind.AUTOMATIC if export_name is None else SnapshotKind.EXPORT_ONLY
+        return self._take(kind, export_name)
+
+    def finish_snapshot(self) -> None:
+        """Runs taking steps 9 (2nd phase) and 10, then serves a pending termination request.
+
+        Raises:
+            ZombieExecution: Serving a graceful termination found a newer execution.
+            IllegalTransition: If not PHASE_2_PENDING.
+        """
+        self._transition(_S.IN_PHASE_2)
+        flight = self._in_flight
+        assert flight is not None, "PHASE_2_PENDING always has a snapshot in flight"
+        try:
+            with self._step(TAKE, 9):
+                # Export-only snapshots have no 2nd phase (seed, taking step 7b).
+                if not flight.kind.is_export_only:
+                    for participant in self._participants:
+                        participant.commit_finish(flight.snapshot_id, flight.successful)
+        except Exception as error:
+            # Phase 2 must ultimately succeed: the record is safe (or the snapshot failed), so
+            # restore step 5 commits or rolls back what is left.
+            ignored = self._terminating
+            self._in_flight = None
+            self._terminating = None
+            self._stop(
+                TerminationMode.RESTART_FORCEFUL,
+                f"2nd phase of snapshot {flight.snapshot_id} did not finish: {error}",
+                ignored,
+            )
+            return
+        with self._step(TAKE, 10):
+            self._in_flight = None
+            if flight.kind.is_terminal:
+                self._stop_after_terminal_snapshot(flight)
+            else:
+                self._next_snapshot_at = self._clock() + self._config.snapshot_interval_ms
+                self._transition(_S.RUNNING)
+        if self._state is _S.RUNNING and self._pending is not None:
+            self._serve_termination()
+
+    # Termination
+
+    def request_termination(self, mode: TerminationMode, export_name: str | None = None) -> None:
+        """Asks the execution to stop in ``mode``, exporting the terminal snapshot if named.
+
+        In RUNNING the request is served at once. While a snapshot is in progress it waits for
+        that snapshot, including its 2nd phase, and is served by :meth:`finish_snapshot`; if
+        step 7a restarts the job forcefully instead, the request is ignored (recorded in
+        :attr:`Termination.ignored_request`). A forceful request replaces a waiting graceful
+        one; otherwise the first request wins.
+
+        Raises:
+            ZombieExecution: Serving a graceful termination found a newer execution.
+            IllegalTransition: If the execution is not running.
+            ValueError: If a forceful mode is given an export name, or the name holds the
+                restore point.
+        """
+        request = TerminationRequest(mode, export_name)
+        if self._state not in _ACCEPTS_TERMINATION_REQUESTS:
+            raise IllegalTransition(f"cannot request termination in state {self._state.value}")
+        if export_name is not None:
+            self._check_export_name(export_name)
+        if self._pending is None or (
+            self._pending.mode.terminal_snapshot and not mode.terminal_snapshot
+        ):
+            self._pending = request
+        if self._state is _S.RUNNING:
+            self._serve_termination()
+
+    def fail(self, cause: str) -> None:
+        """Stops the execution because the job failed (not because of a snapshot).
+
+        With ``suspend_on_failure`` this is SUSPEND_FORCEFUL: no snapshot is taken (seed, "Job
+        suspension on failure"); otherwise the state becomes FAILED.
+
+        Raises:
+            IllegalTransition: If not RUNNING or PHASE_2_PENDING.
+        """
+        if self._config.suspend_on_failure:
+            self._stop(TerminationMode.SUSPEND_FORCEFUL, cause)
+        else:
+            self._transition(_S.FAILED)
+            self._pending = None
+            self._termination = Termination(cause)
+
+    # Internals
+
+    def _take(self, kind: SnapshotKind, export_name: str | None) -> SnapshotOutcome:
+        if export_name is not None:
+            self._check_export_name(export_name)
+        self._transition(_S.TAKING_SNAPSHOT)
+        assert self._record is not None, "RUNNING always has a record"
+        with self._step(TAKE, 1):
+            started_at = self._clock()
+            record = self._record.start_new_snapshot(started_at).stamped(started_at)
+            self._record = record
+        snapshot_id = record.ongoing_snapshot_id
+        map_name = record.ongoing_snapshot_map_name(self._config.job, export_name)
+
+        try:
+            with self._step(TAKE, 2):
+                # Snapshot data may be written only after the new ongoingSnapshotId is safe
+                # (seed, mechanism 5), so no id ever writes data twice.
+                self._records.write_safe(record)
+            with self._step(TAKE, 3):
+                self._snapshots.clear(map_name)
+        except ZombieExecution:
+            self._transition(_S.FENCED)
+            raise
+        except (RecordStoreError, SnapshotStoreError) as error:
+            # Nothing was written under this id, so there is nothing to commit or roll back.
+            outcome = SnapshotOutcome(
+                snapshot_id, kind, map_name, export_name, False, f"failed to start: {error}"
+            )
+            _log.warning("snapshot %d failed to start: %s", snapshot_id, error)
+            if kind.is_terminal:
+                self._terminating = None
+                self._stop(
+                    TerminationMode.RESTART_FORCEFUL,
+                    f"terminal snapshot {snapshot_id} failed to start: {error}",
+                )
+            else:
+                self._next_snapshot_at = self._clock() + self._config.snapshot_interval_ms
+                self._transition(_S.RUNNING)
+            return outcome
+
+        descriptors: list[ChunkDescriptor] = []
+        failure: str | None = None
+        try:
+            with self._step(TAKE, 4):
+                for participant in self._participants:
+                    writer = ChunkWriter(self._snapshots, map_name, snapshot_id, participant.name)
+                    written = list(
+                        participant.save_and_prepare(snapshot_id, writer, kind.is_export_only)
+                    )
+                    check_descriptors(written, snapshot_id, participant.name)
+                    descriptors.extend(written)
+        except Exception as error:
+            failure = f"1st phase failed: {error}"
+
+        num_bytes = sum(descriptor.num_bytes for descriptor in descriptors)
+        num_keys = sum(descriptor.num_keys for descriptor in descriptors)
+        try:
+            with self._step(TAKE, 5):
+                if failure is None:
+                    self._snapshots.put_validation_record(
+                        map_name,
+                        ValidationRecord(
+                            snapshot_id=snapshot_id,
+                            chunk_keys=tuple(descriptor.key for descriptor in descriptors),
+                            num_bytes=num_bytes,
+                            num_keys=num_keys,
+                            creation_time=started_at,
+                            job_uid=self._config.job.uid,
+                            pipeline_fingerprint=self._config.job.pipeline_fingerprint,
+                        ),
+                    )
+        except SnapshotStoreError as error:
+            failure = failure or f"writing the validation record failed: {error}"
+
+        successful = failure is None
+        with self._step(TAKE, 6):
+            now = self._clock()
+            record = self._record.snapshot_done(
+                kind,
+                export_name=export_name,
+                num_bytes=num_bytes,
+                num_keys=num_keys,
+                num_chunks=len(descriptors),
+                failure=failure,
+                now=now,
+            ).stamped(now)
+            self._record = record
+        outcome = SnapshotOutcome(snapshot_id, kind, map_name, export_name, successful, failure)
+
+        if successful and not kind.is_export_only:
+            try:
+                with self._step(TAKE, 7):
+                    # 7a: the decision moment; only a safe record may lead to phase 2
+                    # (seed, mechanism 2).
+                    self._records.write_safe(record)
+            except ZombieExecution:
+                self._transition(_S.FENCED)
+                raise
+            except RecordStoreError as error:
+                self._restart_without_phase_2(outcome, error)
+                return outcome
+        else:
+            try:
+                with self._step(TAKE, 7):
+                    # 7b: a stale stored record is harmless here: the restore point is unchanged
+                    # and restore ignores an export marked in progress.
+                    self._records.write_standard(record)
+            except RecordStoreError as error:
+                _log.info("ignoring failed record write for snapshot %d: %s", snapshot_id, error)
+
+        with self._step(TAKE, 8):
+            self._clear_after_decision(outcome, record)
+        self._in_flight = outcome
+        self._transition(_S.PHASE_2_PENDING)
+        return outcome
+
+    def _restart_without_phase_2(self, outcome: SnapshotOutcome, error: Exception) -> None:
+        """Seed, taking step 7a: restart forcefully; restore will commit or roll back."""
+        ignored = self._pending or self._terminating
+        self._pending = None
+        self._terminating = None
+        _log.warning(
+            "execution record update for snapshot %d failed (%s): restarting forcefully without "
+            "the 2nd phase%s",
+            outcome.snapshot_id,
+            error,
+            "" if ignored is None else f", ignoring the {ignored.mode.name} request",
+        )
+        self._stop(
+            TerminationMode.RESTART_FORCEFUL,
+            f"execution record update for snapshot {outcome.snapshot_id} was not safe: {error}",
+            ignored,
+        )
+
+    def _clear_after_decision(self, outcome: SnapshotOutcome, record: ExecutionRecord) -> None:
+        """Seed, taking step 8: frees memory; a failed clear leaves only stray entries."""
+        if not outcome.successful:
+            map_name: str | None = outcome.map_name  # 8b
+        elif outcome.kind in (SnapshotKind.AUTOMATIC, SnapshotKind.TERMINAL):
+            # 8a: the new ongoing map holds the previous snapshot, no longer the restore point.
+            map_name = snapshot_map_name(self._config.job.uid, record.ongoing_data_map_index)
+        else:
+            map_name = None
+        if map_name is None:
+            return
+        try:
+            self._snapshots.clear(map_name)
+        except SnapshotStoreError as error:
+            _log.warning("could not clear %s after snapshot: %s", map_name, error)
+
+    def _serve_termination(self) -> None:
+        request = self._pending
+        assert request is not None
+        self._pending = None
+        if not request.mode.terminal_snapshot:
+            self._stop(request.mode, f"{request.mode.name} requested")
+            return
+        self._terminating = request
+        self._take(SnapshotKind.terminal(request.export_name), request.export_name)
+        if self._state is _S.PHASE_2_PENDING:
+            self.finish_snapshot()
+
+    def _stop_after_terminal_snapshot(self, flight: SnapshotOutcome) -> None:
+        request = self._terminating
+        assert request is not None, "a terminal snapshot is taken for a termination request"
+        self._terminating = None
+        if flight.successful:
+            self._stop(
+                request.mode, f"{request.mode.name} after terminal snapshot {flight.snapshot_id}"
+            )
+        else:
+            # Graceful modes promise a clean state; a failed terminal snapshot cannot give it,
+            # so the job restarts and the user repeats the request if still wanted.
+            self._stop(
+                TerminationMode.RESTART_FORCEFUL,
+                f"terminal snapshot {flight.snapshot_id} failed ({flight.failure}); "
+                f"restarting instead of {request.mode.name}",
+                request,
+            )
+
+    def _stop(
+        self,
+        mode: TerminationMode,
+        reason: str,
+        ignored_request: TerminationRequest | None = None,
+    ) -> None:
+        target = _STOPPED_BY_ACTION[mode.action_after]
+        self._check_transition(target)
+        if mode.action_after is ActionAfter.SUSPEND and self._record is not None:
+            self._record = self._record.suspended_because(reason).stamped(self._clock())
+            self._records.write_standard(self._record)
+        self._pending = None
+        self._termination = Termination(reason, mode, ignored_request)
+        self._transition(target)
+
+    def _check_export_name(self, export_name: str) -> None:
+        record = self._record
+        if record is not None and record.exported_snapshot_name == export_name:
+            # Taking step 3 clears the export map, which here holds the restore point.
+            raise ValueError(
+                f"export '{export_name}' holds the job's restore point; export under another name"
+            )
+
+    def _check_transition(self, target: CoordinatorState) -> None:
+        if target not in TRANSITIONS[self._state]:
+            raise IllegalTransition(f"{self._state.value} -> {target.value} is not allowed")
+
+    def _transition(self, target: CoordinatorState) -> None:
+        self._check_transition(target)
+        self._state = target
+
+    @contextmanager
+    def _step(self, procedure: str, step: int) -> Iterator[None]:
+        self._failpoints.hit(failpoint_name(procedure, "before", step))
+        yield
+        self._failpoints.hit(failpoint_name(procedure, "after", step))

@@ -1,0 +1,176 @@
+"""The ports through which the protocol core talks to the world.
+
+The core imports no I/O library; the Kubernetes record store, the Hazelcast snapshot store and
+the Spark runtime's participants implement these protocols. Each port reports failures only
+through the exceptions in :mod:`spark_runtime.protocol.errors`, because the seed's decisions
+depend on the kind of failure (determinate, indeterminate, fenced).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from spark_runtime.protocol.chunks import (
+    ChunkDescriptor,
+    ChunkKey,
+    ChunkWriter,
+    SnapshotRef,
+    ValidationRecord,
+)
+from spark_runtime.protocol.record import ExecutionRecord
+
+Clock = Callable[[], int]
+"""Returns the current time in epoch milliseconds; injected so the core never reads the time."""
+
+
+class RecordStore(Protocol):
+    """Where the execution record is stored (the SnapshotJob status, in etcd).
+
+    An instance belongs to one execution of the job and fences by its execution id: once a
+    newer execution exists, its writes are refused.
+    """
+
+    def read(self) -> ExecutionRecord:
+        """Returns the stored record (a new job's record if none is stored yet).
+
+        Raises:
+            RecordStoreError: If the record could not be read.
+        """
+        ...
+
+    def write_safe(self, record: ExecutionRecord) -> None:
+        """Writes the record "safely" (Jet's writeJobExecutionRecordSafe, seed "Ensuring that
+        JobExecutionRecord is backed up").
+
+        Repeats the write (re-reading after conflicts and after errors that leave the outcome
+        open) until it knows whether the write took place. Returning means the record is safe.
+
+        Raises:
+            IndeterminateRecordWrite: If it could not determine whether the write was applied.
+            RecordStoreError: If the write was determinately not applied.
+            ZombieExecution: If a newer execution of the job exists.
+        """
+        ...
+
+    def write_standard(self, record: ExecutionRecord) -> None:
+        """Writes the record on a best-effort basis (Jet's writeJobExecutionRecord).
+
+        Never raises: used where the seed ignores the outcome (taking step 7b).
+        """
+        ...
+
+
+class ChunkReader(Protocol):
+    """Reads chunks of a validated snapshot (restore step 5)."""
+
+    def read_chunk(self, map_name: str, key: ChunkKey) -> bytes:
+        """Returns one chunk's value.
+
+        Raises:
+            SnapshotStoreError: If the chunk could not be read or is absent.
+        """
+        ...
+
+
+class SnapshotStore(ChunkReader, Protocol):
+    """The snapshot data maps (Hazelcast IMaps that fail on indeterminate operation state)."""
+
+    def clear(self, map_name: str) -> None:
+        """Removes every entry of a map. Not fail-on-indeterminate: entries may reappear.
+
+        Raises:
+            SnapshotStoreError: If the clear failed.
+        """
+        ...
+
+    def put_chunk(self, map_name: str, key: ChunkKey, data: bytes) -> None:
+        """Stores one chunk with a single-key put.
+
+        Raises:
+            IndeterminateChunkWrite: If the put may not have reached all sync backups.
+            SnapshotStoreError: If the put failed.
+        """
+        ...
+
+    def put_validation_record(self, map_name: str, record: ValidationRecord) -> None:
+        """Stores the map's validation record (one well-known key per map) with a single-key put.
+
+        Raises:
+            IndeterminateChunkWrite: If the put may not have reached all sync backups.
+            SnapshotStoreError: If the put failed.
+        """
+        ...
+
+    def get_validation_record(self, map_name: str) -> ValidationRecord | None:
+        """Returns the map's validation record, or None if there is none.
+
+        Raises:
+            SnapshotStoreError: If the map could not be read.
+        """
+        ...
+
+    def missing_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> list[ChunkKey]:
+        """Returns those of ``keys`` that are not in the map.
+
+        Raises:
+            SnapshotStoreError: If the map could not be read.
+        """
+        ...
+
+
+class Participant(Protocol):
+    """One party of the two-phase snapshot: a source, a keyed state, a transactional sink.
+
+    Driver-side participants (source offsets, sink transaction ids) write their chunks through
+    the :class:`ChunkWriter` they are handed; executor-side ones (state partitions written by
+    Spark tasks in parallel) write from the executors into ``writer.map_name`` under keys made
+    like ``writer.key(partition, seq)``. Either way, phase 1 returns the descriptors of every
+    chunk written, and the coordinator lists them in the validation record.
+    """
+
+    @property
+    def name(self) -> str:
+        """The operator name used in chunk keys; unique within the job, without ``/``."""
+        ...
+
+    def save_and_prepare(
+        self, snapshot_id: int, writer: ChunkWriter, export_only: bool
+    ) -> Sequence[ChunkDescriptor]:
+        """1st phase (Jet's saveSnapshot + snapshotCommitPrepare, taking step 4).
+
+        Saves the state as chunks and, unless ``export_only``, prepares the transactions of
+        the output since the previous snapshot and saves their ids in the chunks. Export-only
+        snapshots only save state (seed, "Export-only snapshots are handled specially").
+
+        Returns:
+            Descriptors of all chunks written.
+
+        Raises:
+            Exception: Any failure fails the snapshot.
+        """
+        ...
+
+    def commit_finish(self, snapshot_id: int, success: bool) -> None:
+        """2nd phase (Jet's snapshotCommitFinish, taking step 9).
+
+        Commits the transactions prepared for ``snapshot_id`` if ``success``, else rolls them
+        back; must be idempotent and a no-op for a snapshot that prepared nothing.
+
+        Raises:
+            Exception: If it cannot finish now; the job restarts, and restore step 5 then
+                commits or rolls back those transactions.
+        """
+        ...
+
+    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+        """Restores the participant (restore step 5), or starts it empty if ``snapshot`` is None.
+
+        Commits the transactions named in the snapshot "just in case" and rolls back every
+        other prepared transaction of this job (with no snapshot: all of them), so the job state
+        and external resources agree again.
+
+        Raises:
+            Exception: Any failure makes the execution restart.
+        """
+        ...

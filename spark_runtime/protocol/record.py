@@ -1,0 +1,274 @@
+"""The execution record: Jet's ``JobExecutionRecord``, kept in the SnapshotJob's status.
+
+The record is the single source of truth about which snapshot the job restores from. Every
+operation the seed performs on it is a pure method here that returns a new record, so the
+coordinator can hold the "in-memory" version and decide separately when and how (safe or
+standard write) to store it; that split is what the seed's invariant 1 ("the record in memory is
+never older than the stored one, it can be newer") is about.
+
+One deliberate difference from Jet: ``exported_snapshot_name`` names the export map holding the
+snapshot ``snapshot_id`` points to (set only when that is a terminal exported snapshot, seed
+"Exported snapshots"), not the export currently being taken. The name of an export in progress
+is never needed after a restart: the seed lets restore ignore an exported snapshot that is still
+marked in progress (taking step 7b).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spark_runtime.protocol.modes import SnapshotKind
+
+NO_SNAPSHOT = -1
+"""The id the record uses before the first snapshot, as in Jet."""
+
+
+@dataclass(frozen=True)
+class JobIdentity:
+    """What names a job's snapshot maps and tags its validation records.
+
+    Attributes:
+        uid: The SnapshotJob's metadata.uid; a recreated job gets new maps.
+        namespace: The SnapshotJob's namespace; exports are named per namespace.
+        pipeline_fingerprint: Identifies the pipeline code that wrote a snapshot.
+    """
+
+    uid: str
+    namespace: str
+    pipeline_fingerprint: str
+
+
+def snapshot_map_name(job_uid: str, index: int) -> str:
+    """Returns the name of one of the job's alternating pair of automatic snapshot maps."""
+    if index not in (0, 1):
+        raise ValueError(f"snapshot data map index must be 0 or 1, not {index}")
+    return f"__sj.snapshot.{job_uid}.{index}"
+
+
+def export_map_name(namespace: str, export_name: str) -> str:
+    """Returns the name of the map holding the exported snapshot ``export_name``."""
+    return f"__sj.export.{namespace}.{export_name}"
+
+
+@dataclass(frozen=True)
+class SnapshotStats:
+    """Figures about the last snapshot attempt, successful or not (times in epoch milliseconds)."""
+
+    snapshot_id: int
+    start_time: int
+    end_time: int
+    num_bytes: int
+    num_keys: int
+    num_chunks: int
+
+    def to_dict(self) -> dict[str, int]:
+        """Returns the CRD status form (camelCase keys)."""
+        return {
+            "snapshotId": self.snapshot_id,
+            "startTime": self.start_time,
+            "endTime": self.end_time,
+            "numBytes": self.num_bytes,
+            "numKeys": self.num_keys,
+            "numChunks": self.num_chunks,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SnapshotStats:
+        """Reads the CRD status form."""
+        return cls(
+            snapshot_id=int(data["snapshotId"]),
+            start_time=int(data["startTime"]),
+            end_time=int(data["endTime"]),
+            num_bytes=int(data["numBytes"]),
+            num_keys=int(data["numKeys"]),
+            num_chunks=int(data["numChunks"]),
+        )
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    """Jet's JobExecutionRecord (seed, "Snapshot taking procedure" and "Correctness").
+
+    Attributes:
+        snapshot_id: The last successful non-export-only snapshot: the restore point.
+        data_map_index: Which of the two automatic snapshot maps holds the last successful
+            automatic (or unnamed terminal) snapshot; -1 before the first one.
+        ongoing_snapshot_id: The last snapshot id that was started and so may have written
+            data; always incremented, never reused (taking step 1).
+        ongoing_snapshot_start_time: When that snapshot started, epoch milliseconds.
+        exported_snapshot_name: The export holding the restore point, if the restore point is
+            a terminal exported snapshot; None if it is in the automatic maps.
+        last_snapshot_failure: Why the last snapshot attempt failed; None if it succeeded.
+        snapshot_stats: Figures about the last snapshot attempt.
+        quorum_size: Split-brain protection: the fewest store members an execution may start
+            with; raised only upward.
+        suspended: Whether the job is suspended.
+        suspension_cause: Why it is suspended.
+        timestamp: When the record was last stamped for writing, epoch milliseconds.
+    """
+
+    snapshot_id: int = NO_SNAPSHOT
+    data_map_index: int = -1
+    ongoing_snapshot_id: int = NO_SNAPSHOT
+    ongoing_snapshot_start_time: int | None = None
+    exported_snapshot_name: str | None = None
+    last_snapshot_failure: str | None = None
+    snapshot_stats: SnapshotStats | None = None
+    quorum_size: int = 0
+    suspended: bool = False
+    suspension_cause: str | None = None
+    timestamp: int = 0
+
+    def __post_init__(self) -> None:
+        if self.data_map_index not in (-1, 0, 1):
+            raise ValueError(f"dataMapIndex must be -1, 0 or 1, not {self.data_map_index}")
+        if not NO_SNAPSHOT <= self.snapshot_id <= self.ongoing_snapshot_id:
+            raise ValueError(
+                f"snapshotId {self.snapshot_id} must be between {NO_SNAPSHOT} and "
+                f"ongoingSnapshotId {self.ongoing_snapshot_id}"
+            )
+
+    @property
+    def ongoing_data_map_index(self) -> int:
+        """The automatic snapshot map the next automatic snapshot writes to.
+
+        It is always the other map than the one holding the last successful automatic
+        snapshot, so taking a snapshot never clears the restore point (taking step 3).
+        """
+        return (self.data_map_index + 1) % 2
+
+    def start_new_snapshot(self, now: int) -> ExecutionRecord:
+        """Taking step 1: allocates a new snapshot id for a snapshot of any kind.
+
+        Args:
+            now: The current time, epoch milliseconds.
+        """
+        return dataclasses.replace(
+            self, ongoing_snapshot_id=self.ongoing_snapshot_id + 1, ongoing_snapshot_start_time=now
+        )
+
+    def snapshot_done(
+        self,
+        kind: SnapshotKind,
+        *,
+        export_name: str | None,
+        num_bytes: int,
+        num_keys: int,
+        num_chunks: int,
+        failure: str | None,
+        now: int,
+    ) -> ExecutionRecord:
+        """Taking step 6: records the decision on the ongoing snapshot (Jet's ongoingSnapshotDone).
+
+        A successful snapshot that is not export-only becomes the restore point; an automatic
+        or unnamed terminal one also switches the ongoing data map index, a terminal exported
+        one points the record at its export map instead. Export-only and failed snapshots
+        only update the statistics and the failure text.
+
+        Args:
+            kind: The kind of the ongoing snapshot.
+            export_name: The export name for exported kinds, else None.
+            num_bytes: Bytes the snapshot wrote.
+            num_keys: State entries the snapshot wrote.
+            num_chunks: Chunks the snapshot wrote.
+            failure: Why the snapshot failed, or None if it was successful.
+            now: The current time, epoch milliseconds.
+        """
+        if kind.is_exported != (export_name is not None):
+            raise ValueError(f"a {kind.value} snapshot needs an export name exactly if exported")
+        stats = SnapshotStats(
+            snapshot_id=self.ongoing_snapshot_id,
+            start_time=self.ongoing_snapshot_start_time
+            if self.ongoing_snapshot_start_time is not None
+            else now,
+            end_time=now,
+            num_bytes=num_bytes,
+            num_keys=num_keys,
+            num_chunks=num_chunks,
+        )
+        done = dataclasses.replace(self, snapshot_stats=stats, last_snapshot_failure=failure)
+        if failure is not None or kind.is_export_only:
+            return done
+        if kind is SnapshotKind.TERMINAL_EXPORTED:
+            return dataclasses.replace(
+                done, snapshot_id=self.ongoing_snapshot_id, exported_snapshot_name=export_name
+            )
+        return dataclasses.replace(
+            done,
+            snapshot_id=self.ongoing_snapshot_id,
+            data_map_index=self.ongoing_data_map_index,
+            exported_snapshot_name=None,
+        )
+
+    def ongoing_snapshot_map_name(self, job: JobIdentity, export_name: str | None) -> str:
+        """Returns the map the ongoing snapshot writes to: its export map or the ongoing map."""
+        if export_name is not None:
+            return export_map_name(job.namespace, export_name)
+        return snapshot_map_name(job.uid, self.ongoing_data_map_index)
+
+    def successful_snapshot_map_name(self, job: JobIdentity) -> str | None:
+        """Returns the map holding the restore point, or None if there is no successful snapshot."""
+        if self.snapshot_id == NO_SNAPSHOT:
+            return None
+        if self.exported_snapshot_name is not None:
+            return export_map_name(job.namespace, self.exported_snapshot_name)
+        return snapshot_map_name(job.uid, self.data_map_index)
+
+    def with_quorum_size(self, quorum_size: int) -> ExecutionRecord:
+        """Returns the record with the quorum raised to ``quorum_size``; it is never lowered."""
+        return dataclasses.replace(self, quorum_size=max(self.quorum_size, quorum_size))
+
+    def suspended_because(self, cause: str) -> ExecutionRecord:
+        """Returns the record of a suspended job."""
+        return dataclasses.replace(self, suspended=True, suspension_cause=cause)
+
+    def resumed(self) -> ExecutionRecord:
+        """Returns the record of a job that runs again."""
+        return dataclasses.replace(self, suspended=False, suspension_cause=None)
+
+    def stamped(self, now: int) -> ExecutionRecord:
+        """Returns the record with its timestamp set, as Jet does before every write."""
+        return dataclasses.replace(self, timestamp=now)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns ``status.executionRecord`` of the CRD; absent values are null.
+
+        Nulls are explicit so that a merge patch of the status clears them.
+        """
+        return {
+            "snapshotId": self.snapshot_id,
+            "dataMapIndex": self.data_map_index,
+            "ongoingSnapshotId": self.ongoing_snapshot_id,
+            "ongoingSnapshotStartTime": self.ongoing_snapshot_start_time,
+            "exportedSnapshotName": self.exported_snapshot_name,
+            "lastSnapshotFailure": self.last_snapshot_failure,
+            "snapshotStats": None if self.snapshot_stats is None else self.snapshot_stats.to_dict(),
+            "quorumSize": self.quorum_size,
+            "suspended": self.suspended,
+            "suspensionCause": self.suspension_cause,
+            "timestamp": self.timestamp,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ExecutionRecord:
+        """Reads ``status.executionRecord``; missing keys take the defaults of a new job."""
+        if not data:
+            return cls()
+        stats = data.get("snapshotStats")
+        start_time = data.get("ongoingSnapshotStartTime")
+        return cls(
+            snapshot_id=int(data.get("snapshotId", NO_SNAPSHOT)),
+            data_map_index=int(data.get("dataMapIndex", -1)),
+            ongoing_snapshot_id=int(data.get("ongoingSnapshotId", NO_SNAPSHOT)),
+            ongoing_snapshot_start_time=None if start_time is None else int(start_time),
+            exported_snapshot_name=data.get("exportedSnapshotName"),
+            last_snapshot_failure=data.get("lastSnapshotFailure"),
+            snapshot_stats=None if stats is None else SnapshotStats.from_dict(stats),
+            quorum_size=int(data.get("quorumSize", 0)),
+            suspended=bool(data.get("suspended", False)),
+            suspension_cause=data.get("suspensionCause"),
+            timestamp=int(data.get("timestamp", 0)),
+        )

@@ -1,0 +1,524 @@
+"""In-memory, fault-injecting implementations of the protocol's ports, and a tiny pipeline.
+
+They stand in for etcd (the execution record), Hazelcast (the snapshot maps) and a database
+with two-phase commit (the external transactional resource) so that the property tests can
+crash the driver anywhere and make any store call indeterminate. Each fake records the facts
+the seed's invariants are stated about (which record versions were applied or known safe,
+which transactions were committed or rolled back when); violations found at the moment they
+happen are appended to ``violations`` for the state machine's invariants to report.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from spark_runtime.protocol import (
+    ChunkDescriptor,
+    ChunkKey,
+    ChunkReader,
+    ChunkWriter,
+    CoordinatorConfig,
+    ExecutionRecord,
+    Failpoints,
+    IndeterminateChunkWrite,
+    IndeterminateRecordWrite,
+    JobIdentity,
+    RecordStoreError,
+    SnapshotCoordinator,
+    SnapshotRef,
+    SnapshotStoreError,
+    ValidationRecord,
+    ZombieExecution,
+)
+
+VALIDATION_KEY = "__validation_record"
+
+
+class Op(enum.Enum):
+    """The store calls faults can be injected into."""
+
+    RECORD_SAFE = "record.write_safe"
+    RECORD_STANDARD = "record.write_standard"
+    CLEAR = "snapshot.clear"
+    CHUNK_PUT = "snapshot.put_chunk"
+    VALIDATION_PUT = "snapshot.put_validation_record"
+
+
+class Fault(enum.Enum):
+    """How a store call goes wrong.
+
+    INDETERMINATE_APPLIED / _NOT_APPLIED: the caller gets an indeterminate result; the write
+    did or did not take effect. FAILED: a determinate failure, nothing applied. PARTIAL (clear
+    only): the clear "succeeds" but was not replicated, so some entries survive as strays.
+    """
+
+    INDETERMINATE_APPLIED = "indeterminate-applied"
+    INDETERMINATE_NOT_APPLIED = "indeterminate-not-applied"
+    FAILED = "failed"
+    PARTIAL = "partial"
+
+
+@dataclass
+class FaultPlan:
+    """Faults armed for the n-th next call of an operation (counted from arming)."""
+
+    _armed: dict[tuple[Op, int], Fault] = field(default_factory=dict)
+    _calls: Counter[Op] = field(default_factory=Counter)
+
+    def arm(self, faults: Iterable[tuple[Op, int, Fault]]) -> None:
+        self._armed = {(op, nth): fault for op, nth, fault in faults}
+        self._calls = Counter()
+
+    def disarm(self) -> None:
+        self._armed.clear()
+
+    def next(self, op: Op) -> Fault | None:
+        nth = self._calls[op]
+        self._calls[op] += 1
+        return self._armed.pop((op, nth), None)
+
+
+class FakeClock:
+    """A clock that moves 1 ms per reading, so every timestamp differs."""
+
+    def __init__(self) -> None:
+        self.now = 1_000
+
+    def __call__(self) -> int:
+        self.now += 1
+        return self.now
+
+
+class RecordDatabase:
+    """The linearizable store of the execution record (etcd), shared by all executions."""
+
+    def __init__(self, faults: FaultPlan, violations: list[str]) -> None:
+        self.record = ExecutionRecord()
+        self.execution_id = 0
+        self.safe_record: ExecutionRecord | None = None
+        self.faults = faults
+        self.violations = violations
+
+    def start_execution(self) -> FakeRecordStore:
+        """The operator starts a new execution; older executions become zombies."""
+        self.execution_id += 1
+        return FakeRecordStore(self, self.execution_id)
+
+    def apply(self, record: ExecutionRecord) -> None:
+        old = self.record
+        # Invariant 3 (and never reusing ids): checked on every version that reaches the store.
+        if record.snapshot_id < old.snapshot_id:
+            self.violations.append(f"snapshotId went back from {old.snapshot_id} to {record}")
+        if record.ongoing_snapshot_id < old.ongoing_snapshot_id:
+            self.violations.append(f"ongoingSnapshotId went back: {old} -> {record}")
+        self.record = record
+
+
+class FakeRecordStore:
+    """One execution's view of the record store, fenced by its execution id."""
+
+    def __init__(self, database: RecordDatabase, execution_id: int) -> None:
+        self.database = database
+        self.execution_id = execution_id
+
+    @property
+    def fenced(self) -> bool:
+        return self.execution_id != self.database.execution_id
+
+    def read(self) -> ExecutionRecord:
+        return self.database.record
+
+    def write_safe(self, record: ExecutionRecord) -> None:
+        if self.fenced:
+            raise ZombieExecution(f"execution {self.execution_id} is fenced")
+        fault = self.database.faults.next(Op.RECORD_SAFE)
+        if fault in (None, Fault.INDETERMINATE_APPLIED):
+            self.database.apply(record)
+        if fault is None:
+            self.database.safe_record = record
+        elif fault is Fault.FAILED:
+            raise RecordStoreError("injected failure")
+        else:
+            raise IndeterminateRecordWrite(f"injected {fault.value}")
+
+    def write_standard(self, record: ExecutionRecord) -> None:
+        if self.fenced:
+            return
+        fault = self.database.faults.next(Op.RECORD_STANDARD)
+        if fault in (None, Fault.INDETERMINATE_APPLIED):
+            self.database.apply(record)
+
+
+class FakeSnapshotStore:
+    """Hazelcast maps with fail-on-indeterminate single-key puts."""
+
+    def __init__(self, records: RecordDatabase, faults: FaultPlan, violations: list[str]) -> None:
+        self.maps: dict[str, dict[str, bytes | ValidationRecord]] = {}
+        self.validation_records_written: set[int] = set()
+        self.records = records
+        self.faults = faults
+        self.violations = violations
+
+    def clear(self, map_name: str) -> None:
+        fault = self.faults.next(Op.CLEAR)
+        entries = self.maps.setdefault(map_name, {})
+        if fault is Fault.FAILED:
+            raise SnapshotStoreError("injected clear failure")
+        if fault is None:
+            entries.clear()
+            return
+        # Not replicated to a backup that later took over: every other entry comes back.
+        for key in sorted(entries)[1::2]:
+            del entries[key]
+
+    def _put(self, op: Op, map_name: str, key: str, value: bytes | ValidationRecord) -> None:
+        fault = self.faults.next(op)
+        if fault in (None, Fault.INDETERMINATE_APPLIED, Fault.PARTIAL):
+            self.maps.setdefault(map_name, {})[key] = value
+        if fault is Fault.FAILED:
+            raise SnapshotStoreError("injected put failure")
+        if fault in (Fault.INDETERMINATE_APPLIED, Fault.INDETERMINATE_NOT_APPLIED):
+            raise IndeterminateChunkWrite(f"injected {fault.value}")
+
+    def _check_invariant_4(self, snapshot_id: int) -> None:
+        ongoing = self.records.record.ongoing_snapshot_id
+        if snapshot_id > ongoing:
+            self.violations.append(
+                f"invariant 4: data of snapshot {snapshot_id} written while the stored "
+                f"ongoingSnapshotId is {ongoing}"
+            )
+
+    def put_chunk(self, map_name: str, key: ChunkKey, data: bytes) -> None:
+        self._check_invariant_4(key.snapshot_id)
+        self._put(Op.CHUNK_PUT, map_name, str(key), data)
+
+    def put_validation_record(self, map_name: str, record: ValidationRecord) -> None:
+        self._check_invariant_4(record.snapshot_id)
+        self._put(Op.VALIDATION_PUT, map_name, VALIDATION_KEY, record)
+        self.validation_records_written.add(record.snapshot_id)
+
+    def get_validation_record(self, map_name: str) -> ValidationRecord | None:
+        value = self.maps.get(map_name, {}).get(VALIDATION_KEY)
+        assert value is None or isinstance(value, ValidationRecord)
+        return value
+
+    def missing_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> list[ChunkKey]:
+        entries = self.maps.get(map_name, {})
+        return [key for key in keys if str(key) not in entries]
+
+    def read_chunk(self, map_name: str, key: ChunkKey) -> bytes:
+        value = self.maps.get(map_name, {}).get(str(key))
+        if not isinstance(value, bytes):
+            raise SnapshotStoreError(f"chunk {key} is not in {map_name}")
+        return value
+
+    def snapshot_ids_stored(self) -> list[tuple[str, int]]:
+        """Every (map, snapshot id) of a chunk or validation record, for invariant 4."""
+        found = []
+        for map_name, entries in self.maps.items():
+            for key, value in entries.items():
+                if isinstance(value, ValidationRecord):
+                    found.append((map_name, value.snapshot_id))
+                else:
+                    found.append((map_name, ChunkKey.parse(key).snapshot_id))
+        return found
+
+
+class TxnStatus(enum.Enum):
+    PREPARED = "PREPARED"
+    COMMITTED = "COMMITTED"
+    ROLLED_BACK = "ROLLED_BACK"
+
+
+@dataclass
+class Transaction:
+    status: TxnStatus
+    items: tuple[int, ...]
+
+
+class TransactionalDatabase:
+    """An external resource with two-phase commit; one transaction per snapshot id.
+
+    ``on_commit`` / ``on_rollback`` are called when a prepared transaction changes state,
+    before the change, so invariants 5 and 6 can be checked at that very moment.
+    """
+
+    def __init__(self, violations: list[str]) -> None:
+        self.transactions: dict[int, Transaction] = {}
+        self.violations = violations
+        self.on_commit: Callable[[int], None] = lambda snapshot_id: None
+        self.on_rollback: Callable[[int], None] = lambda snapshot_id: None
+        self.unavailable_for_commits = 0
+
+    def prepare(self, snapshot_id: int, items: Sequence[int]) -> None:
+        others = [sid for sid in self.prepared() if sid != snapshot_id]
+        if others:
+            self.violations.append(
+                f"invariant 7: snapshot {snapshot_id} prepares while {others} are still prepared"
+            )
+        if snapshot_id in self.transactions:
+            self.violations.append(f"transaction of snapshot {snapshot_id} prepared twice")
+        self.transactions[snapshot_id] = Transaction(TxnStatus.PREPARED, tuple(items))
+
+    def commit(self, snapshot_id: int) -> None:
+        if self.unavailable_for_commits:
+            self.unavailable_for_commits -= 1
+            raise ConnectionError("database unavailable")
+        txn = self.transactions.get(snapshot_id)
+        if txn is None:
+            self.violations.append(f"commit of unknown transaction {snapshot_id}")
+            return
+        if txn.status is TxnStatus.ROLLED_BACK:
+            self.violations.append(f"commit of rolled back transaction {snapshot_id}")
+        elif txn.status is TxnStatus.PREPARED:
+            self.on_commit(snapshot_id)
+            txn.status = TxnStatus.COMMITTED
+
+    def rollback(self, snapshot_id: int) -> None:
+        txn = self.transactions.get(snapshot_id)
+        if txn is None:
+            return
+        if txn.status is TxnStatus.COMMITTED:
+            self.violations.append(f"rollback of committed transaction {snapshot_id}")
+        elif txn.status is TxnStatus.PREPARED:
+            self.on_rollback(snapshot_id)
+            txn.status = TxnStatus.ROLLED_BACK
+
+    def prepared(self) -> list[int]:
+        return sorted(s for s, t in self.transactions.items() if t.status is TxnStatus.PREPARED)
+
+    def committed_items(self) -> list[int]:
+        return [
+            item
+            for _, txn in sorted(self.transactions.items())
+            if txn.status is TxnStatus.COMMITTED
+            for item in txn.items
+        ]
+
+
+def _encode(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True).encode()
+
+
+def _decode(data: bytes) -> object:
+    return json.loads(data)
+
+
+class FakeSource:
+    """A replayable source: its state is the offset of the next item (driver-side participant)."""
+
+    name = "source"
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+    def emit(self, count: int) -> list[int]:
+        items = list(range(self.offset, self.offset + count))
+        self.offset += count
+        return items
+
+    def save_and_prepare(
+        self, snapshot_id: int, writer: ChunkWriter, export_only: bool
+    ) -> Sequence[ChunkDescriptor]:
+        return [writer.write(0, 0, _encode(self.offset), 1)]
+
+    def commit_finish(self, snapshot_id: int, success: bool) -> None:
+        pass
+
+    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+        self.offset = 0
+        if snapshot is not None:
+            (key,) = snapshot.chunk_keys
+            offset = _decode(reader.read_chunk(snapshot.map_name, key))
+            assert isinstance(offset, int)
+            self.offset = offset
+
+
+class FakeKeyedState:
+    """Keyed counts in hash partitions, saved the way Spark tasks would: each partition writes
+    its own chunks (at most two keys each) straight into the map, and the driver only collects
+    the descriptors (executor-side participant).
+    """
+
+    name = "state"
+    partitions = 3
+    keys_per_chunk = 2
+
+    def __init__(self, store: FakeSnapshotStore) -> None:
+        self.store = store
+        self.counts: dict[int, int] = {}
+        self.fail_next_save = False
+        self.on_save: Callable[[], None] | None = None
+
+    @classmethod
+    def expected_counts(cls, items: Iterable[int]) -> dict[int, int]:
+        return dict(Counter(item % 7 for item in items))
+
+    def update(self, items: Iterable[int]) -> None:
+        for item in items:
+            self.counts[item % 7] = self.counts.get(item % 7, 0) + 1
+
+    def _save_partition(self, writer: ChunkWriter, partition: int) -> list[ChunkDescriptor]:
+        # What one Spark task does on an executor: it has only the map name and the key layout.
+        entries = sorted((k, v) for k, v in self.counts.items() if k % self.partitions == partition)
+        descriptors = []
+        for seq, start in enumerate(range(0, max(len(entries), 1), self.keys_per_chunk)):
+            chunk = entries[start : start + self.keys_per_chunk]
+            data = _encode(chunk)
+            key = writer.key(partition, seq)
+            self.store.put_chunk(writer.map_name, key, data)
+            descriptors.append(ChunkDescriptor(key, len(data), len(chunk)))
+        return descriptors
+
+    def save_and_prepare(
+        self, snapshot_id: int, writer: ChunkWriter, export_only: bool
+    ) -> Sequence[ChunkDescriptor]:
+        if self.on_save is not None:
+            self.on_save()
+        descriptors = []
+        for partition in range(self.partitions):
+            descriptors.extend(self._save_partition(writer, partition))
+            if self.fail_next_save:
+                self.fail_next_save = False
+                raise RuntimeError("executor lost during phase 1")
+        return descriptors
+
+    def commit_finish(self, snapshot_id: int, success: bool) -> None:
+        pass
+
+    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+        self.counts = {}
+        if snapshot is None:
+            return
+        for key in snapshot.chunk_keys:
+            chunk = _decode(reader.read_chunk(snapshot.map_name, key))
+            assert isinstance(chunk, list)
+            for item_key, count in chunk:
+                self.counts[item_key] = count
+
+
+class FakeTransactionalSink:
+    """A sink with one transaction per snapshot (Jet's transactional sinks, seed mechanism 7).
+
+    Output since the previous snapshot goes into the open transaction; phase 1 prepares it and
+    saves its id; phase 2 commits it, or rolls it back and fails the execution, because the
+    rolled back output is lost unless the job restarts from the restore point (Jet does the
+    same: "we can't ignore the snapshot failure").
+    """
+
+    name = "sink"
+
+    def __init__(self, database: TransactionalDatabase, export_only_log: set[int]) -> None:
+        self.database = database
+        self.export_only_log = export_only_log
+        self.open_items: list[int] = []
+        self.prepared_for: int | None = None
+        self.restored_ids: list[int | None] = []
+
+    def write(self, items: Iterable[int]) -> None:
+        self.open_items.extend(items)
+
+    def save_and_prepare(
+        self, snapshot_id: int, writer: ChunkWriter, export_only: bool
+    ) -> Sequence[ChunkDescriptor]:
+        if export_only:
+            # Export-only snapshots only save state; no transaction is prepared.
+            self.export_only_log.add(snapshot_id)
+            return [writer.write(0, 0, _encode(None), 0)]
+        self.database.prepare(snapshot_id, self.open_items)
+        self.open_items = []
+        self.prepared_for = snapshot_id
+        return [writer.write(0, 0, _encode(snapshot_id), 1)]
+
+    def commit_finish(self, snapshot_id: int, success: bool) -> None:
+        if self.prepared_for != snapshot_id:
+            return
+        self.prepared_for = None
+        if success:
+            self.database.commit(snapshot_id)
+        else:
+            self.database.rollback(snapshot_id)
+            raise RuntimeError(f"snapshot {snapshot_id} failed; its output must be reprocessed")
+
+    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+        self.open_items = []
+        self.prepared_for = None
+        named: int | None = None
+        if snapshot is not None:
+            (key,) = snapshot.chunk_keys
+            value = _decode(reader.read_chunk(snapshot.map_name, key))
+            assert value is None or isinstance(value, int)
+            named = value
+        if named is not None:
+            self.database.commit(named)  # just in case (seed, restore step 5)
+        for snapshot_id in self.database.prepared():
+            if snapshot_id != named:
+                self.database.rollback(snapshot_id)
+        self.restored_ids.append(named)
+
+
+JOB = JobIdentity(uid="0b5e-uid", namespace="team-a", pipeline_fingerprint="fp-1")
+INTERVAL_MS = 10_000
+
+
+class Pipeline:
+    """The participants of one execution: source -> keyed state -> transactional sink."""
+
+    def __init__(
+        self, store: FakeSnapshotStore, database: TransactionalDatabase, export_only_log: set[int]
+    ) -> None:
+        self.source = FakeSource()
+        self.state = FakeKeyedState(store)
+        self.sink = FakeTransactionalSink(database, export_only_log)
+
+    @property
+    def participants(self) -> list[FakeSource | FakeKeyedState | FakeTransactionalSink]:
+        return [self.source, self.state, self.sink]
+
+    def process(self, count: int) -> None:
+        items = self.source.emit(count)
+        self.state.update(items)
+        self.sink.write(items)
+
+
+class Cluster:
+    """Everything that outlives a driver process: record store, snapshot maps, database."""
+
+    def __init__(self, job: JobIdentity = JOB) -> None:
+        self.job = job
+        self.violations: list[str] = []
+        self.faults = FaultPlan()
+        self.clock = FakeClock()
+        self.records = RecordDatabase(self.faults, self.violations)
+        self.snapshots = FakeSnapshotStore(self.records, self.faults, self.violations)
+        self.database = TransactionalDatabase(self.violations)
+        self.export_only_snapshots: set[int] = set()
+
+    def start_driver(
+        self, failpoints: Failpoints | None = None, suspend_on_failure: bool = False
+    ) -> Driver:
+        """Starts a new execution (a new driver process), fencing off the previous ones."""
+        pipeline = Pipeline(self.snapshots, self.database, self.export_only_snapshots)
+        records = self.records.start_execution()
+        coordinator = SnapshotCoordinator(
+            CoordinatorConfig(self.job, INTERVAL_MS, suspend_on_failure),
+            records,
+            self.snapshots,
+            pipeline.participants,
+            self.clock,
+            failpoints,
+        )
+        return Driver(coordinator, pipeline, records)
+
+
+@dataclass
+class Driver:
+    """One driver process: its coordinator, its participants, its fenced record store."""
+
+    coordinator: SnapshotCoordinator
+    pipeline: Pipeline
+    records: FakeRecordStore

@@ -1,0 +1,517 @@
+"""The acceptance test: the seed's 8 invariants hold under any interleaving of faults.
+
+A hypothesis state machine drives the pure protocol core against the fakes of ``fakes.py``:
+snapshots of every kind (automatic, export-only, terminal, terminal exported), termination
+requests in all six modes (also arriving while a snapshot is in phase 1), driver crashes at
+every failpoint followed by a restart and restore (in a new process or in the same one),
+indeterminate or failed results of any record write, chunk put or validation record put,
+clears that leave strays, zombie drivers, job failures, and lost snapshot data (more failed
+members than backups). After every step each of the seed's invariants is checked as an
+explicit ``@invariant``; violations that can only be seen at the moment they happen (a commit,
+a rollback, a put) are recorded by the fakes and reported by the same invariants.
+
+Beyond the invariants, every successful restore is checked end to end: the restored state and
+the committed output of the transactional sink are exactly those of the restore point
+(exactly-once), and a restore from a snapshot that lost data fails permanently with
+``SnapshotCorrupted`` naming that snapshot instead of restoring corrupted state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from spark_runtime.protocol import (
+    FAILPOINTS,
+    NO_SNAPSHOT,
+    TRANSITIONS,
+    CoordinatorState,
+    FailpointAction,
+    FailpointCrash,
+    Failpoints,
+    SnapshotCorrupted,
+    TerminationMode,
+    ZombieExecution,
+    validate_snapshot,
+)
+
+from .fakes import (
+    Cluster,
+    Driver,
+    FakeKeyedState,
+    Fault,
+    Op,
+    TxnStatus,
+)
+
+pytestmark = pytest.mark.unit
+
+T = TypeVar("T")
+S = CoordinatorState
+
+EXPORT_NAMES = ("nightly", "pre-upgrade")
+ACTIVE = frozenset({S.RESTORING, S.TAKING_SNAPSHOT, S.PHASE_2_PENDING, S.IN_PHASE_2})
+STOPPED_BY_ACTION = {"RESTART": S.RESTART_REQUIRED, "SUSPEND": S.SUSPENDED, "CANCEL": S.CANCELLED}
+
+
+def sometimes(strategy: st.SearchStrategy[T]) -> st.SearchStrategy[T | None]:
+    """Draws from ``strategy`` one time in four, else None, so that runs also get far."""
+    return st.tuples(st.integers(0, 3), strategy).map(lambda t: t[1] if t[0] == 0 else None)
+
+
+def failpoints_of(procedure: str) -> st.SearchStrategy[tuple[str, FailpointAction] | None]:
+    options = sorted(
+        (
+            (failpoint.name, action)
+            for failpoint in FAILPOINTS
+            if failpoint.procedure == procedure
+            for action in failpoint.actions
+        ),
+        key=lambda option: (option[0], option[1].value),
+    )
+    return sometimes(st.sampled_from(options))
+
+
+store_faults = sometimes(
+    st.lists(
+        st.one_of(
+            st.tuples(
+                st.sampled_from(
+                    [Op.RECORD_SAFE, Op.RECORD_STANDARD, Op.CHUNK_PUT, Op.VALIDATION_PUT]
+                ),
+                st.integers(0, 2),
+                st.sampled_from(
+                    [Fault.INDETERMINATE_APPLIED, Fault.INDETERMINATE_NOT_APPLIED, Fault.FAILED]
+                ),
+            ),
+            st.tuples(
+                st.just(Op.CLEAR), st.integers(0, 1), st.sampled_from([Fault.FAILED, Fault.PARTIAL])
+            ),
+        ),
+        min_size=1,
+        max_size=2,
+    )
+)
+
+termination_requests = st.tuples(
+    st.sampled_from(TerminationMode), st.none() | st.sampled_from(EXPORT_NAMES)
+).map(lambda r: r if r[0].terminal_snapshot else (r[0], None))
+
+
+class SnapshotProtocolMachine(RuleBasedStateMachine):
+    """One job, its cluster that outlives drivers, and the drivers the operator starts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failpoints = Failpoints()
+        self.suspend_on_failure = False
+        self._new_job()
+
+    def _new_job(self) -> None:
+        self.cluster = Cluster()
+        self.cluster.database.on_commit = self._on_commit
+        self.cluster.database.on_rollback = self._on_rollback
+        self.driver: Driver | None = None
+        self.zombies: list[Driver] = []
+        self.damaged_maps: set[str] = set()
+        self.job_over = False
+
+    # Moment-of-event checks (invariants 5, 6, 8)
+
+    def _on_commit(self, snapshot_id: int) -> None:
+        safe = self.cluster.records.safe_record
+        if safe is None or safe.snapshot_id != snapshot_id:
+            self.cluster.violations.append(
+                f"invariant 5: transactions of snapshot {snapshot_id} committed while the safe "
+                f"record is {safe}"
+            )
+        if snapshot_id not in self.cluster.snapshots.validation_records_written:
+            self.cluster.violations.append(f"committed snapshot {snapshot_id} was not successful")
+
+    def _on_rollback(self, snapshot_id: int) -> None:
+        stored = self.cluster.records.record.snapshot_id
+        in_memory = NO_SNAPSHOT
+        if self.driver is not None and self.driver.coordinator.record is not None:
+            in_memory = self.driver.coordinator.record.snapshot_id
+        if max(stored, in_memory) >= snapshot_id:
+            self.cluster.violations.append(
+                f"invariant 6: transactions of snapshot {snapshot_id} rolled back while the "
+                f"record points to {stored} (stored) / {in_memory} (in memory)"
+            )
+
+    def _check_no_concurrent_restore(self) -> None:
+        busy = [z for z in self.zombies if z.coordinator.state in ACTIVE]
+        if busy:
+            self.cluster.violations.append("invariant 8: restore while another driver is active")
+
+    # Driving the coordinator
+
+    def _drive(
+        self,
+        action: Callable[[], Any],
+        failpoint: tuple[str, FailpointAction] | None,
+        faults: list[tuple[Op, int, Fault]] | None,
+    ) -> None:
+        assert self.driver is not None
+        if failpoint is not None:
+            self.failpoints.arm(*failpoint)
+        self.cluster.faults.arm(faults or [])
+        try:
+            action()
+        except FailpointCrash:
+            self.driver = None  # the driver process died; the chaos harness calls os._exit
+        except SnapshotCorrupted as corrupted:
+            self._check_corruption(corrupted)
+        finally:
+            self.failpoints.disarm_all()
+            self.cluster.faults.disarm()
+        self._check_stopped_driver()
+
+    def _restore(
+        self,
+        failpoint: tuple[str, FailpointAction] | None,
+        faults: list[tuple[Op, int, Fault]] | None,
+        commit_outage: bool,
+    ) -> None:
+        assert self.driver is not None
+        self._check_no_concurrent_restore()
+        self.cluster.database.unavailable_for_commits = int(commit_outage)
+        self._drive(self.driver.coordinator.restore, failpoint, faults)
+        self.cluster.database.unavailable_for_commits = 0
+        if self.driver is not None and self.driver.coordinator.state is S.RUNNING:
+            self._check_restored_exactly_once()
+
+    def _check_corruption(self, corrupted: SnapshotCorrupted) -> None:
+        record = self.cluster.records.record
+        map_name = record.successful_snapshot_map_name(self.cluster.job)
+        assert (corrupted.map_name, corrupted.snapshot_id) == (map_name, record.snapshot_id)
+        assert map_name in self.damaged_maps, f"false alarm: {corrupted}"
+        message = str(corrupted)
+        assert map_name in message
+        assert f"Snapshot {record.snapshot_id} " in message
+        assert "spec.initialSnapshotName" in message
+        assert self.driver is not None and self.driver.coordinator.state is S.FAILED
+        self.job_over = True
+
+    def _check_restored_exactly_once(self) -> None:
+        """The restored job continues exactly where its committed output ends."""
+        assert self.driver is not None
+        offset = self.driver.pipeline.source.offset
+        committed = self.cluster.database.committed_items()
+        assert sorted(committed) == list(range(offset)), (offset, committed)
+        assert self.driver.pipeline.state.counts == FakeKeyedState.expected_counts(range(offset))
+        assert self.cluster.database.prepared() == []
+
+    def _check_stopped_driver(self) -> None:
+        if self.driver is None:
+            return
+        coordinator = self.driver.coordinator
+        termination = coordinator.termination
+        if coordinator.state in (S.CANCELLED, S.FAILED):
+            self.job_over = True
+        if termination is None or termination.mode is None:
+            return
+        assert coordinator.state is STOPPED_BY_ACTION[termination.mode.action_after.value]
+        if termination.mode.terminal_snapshot:
+            # A graceful termination that went through leaves a clean state: the terminal
+            # snapshot is the restore point and no transaction is left prepared.
+            assert coordinator.record is not None
+            assert self.cluster.records.record.snapshot_id == coordinator.record.snapshot_id
+            assert self.cluster.records.safe_record is not None
+            assert self.cluster.database.prepared() == []
+
+    def _export_name_rejected(self, export_name: str | None) -> bool:
+        assert self.driver is not None and self.driver.coordinator.record is not None
+        return (
+            export_name is not None
+            and export_name == self.driver.coordinator.record.exported_snapshot_name
+        )
+
+    def _state_is(self, *states: CoordinatorState) -> bool:
+        return self.driver is not None and self.driver.coordinator.state in states
+
+    # Rules
+
+    @initialize(suspend_on_failure=st.booleans())
+    def configure(self, suspend_on_failure: bool) -> None:
+        self.suspend_on_failure = suspend_on_failure
+
+    @precondition(
+        lambda self: (
+            not self.job_over
+            and (self.driver is None or self._state_is(S.RESTART_REQUIRED, S.SUSPENDED))
+        )
+    )
+    @rule(failpoint=failpoints_of("restore"), faults=store_faults, commit_outage=st.booleans())
+    def start_driver(
+        self,
+        failpoint: tuple[str, FailpointAction] | None,
+        faults: list[tuple[Op, int, Fault]] | None,
+        commit_outage: bool,
+    ) -> None:
+        """The operator starts a new execution: a new driver process restores the job."""
+        self.driver = self.cluster.start_driver(self.failpoints, self.suspend_on_failure)
+        self._restore(failpoint, faults, commit_outage)
+
+    @precondition(lambda self: self._state_is(S.RESTART_REQUIRED, S.SUSPENDED))
+    @rule(failpoint=failpoints_of("restore"), faults=store_faults, commit_outage=st.booleans())
+    def restore_in_same_driver(
+        self,
+        failpoint: tuple[str, FailpointAction] | None,
+        faults: list[tuple[Op, int, Fault]] | None,
+        commit_outage: bool,
+    ) -> None:
+        """The same coordinator restores again, keeping its in-memory record (seed, (*))."""
+        self._restore(failpoint, faults, commit_outage)
+
+    @precondition(lambda self: self._state_is(S.RUNNING, S.PHASE_2_PENDING))
+    @rule(count=st.integers(1, 4))
+    def process_items(self, count: int) -> None:
+        assert self.driver is not None
+        self.driver.pipeline.process(count)
+
+    @precondition(lambda self: self._state_is(S.RUNNING))
+    @rule(
+        export_name=sometimes(st.sampled_from(EXPORT_NAMES)),
+        failpoint=failpoints_of("take"),
+        faults=store_faults,
+        executor_lost=st.booleans(),
+        request_during_phase_1=sometimes(termination_requests),
+    )
+    def take_snapshot(
+        self,
+        export_name: str | None,
+        failpoint: tuple[str, FailpointAction] | None,
+        faults: list[tuple[Op, int, Fault]] | None,
+        executor_lost: bool,
+        request_during_phase_1: tuple[TerminationMode, str | None] | None,
+    ) -> None:
+        """An automatic or export-only snapshot, maybe with a termination request arriving."""
+        assert self.driver is not None
+        coordinator = self.driver.coordinator
+        if self._export_name_rejected(export_name):
+            with pytest.raises(ValueError, match="restore point"):
+                coordinator.take_snapshot(export_name)
+            assert coordinator.state is S.RUNNING
+            return
+        state = self.driver.pipeline.state
+        state.fail_next_save = executor_lost
+        if request_during_phase_1 is not None and not self._export_name_rejected(
+            request_during_phase_1[1]
+        ):
+            mode, name = request_during_phase_1
+            state.on_save = lambda: coordinator.request_termination(mode, name)
+        self._drive(lambda: coordinator.take_snapshot(export_name), failpoint, faults)
+        state.fail_next_save = False
+        state.on_save = None
+
+    @precondition(lambda self: self._state_is(S.PHASE_2_PENDING))
+    @rule(failpoint=failpoints_of("take"), faults=store_faults, commit_outage=st.booleans())
+    def finish_snapshot(
+        self,
+        failpoint: tuple[str, FailpointAction] | None,
+        faults: list[tuple[Op, int, Fault]] | None,
+        commit_outage: bool,
+    ) -> None:
+        """Phase 2 and step 10, then any termination request that waited for the snapshot."""
+        assert self.driver is not None
+        self.cluster.database.unavailable_for_commits = int(commit_outage)
+        self._drive(self.driver.coordinator.finish_snapshot, failpoint, faults)
+        self.cluster.database.unavailable_for_commits = 0
+
+    @precondition(lambda self: self._state_is(S.RUNNING, S.PHASE_2_PENDING))
+    @rule(request=termination_requests, failpoint=failpoints_of("take"), faults=store_faults)
+    def request_termination(
+        self,
+        request: tuple[TerminationMode, str | None],
+        failpoint: tuple[str, FailpointAction] | None,
+        faults: list[tuple[Op, int, Fault]] | None,
+    ) -> None:
+        """Any of the six termination modes, with or without exporting the terminal snapshot."""
+        assert self.driver is not None
+        coordinator = self.driver.coordinator
+        mode, export_name = request
+        if self._export_name_rejected(export_name):
+            state = coordinator.state
+            with pytest.raises(ValueError, match="restore point"):
+                coordinator.request_termination(mode, export_name)
+            assert coordinator.state is state
+            return
+        self._drive(lambda: coordinator.request_termination(mode, export_name), failpoint, faults)
+
+    @precondition(lambda self: self._state_is(S.RUNNING, S.PHASE_2_PENDING))
+    @rule()
+    def job_fails(self) -> None:
+        """The pipeline fails; suspendOnFailure suspends without a snapshot."""
+        assert self.driver is not None
+        self.driver.coordinator.fail("user code raised")
+        expected = S.SUSPENDED if self.suspend_on_failure else S.FAILED
+        assert self.driver.coordinator.state is expected
+        self._check_stopped_driver()
+
+    @precondition(lambda self: self.driver is not None and not self.job_over)
+    @rule()
+    def driver_crashes(self) -> None:
+        """The driver process dies between two steps of the pipeline."""
+        self.driver = None
+
+    @precondition(lambda self: self._state_is(S.RUNNING))
+    @rule()
+    def driver_partitioned(self) -> None:
+        """The operator loses the driver and starts another: the old one lives on as a zombie."""
+        assert self.driver is not None
+        self.zombies.append(self.driver)
+        self.driver = None
+
+    @precondition(
+        lambda self: any(
+            zombie.coordinator.state is S.RUNNING and zombie.records.fenced
+            for zombie in self.zombies
+        )
+    )
+    @rule(graceful=st.booleans())
+    def zombie_tries_to_snapshot(self, graceful: bool) -> None:
+        """A fenced driver can neither move the record nor write snapshot data."""
+        zombie = next(
+            z for z in self.zombies if z.coordinator.state is S.RUNNING and z.records.fenced
+        )
+        record = self.cluster.records.record
+        maps = {name: dict(entries) for name, entries in self.cluster.snapshots.maps.items()}
+        with pytest.raises(ZombieExecution):
+            if graceful:
+                zombie.coordinator.request_termination(TerminationMode.SUSPEND_GRACEFUL)
+            else:
+                zombie.coordinator.take_snapshot()
+        assert zombie.coordinator.state is S.FENCED
+        assert self.cluster.records.record == record
+        assert self.cluster.snapshots.maps == maps
+
+    @precondition(lambda self: not self.job_over)
+    @rule(data=st.data(), happens=st.integers(0, 3))
+    def lose_snapshot_data(self, data: st.DataObject, happens: int) -> None:
+        """More members fail than the maps have backups: entries of one map are lost."""
+        maps = sorted(name for name, entries in self.cluster.snapshots.maps.items() if entries)
+        if happens != 0 or not maps:
+            return
+        map_name = data.draw(st.sampled_from(maps), label="map")
+        entries = self.cluster.snapshots.maps[map_name]
+        lost = data.draw(
+            st.lists(st.sampled_from(sorted(entries)), min_size=1, unique=True), label="lost"
+        )
+        for key in lost:
+            del entries[key]
+        self.damaged_maps.add(map_name)
+
+    @precondition(lambda self: self.job_over)
+    @rule()
+    def submit_new_job(self) -> None:
+        """After a cancellation or a permanent failure, go on with a fresh job."""
+        self._new_job()
+
+    # The seed's invariants (Correctness), in its words
+
+    @invariant()
+    def invariant_1_record_in_memory_is_never_older(self) -> None:
+        """JobExecutionRecord in memory is never older than the version in IMap. It can be newer
+        though."""
+        if self.driver is None or self.driver.coordinator.record is None:
+            return
+        in_memory = self.driver.coordinator.record
+        stored = self.cluster.records.record
+        assert in_memory.ongoing_snapshot_id >= stored.ongoing_snapshot_id, (in_memory, stored)
+        assert in_memory.snapshot_id >= stored.snapshot_id, (in_memory, stored)
+
+    @invariant()
+    def invariant_2_record_points_to_successful_snapshot(self) -> None:
+        """JobExecutionRecord in IMap always points to successful non-export-only snapshot (if
+        any), that can be used to restore the job preserving processing guarantees and external
+        data sources state."""
+        record = self.cluster.records.record
+        if record.snapshot_id == NO_SNAPSHOT:
+            return
+        snapshot_id = record.snapshot_id
+        assert snapshot_id in self.cluster.snapshots.validation_records_written
+        assert snapshot_id not in self.cluster.export_only_snapshots
+        transaction = self.cluster.database.transactions.get(snapshot_id)
+        assert transaction is not None and transaction.status is not TxnStatus.ROLLED_BACK
+        map_name = record.successful_snapshot_map_name(self.cluster.job)
+        assert map_name is not None
+        if map_name not in self.damaged_maps:
+            validate_snapshot(self.cluster.snapshots, map_name, snapshot_id)
+
+    @invariant()
+    def invariant_3_snapshot_id_is_strictly_monotonic(self) -> None:
+        """JobExecutionRecord.snapshotId is strictly monotonic, gaps are allowed."""
+        assert not [v for v in self.cluster.violations if "went back" in v]
+
+    @invariant()
+    def invariant_4_no_data_above_ongoing_snapshot_id(self) -> None:
+        """There are no snapshot data (chunks, SnapshotVerificationRecord) in IMap with
+        snapshotId > JobExecutionRecord.ongoingSnapshotId in any snapshot data map. However,
+        there may exist data with different values snapshotId, even in the same map."""
+        ongoing = self.cluster.records.record.ongoing_snapshot_id
+        assert all(sid <= ongoing for _, sid in self.cluster.snapshots.snapshot_ids_stored())
+        assert not [v for v in self.cluster.violations if v.startswith("invariant 4")]
+
+    @invariant()
+    def invariant_5_no_commit_without_safe_record(self) -> None:
+        """There are no committed transactions for successful snapshot for which
+        JobExecutionRecord is not safe."""
+        assert not [v for v in self.cluster.violations if "commit" in v and "rollback" not in v]
+
+    @invariant()
+    def invariant_6_no_rollback_of_recorded_snapshot(self) -> None:
+        """There are no rolled back transactions for successful snapshot for which
+        JobExecutionRecord is maybe safe or safe."""
+        assert not [v for v in self.cluster.violations if "rollback" in v or "rolled back" in v]
+
+    @invariant()
+    def invariant_7_one_snapshot_in_progress(self) -> None:
+        """There is never > 1 snapshot in progress for given job."""
+        drivers = [*self.zombies, *([self.driver] if self.driver else [])]
+        in_progress = [
+            d
+            for d in drivers
+            if d.coordinator.state in (S.TAKING_SNAPSHOT, S.PHASE_2_PENDING, S.IN_PHASE_2)
+        ]
+        assert len(in_progress) <= 1
+        assert not [v for v in self.cluster.violations if v.startswith("invariant 7")]
+
+    @invariant()
+    def invariant_8_restore_never_concurrent(self) -> None:
+        """Snapshot restore is never performed concurrently with snapshot taking or another
+        restore for given job."""
+        assert not [v for v in self.cluster.violations if v.startswith("invariant 8")]
+
+    @invariant()
+    def no_other_violation(self) -> None:
+        """Transactions are prepared once, and never committed after a rollback or vice versa."""
+        assert not [v for v in self.cluster.violations if "twice" in v or "unknown" in v]
+        assert not [v for v in self.cluster.violations if "not successful" in v]
+
+    @invariant()
+    def transitions_follow_the_table(self) -> None:
+        """Whatever happened, the coordinator is in a state the table knows."""
+        if self.driver is not None:
+            assert self.driver.coordinator.state in TRANSITIONS
+
+
+SnapshotProtocolMachine.TestCase.settings = settings(
+    max_examples=200,
+    stateful_step_count=50,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestSnapshotProtocol = SnapshotProtocolMachine.TestCase
