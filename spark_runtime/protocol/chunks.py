@@ -188,6 +188,21 @@ class ChunkWriter:
         self._store.put_chunk(self.map_name, key, data)
         return ChunkDescriptor(key, len(data), num_keys)
 
+    def write_many(self, chunks: Sequence[tuple[int, int, bytes, int]]) -> list[ChunkDescriptor]:
+        """Puts chunks given as ``(partition, seq, data, num_keys)``, in parallel where the
+        store can; every put is still a single-key put with its own determinate outcome.
+
+        Raises:
+            IndeterminateChunkWrite: If any put may not have reached all backups.
+            SnapshotStoreError: If any put failed.
+        """
+        keyed = [(self.key(partition, seq), data) for partition, seq, data, _ in chunks]
+        self._store.put_chunks(self.map_name, keyed)
+        return [
+            ChunkDescriptor(key, len(data), num_keys)
+            for (key, data), (_, _, _, num_keys) in zip(keyed, chunks, strict=True)
+        ]
+
 
 def validate_snapshot(store: SnapshotStore, map_name: str, snapshot_id: int) -> ValidationRecord:
     """Strictly validates a snapshot before restoring from it (seed, restore step 4).

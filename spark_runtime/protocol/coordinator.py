@@ -447,7 +447,7 @@ class SnapshotCoordinator:
             outcome = SnapshotOutcome(
                 snapshot_id, kind, map_name, export_name, False, f"failed to start: {error}"
             )
-            _log.warning("snapshot %d failed to start: %s", snapshot_id, error)
+            _log.warning("Snapshot failed to start snapshotId=%d error=%s", snapshot_id, error)
             if kind.is_terminal:
                 self._terminating = None
                 self._stop(
@@ -527,7 +527,7 @@ class SnapshotCoordinator:
                     # and restore ignores an export marked in progress.
                     self._records.write_standard(record)
             except RecordStoreError as error:
-                _log.info("ignoring failed record write for snapshot %d: %s", snapshot_id, error)
+                _log.info("Ignored failed record write snapshotId=%d error=%s", snapshot_id, error)
 
         with self._step(TAKE, 8):
             self._clear_after_decision(outcome, record)
@@ -541,11 +541,11 @@ class SnapshotCoordinator:
         self._pending = None
         self._terminating = None
         _log.warning(
-            "execution record update for snapshot %d failed (%s): restarting forcefully without "
-            "the 2nd phase%s",
+            "Execution record update not safe, restarting forcefully without the 2nd phase "
+            "snapshotId=%d ignoredRequest=%s error=%s",
             outcome.snapshot_id,
+            "none" if ignored is None else ignored.mode.name,
             error,
-            "" if ignored is None else f", ignoring the {ignored.mode.name} request",
         )
         self._stop(
             TerminationMode.RESTART_FORCEFUL,
@@ -567,7 +567,7 @@ class SnapshotCoordinator:
         try:
             self._snapshots.clear(map_name)
         except SnapshotStoreError as error:
-            _log.warning("could not clear %s after snapshot: %s", map_name, error)
+            _log.warning("Could not clear map after snapshot map=%s error=%s", map_name, error)
 
     def _serve_termination(self) -> None:
         request = self._pending

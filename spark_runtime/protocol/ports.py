@@ -93,6 +93,18 @@ class SnapshotStore(ChunkReader, Protocol):
         """
         ...
 
+    def put_chunks(self, map_name: str, chunks: Sequence[tuple[ChunkKey, bytes]]) -> None:
+        """Stores several chunks, each with its own single-key put, possibly in parallel.
+
+        Every put has finished (stored or failed) when this returns or raises, so no write of
+        a failed snapshot is still in flight when the coordinator decides its fate.
+
+        Raises:
+            IndeterminateChunkWrite: If any put may not have reached all sync backups.
+            SnapshotStoreError: If any put failed.
+        """
+        ...
+
     def put_validation_record(self, map_name: str, record: ValidationRecord) -> None:
         """Stores the map's validation record (one well-known key per map) with a single-key put.
 

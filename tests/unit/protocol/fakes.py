@@ -196,6 +196,17 @@ class FakeSnapshotStore:
         self._check_invariant_4(key.snapshot_id)
         self._put(Op.CHUNK_PUT, map_name, str(key), data)
 
+    def put_chunks(self, map_name: str, chunks: Sequence[tuple[ChunkKey, bytes]]) -> None:
+        # Like the Hazelcast store: every put is attempted, then the first failure is raised.
+        first_error: SnapshotStoreError | None = None
+        for key, data in chunks:
+            try:
+                self.put_chunk(map_name, key, data)
+            except SnapshotStoreError as error:
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+
     def put_validation_record(self, map_name: str, record: ValidationRecord) -> None:
         self._check_invariant_4(record.snapshot_id)
         self._put(Op.VALIDATION_PUT, map_name, VALIDATION_KEY, record)
