@@ -1,0 +1,181 @@
+"""Benchmark: the snapshot store against the physical limit of the same client and cluster.
+
+Writes and restores the same state (64 and 512 MiB in 1 MiB chunks) through
+:class:`~spark_runtime.hazelcast_store.HazelcastSnapshotStore`, the way a snapshot does
+(strict single-key puts, validation record, strict validation before the restore), and the
+same bytes through the fastest plain client method, measured in the same run against the same
+3-member cluster: for writes the faster of parallel async ``set`` and batched ``put_all``, for
+reads the faster of parallel ``get`` and batched ``get_all``. Each figure is the best of
+``--repeat`` passes.
+
+Run: ``.venv/bin/python bench/snapshot_store.py`` (``--sizes 64`` for a quick pass). Prints
+the figures and ratios; the last line is JSON with ``write_ratio`` and ``restore_ratio``
+(the smallest over the sizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hazelcast.client import HazelcastClient
+
+from spark_runtime.hazelcast_store import DEFAULT_WINDOW, SOCKET_OPTIONS, HazelcastSnapshotStore
+from spark_runtime.protocol.chunks import (
+    ChunkKey,
+    ValidationRecord,
+    validate_snapshot,
+)
+from tests.fixtures.hazelcast import HazelcastCluster
+
+MIB = 1024 * 1024
+BATCH = 16  # entries per put_all / get_all call
+
+
+def best_of(repeat: int, run: Callable[[], None], before: Callable[[], None]) -> float:
+    """Fastest wall time of ``repeat`` runs, each after ``before`` (not timed)."""
+    best = float("inf")
+    for _ in range(repeat):
+        before()
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def windowed(futures: Any, window: int = DEFAULT_WINDOW) -> list[Any]:
+    """Wait for futures, keeping at most ``window`` in flight (the plain client's best use)."""
+    results: list[Any] = []
+    pending: list[Any] = []
+    for future in futures:
+        pending.append(future)
+        if len(pending) >= window:
+            results.append(pending.pop(0).result())
+    results.extend(f.result() for f in pending)
+    return results
+
+
+def measure(
+    cluster_client: HazelcastClient, plain_client: HazelcastClient, size_mib: int, repeat: int
+) -> dict[str, float]:
+    """MB/s of every method for one state size."""
+    pool = [bytearray(os.urandom(MIB)) for _ in range(min(size_mib, 64))]
+    keys = [ChunkKey(1, "state", p, 0) for p in range(size_mib)]
+    chunks = [(key, pool[i % len(pool)]) for i, key in enumerate(keys)]
+    plain_items = {str(k): v for k, v in chunks}
+    store = HazelcastSnapshotStore(cluster_client)
+    snapshot_map = f"__sj.snapshot.bench-{size_mib}.0"
+    plain_map = plain_client.get_map(f"__sj.bench.plain-{size_mib}")
+    record = ValidationRecord(1, tuple(keys), size_mib * MIB, size_mib, 0, "bench", "bench")
+
+    def clear_store() -> None:
+        store.clear(snapshot_map)
+
+    def clear_plain() -> None:
+        plain_map.clear().result()
+
+    def store_write() -> None:
+        store.put_chunks(snapshot_map, chunks)
+        store.put_validation_record(snapshot_map, record)
+
+    def plain_set() -> None:
+        windowed(plain_map.set(k, v) for k, v in plain_items.items())
+
+    def plain_put_all() -> None:
+        names = list(plain_items)
+        windowed(
+            plain_map.put_all({n: plain_items[n] for n in names[i : i + BATCH]})
+            for i in range(0, len(names), BATCH)
+        )
+
+    def store_restore() -> None:
+        checked = validate_snapshot(store, snapshot_map, 1)
+        data = store.read_chunks(snapshot_map, checked.chunk_keys)
+        assert sum(len(d) for d in data) == size_mib * MIB
+
+    def plain_get() -> None:
+        data = windowed(plain_map.get(k) for k in plain_items)
+        assert sum(len(d) for d in data) == size_mib * MIB
+
+    def plain_get_all() -> None:
+        names = list(plain_items)
+        parts = windowed(
+            plain_map.get_all(names[i : i + BATCH]) for i in range(0, len(names), BATCH)
+        )
+        assert sum(len(v) for part in parts for v in part.values()) == size_mib * MIB
+
+    def nothing() -> None:
+        return None
+
+    mb = size_mib * MIB / 1e6
+    figures = {
+        "store_write": mb / best_of(repeat, store_write, clear_store),
+        "plain_set": mb / best_of(repeat, plain_set, clear_plain),
+        "plain_put_all": mb / best_of(repeat, plain_put_all, clear_plain),
+    }
+    store_write()  # the state to restore, and the plain map holds it already
+    figures["store_restore"] = mb / best_of(repeat, store_restore, nothing)
+    figures["plain_get"] = mb / best_of(repeat, plain_get, nothing)
+    figures["plain_get_all"] = mb / best_of(repeat, plain_get_all, nothing)
+    clear_store()
+    clear_plain()
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512], help="MiB of state")
+    parser.add_argument("--repeat", type=int, default=3, help="passes per figure (best counts)")
+    parser.add_argument("--heap", default="2g", help="JVM heap of each member")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+
+    workdir = Path(tempfile.mkdtemp(prefix="sj-bench-store-"))
+    cluster = HazelcastCluster(workdir, heap=args.heap)
+    results: dict[str, Any] = {"sizes_mib": args.sizes}
+    try:
+        cluster.start()
+        # Both clients get the store's socket buffers, so the ratio compares methods only.
+        strict = cluster.client(fail_on_indeterminate=True, socket_options=SOCKET_OPTIONS)
+        plain = cluster.client(fail_on_indeterminate=False, socket_options=SOCKET_OPTIONS)
+        write_ratios, restore_ratios = [], []
+        print(f"Hazelcast {len(cluster.nodes)} members, backup-count 1, logs in {workdir}")
+        for size in args.sizes:
+            f = measure(strict, plain, size, args.repeat)
+            plain_write = max(f["plain_set"], f["plain_put_all"])
+            plain_read = max(f["plain_get"], f["plain_get_all"])
+            write_ratio = f["store_write"] / plain_write
+            restore_ratio = f["store_restore"] / plain_read
+            write_ratios.append(write_ratio)
+            restore_ratios.append(restore_ratio)
+            print(
+                f"{size:4d} MiB  write: store {f['store_write']:7.1f} MB/s, plain set "
+                f"{f['plain_set']:7.1f}, put_all {f['plain_put_all']:7.1f} -> ratio "
+                f"{write_ratio:.2f}"
+            )
+            print(
+                f"{size:4d} MiB  restore: store {f['store_restore']:7.1f} MB/s, plain get "
+                f"{f['plain_get']:7.1f}, get_all {f['plain_get_all']:7.1f} -> ratio "
+                f"{restore_ratio:.2f}"
+            )
+            results[f"{size}mib"] = {k: round(v, 1) for k, v in f.items()}
+        results["write_ratio"] = round(min(write_ratios), 3)
+        results["restore_ratio"] = round(min(restore_ratios), 3)
+    finally:
+        cluster.stop()
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

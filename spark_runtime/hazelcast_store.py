@@ -1,0 +1,268 @@
+"""The snapshot store on Hazelcast: snapshot data maps that fail on indeterminate writes.
+
+Hazelcast's IMap is AP: by default a put whose backup was never acknowledged still reports
+success, and a snapshot written that way can silently lose a chunk when the owner dies
+(seed 001, "Root cause of the corruption issue"). The client here is created with
+``fail_on_indeterminate_operation_state=True`` and backup acks sent to the client, so every
+single-key write either reached all sync backups or raises ``IndeterminateOperationStateError``,
+which this adapter turns into :class:`IndeterminateChunkWrite` for the protocol core.
+
+Only single-key operations honour the flag (``put_all`` and ``clear`` do not), so chunks go
+out as single-key ``set`` calls, issued asynchronously and in parallel up to a window: that
+keeps the write rate at what the client and cluster can do while every chunk keeps its own
+determinate outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from hazelcast.client import HazelcastClient
+from hazelcast.errors import HazelcastError, IndeterminateOperationStateError
+from hazelcast.future import Future
+
+from spark_runtime.protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot
+from spark_runtime.protocol.errors import IndeterminateChunkWrite, SnapshotStoreError
+
+log = logging.getLogger(__name__)
+
+VALIDATION_RECORD_KEY = "validation-record"
+"""The validation record's key; it cannot clash with chunk keys, which contain ``/``."""
+
+DEFAULT_WINDOW = 32
+"""Chunk operations in flight at once; enough to keep 3 members busy from one client."""
+
+SOCKET_BUFFER_BYTES = 4 * 1024 * 1024
+"""Socket buffers for chunk traffic. The client's default (128 kB) makes its reactor send a
+1 MiB chunk in eight loop turns; measured with bench/snapshot_store.py, 4 MiB buffers raise
+single-key write throughput several-fold on loopback."""
+
+SOCKET_OPTIONS = [
+    (socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES),
+    (socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES),
+]
+
+
+def connect(
+    members: Sequence[str],
+    cluster_name: str,
+    *,
+    backup_timeout_s: float = 5.0,
+    **options: Any,
+) -> HazelcastClient:
+    """Connect a client configured for snapshot data.
+
+    Args:
+        members: ``host:port`` addresses to start discovery from.
+        cluster_name: The cluster's name.
+        backup_timeout_s: How long the client waits for backup acks before the write is
+            indeterminate; keep it equal to the members'
+            ``hazelcast.operation.backup.timeout.millis``.
+        **options: Further ``HazelcastClient`` options.
+
+    Returns:
+        A connected client with smart routing, backup acks to the client and
+        fail-on-indeterminate on.
+    """
+    settings: dict[str, Any] = {
+        "cluster_name": cluster_name,
+        "cluster_members": list(members),
+        "smart_routing": True,
+        "backup_ack_to_client_enabled": True,
+        "operation_backup_timeout": backup_timeout_s,
+        "fail_on_indeterminate_operation_state": True,
+        "socket_options": SOCKET_OPTIONS,
+    }
+    settings.update(options)
+    return HazelcastClient(**settings)
+
+
+class HazelcastSnapshotStore:
+    """The :class:`~spark_runtime.protocol.ports.SnapshotStore` port on a Hazelcast cluster.
+
+    Args:
+        client: A client made by :func:`connect` (fail-on-indeterminate on).
+        window: Chunk operations in flight at once.
+    """
+
+    def __init__(self, client: HazelcastClient, window: int = DEFAULT_WINDOW) -> None:
+        # The client exposes its configuration only privately; a wrongly configured client
+        # would make every snapshot silently corruptible, so it is worth the peek.
+        if not client._config.fail_on_indeterminate_operation_state:
+            raise ValueError(
+                "The snapshot store needs a client with fail_on_indeterminate_operation_state"
+                "=True; use spark_runtime.hazelcast_store.connect()"
+            )
+        self._client = client
+        self._window = window
+
+    def _map(self, map_name: str) -> Any:
+        return self._client.get_map(map_name)
+
+    # --- writes -------------------------------------------------------------------------------
+
+    def clear(self, map_name: str) -> None:
+        """Remove every entry of a map (not fail-on-indeterminate: entries may reappear)."""
+        with _translated(map_name, "clear"):
+            self._map(map_name).clear().result()
+
+    def put_chunk(self, map_name: str, key: ChunkKey, data: bytes | bytearray) -> None:
+        """Store one chunk with a single-key ``set``."""
+        self.put_chunks(map_name, [(key, data)])
+
+    def put_chunks(
+        self, map_name: str, chunks: Iterable[tuple[ChunkKey, bytes | bytearray]]
+    ) -> None:
+        """Store chunks with single-key ``set`` calls in parallel, each determinate.
+
+        Raises:
+            IndeterminateChunkWrite: If any put may not have reached all sync backups; the
+                snapshot has then failed (seed, taking step 4).
+            SnapshotStoreError: If any put failed.
+        """
+        target = self._map(map_name)
+        self._run_windowed(
+            map_name,
+            "put",
+            ((str(key), target.set(str(key), _as_byte_array(data))) for key, data in chunks),
+        )
+
+    def put_validation_record(self, map_name: str, record: ValidationRecord) -> None:
+        """Store the map's validation record with a single-key ``set`` (taking step 5)."""
+        payload = bytearray(json.dumps(record.to_dict(), separators=(",", ":")).encode())
+        with _translated(map_name, "put validation record"):
+            self._map(map_name).set(VALIDATION_RECORD_KEY, payload).result()
+
+    def destroy(self, map_name: str) -> None:
+        """Remove a map with its data, e.g. a deleted job's snapshot maps."""
+        with _translated(map_name, "destroy"):
+            self._map(map_name).destroy()
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def get_validation_record(self, map_name: str) -> ValidationRecord | None:
+        """The map's validation record, or None if it has none."""
+        with _translated(map_name, "get validation record"):
+            payload = self._map(map_name).get(VALIDATION_RECORD_KEY).result()
+        if payload is None:
+            return None
+        try:
+            return ValidationRecord.from_dict(json.loads(payload))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SnapshotStoreError(
+                f"Map {map_name} holds an unreadable validation record: {exc}"
+            ) from exc
+
+    def missing_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> list[ChunkKey]:
+        """Those of ``keys`` that are not in the map, checked in parallel without reading data."""
+        target = self._map(map_name)
+        present = self._run_windowed(
+            map_name, "contains", ((str(k), target.contains_key(str(k))) for k in keys)
+        )
+        return [key for key, found in zip(keys, present, strict=True) if not found]
+
+    def read_chunk(self, map_name: str, key: ChunkKey) -> bytes:
+        """One chunk's value."""
+        return self.read_chunks(map_name, [key])[0]
+
+    def read_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> list[bytes]:
+        """Chunk values in the order of ``keys``, read with parallel single-key ``get`` calls.
+
+        Raises:
+            SnapshotStoreError: If a chunk is absent or could not be read.
+        """
+        target = self._map(map_name)
+        values = self._run_windowed(map_name, "get", ((str(k), target.get(str(k))) for k in keys))
+        for key, value in zip(keys, values, strict=True):
+            if value is None:
+                raise SnapshotStoreError(f"Chunk '{key}' is missing from map {map_name}")
+        return [bytes(v) for v in values]
+
+    def copy_snapshot(self, source_map: str, target_map: str, snapshot_id: int) -> ValidationRecord:
+        """Copy a validated snapshot into another map, then validate the copy.
+
+        This is how a suspended job's last snapshot becomes an export. Jet does it with a copy
+        job whose writes can be lost silently; here every chunk is a strict single-key put and
+        the copy is validated before it counts.
+
+        Raises:
+            SnapshotCorrupted: If the source or, after copying, the target fails validation.
+            IndeterminateChunkWrite: If a put of the copy was indeterminate.
+        """
+        record = validate_snapshot(self, source_map, snapshot_id)
+        self.clear(target_map)
+        keys = list(record.chunk_keys)
+        for start in range(0, len(keys), self._window):
+            batch = keys[start : start + self._window]
+            self.put_chunks(
+                target_map, zip(batch, self.read_chunks(source_map, batch), strict=True)
+            )
+        self.put_validation_record(target_map, record)
+        return validate_snapshot(self, target_map, snapshot_id)
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    def _run_windowed(
+        self, map_name: str, what: str, operations: Iterable[tuple[str, Future[Any]]]
+    ) -> list[Any]:
+        """Keep up to ``window`` operations in flight; return results in issue order.
+
+        Every operation is waited for even after one failed, so no write is still in flight
+        when the caller decides the snapshot's fate; the first failure is then raised.
+        """
+        results: list[Any] = []
+        in_flight: deque[tuple[str, Future[Any]]] = deque()
+        first_error: Exception | None = None
+
+        def drain_one() -> None:
+            nonlocal first_error
+            key, future = in_flight.popleft()
+            try:
+                results.append(future.result())
+            except Exception as exc:
+                results.append(None)
+                if first_error is None:
+                    first_error = _translate(exc, map_name, f"{what} '{key}'")
+
+        for operation in operations:
+            in_flight.append(operation)
+            if len(in_flight) >= self._window:
+                drain_one()
+        while in_flight:
+            drain_one()
+        if first_error is not None:
+            raise first_error
+        return results
+
+
+def _as_byte_array(data: bytes | bytearray) -> bytearray:
+    """The client serialises ``bytearray`` natively (``bytes`` would go through pickle)."""
+    return data if isinstance(data, bytearray) else bytearray(data)
+
+
+def _translate(exc: Exception, map_name: str, what: str) -> Exception:
+    if isinstance(exc, IndeterminateOperationStateError):
+        return IndeterminateChunkWrite(
+            f"Indeterminate {what} in map {map_name}: a sync backup did not acknowledge ({exc})"
+        )
+    if isinstance(exc, HazelcastError | OSError):
+        return SnapshotStoreError(f"Failed to {what} in map {map_name}: {exc}")
+    return exc
+
+
+@contextmanager
+def _translated(map_name: str, what: str) -> Iterator[None]:
+    """Turn Hazelcast errors raised inside the block into the protocol's store errors."""
+    try:
+        yield
+    except Exception as exc:
+        translated = _translate(exc, map_name, what)
+        if translated is exc:
+            raise
+        raise translated from exc

@@ -1,0 +1,241 @@
+"""The execution record in the SnapshotJob status: the product's linearizable store.
+
+Jet keeps its JobExecutionRecord in an IMap and has to make writes "safe" by repeating them
+until no backup is in doubt (seed 001, "Ensuring that JobExecutionRecord is backed up"). Here
+the record lives in ``status.executionRecord`` of the SnapshotJob, i.e. in etcd, and a write
+is safe once the API server answered 2xx (DESIGN.md section 4). What remains of Jet's
+``writeJobExecutionRecordSafe`` is the loop around the outcomes that are not yet determinate:
+
+* 409 Conflict: someone else (the operator, usually) changed the object since our read. Re-read
+  and re-apply; the status patch carries the ``resourceVersion`` of the read, so it can never
+  overwrite a change it did not see.
+* A time-out or broken connection: the patch may or may not have been applied. Re-read: if the
+  stored record is ours, it was; otherwise write again.
+* ``status.execution.id`` differs from ours: a newer execution owns the job and this driver is a
+  zombie. Checking the id and writing happen against the same ``resourceVersion``, so the fence
+  is atomic.
+
+Only this module talks to the API server on the runtime's behalf for the record.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import urllib3.exceptions
+from kubernetes.client import CustomObjectsApi
+from kubernetes.client.exceptions import ApiException
+
+from spark_runtime.protocol.errors import (
+    IndeterminateRecordWrite,
+    RecordStoreError,
+    ZombieExecution,
+)
+from spark_runtime.protocol.record import ExecutionRecord
+
+log = logging.getLogger(__name__)
+
+GROUP = "snapshotjob.io"
+VERSION = "v1alpha1"
+PLURAL = "snapshotjobs"
+
+# Errors after which a request may or may not have reached etcd.
+_IN_DOUBT = (
+    urllib3.exceptions.TimeoutError,
+    urllib3.exceptions.ProtocolError,
+    urllib3.exceptions.MaxRetryError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+class KubernetesRecordStore:
+    """The :class:`~spark_runtime.protocol.ports.RecordStore` port on the SnapshotJob status.
+
+    Args:
+        api: A client for custom objects.
+        namespace: The SnapshotJob's namespace.
+        name: The SnapshotJob's name.
+        execution_id: This driver's fencing token, as the operator wrote it to
+            ``status.execution.id`` before starting the driver.
+        deadline_s: How long ``write_safe`` keeps trying before it gives up as indeterminate.
+        request_timeout_s: Time-out of each API request.
+        sleep: Waits between attempts; injected so tests need not wait.
+    """
+
+    def __init__(
+        self,
+        api: CustomObjectsApi,
+        namespace: str,
+        name: str,
+        execution_id: str,
+        *,
+        deadline_s: float = 30.0,
+        request_timeout_s: float = 10.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._api = api
+        self.namespace = namespace
+        self.name = name
+        self.execution_id = execution_id
+        self._deadline_s = deadline_s
+        self._timeout = request_timeout_s
+        self._sleep = sleep
+
+    def read(self) -> ExecutionRecord:
+        """The record in the job's status (a new job's record when there is none).
+
+        Raises:
+            RecordStoreError: If the job could not be read.
+        """
+        status = self._get()["status"]
+        return ExecutionRecord.from_dict(status.get("executionRecord"))
+
+    def write_safe(self, record: ExecutionRecord) -> None:
+        """Write the record and return only once the API server has stored it.
+
+        Raises:
+            ZombieExecution: If the job belongs to another execution.
+            IndeterminateRecordWrite: If the outcome is still in doubt at the deadline.
+            RecordStoreError: If the write was refused, or failed determinately until the
+                deadline.
+        """
+        wanted = record.to_dict()
+        deadline = time.monotonic() + self._deadline_s
+        attempt = 0
+        in_doubt = False
+        while True:
+            attempt += 1
+            try:
+                current = self._get()
+            except RecordStoreError:
+                if time.monotonic() >= deadline:
+                    raise self._give_up(in_doubt, attempt) from None
+                self._sleep(_backoff(attempt))
+                continue
+            self._check_fence(current["status"])
+            # Whether after a write in doubt or a late one, a stored record equal to ours
+            # means the write is done: the record carries its own timestamp. (Compared as
+            # records: a merge patch stores null fields by leaving them out.)
+            if ExecutionRecord.from_dict(current["status"].get("executionRecord")) == record:
+                log.info(
+                    "Record write resolved as applied job=%s/%s executionId=%s attempts=%d",
+                    self.namespace,
+                    self.name,
+                    self.execution_id,
+                    attempt,
+                )
+                return
+            try:
+                self._patch(wanted, current["resourceVersion"])
+                return
+            except ApiException as exc:
+                if exc.status == 409:
+                    log.info(
+                        "Record write conflicted, retrying job=%s/%s attempt=%d",
+                        self.namespace,
+                        self.name,
+                        attempt,
+                    )
+                    # A conflict is determinate: our patch was not applied.
+                    in_doubt = False
+                    continue
+                if exc.status is not None and exc.status >= 500:
+                    # The server may have stored it before failing; find out by re-reading.
+                    in_doubt = True
+                else:
+                    raise RecordStoreError(
+                        f"The API server refused the record write for SnapshotJob "
+                        f"{self.namespace}/{self.name}: {exc.status} {exc.reason}"
+                    ) from exc
+            except _IN_DOUBT as exc:
+                log.warning(
+                    "Record write in doubt, re-reading job=%s/%s attempt=%d error=%s",
+                    self.namespace,
+                    self.name,
+                    attempt,
+                    exc,
+                )
+                in_doubt = True
+            if time.monotonic() >= deadline:
+                raise self._give_up(in_doubt, attempt)
+            self._sleep(_backoff(attempt))
+
+    def write_standard(self, record: ExecutionRecord) -> None:
+        """One attempt, errors logged and swallowed (Jet's writeJobExecutionRecord, step 7b)."""
+        try:
+            current = self._get()
+            self._check_fence(current["status"])
+            self._patch(record.to_dict(), current["resourceVersion"])
+        except (ApiException, RecordStoreError, ZombieExecution, *_IN_DOUBT) as exc:
+            log.warning(
+                "Ignored failed record write job=%s/%s error=%s", self.namespace, self.name, exc
+            )
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    def _get(self) -> dict[str, Any]:
+        try:
+            job: dict[str, Any] = self._api.get_namespaced_custom_object(  # type: ignore[assignment]
+                GROUP,
+                VERSION,
+                self.namespace,
+                PLURAL,
+                self.name,
+                _request_timeout=self._timeout,
+            )
+        except ApiException as exc:
+            raise RecordStoreError(
+                f"Could not read SnapshotJob {self.namespace}/{self.name}: "
+                f"{exc.status} {exc.reason}"
+            ) from exc
+        except _IN_DOUBT as exc:
+            raise RecordStoreError(
+                f"Could not read SnapshotJob {self.namespace}/{self.name}: {exc}"
+            ) from exc
+        return {
+            "resourceVersion": job["metadata"]["resourceVersion"],
+            "status": job.get("status") or {},
+        }
+
+    def _check_fence(self, status: dict[str, Any]) -> None:
+        owner = (status.get("execution") or {}).get("id")
+        if owner != self.execution_id:
+            raise ZombieExecution(
+                f"Execution {self.execution_id} is fenced: SnapshotJob "
+                f"{self.namespace}/{self.name} belongs to execution {owner}"
+            )
+
+    def _patch(self, record: dict[str, Any], resource_version: str) -> None:
+        body = {
+            "metadata": {"resourceVersion": resource_version},
+            "status": {"executionRecord": record},
+        }
+        self._api.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            self.namespace,
+            PLURAL,
+            self.name,
+            body,
+            _content_type="application/merge-patch+json",
+            _request_timeout=self._timeout,
+        )
+
+    def _give_up(self, in_doubt: bool, attempts: int) -> RecordStoreError:
+        where = f"SnapshotJob {self.namespace}/{self.name}"
+        if in_doubt:
+            return IndeterminateRecordWrite(
+                f"Could not determine whether the record write to {where} was applied "
+                f"after {attempts} attempts in {self._deadline_s:.0f}s"
+            )
+        return RecordStoreError(
+            f"The record write to {where} failed {attempts} times in {self._deadline_s:.0f}s"
+        )
+
+
+def _backoff(attempt: int) -> float:
+    return float(min(0.05 * 2 ** (attempt - 1), 2.0))

@@ -1,0 +1,203 @@
+"""The execution record store on a real API server: safe writes, conflicts, doubt, fencing.
+
+Runs against the control-plane test bed (real etcd and kube-apiserver). Where a test needs a
+network fault at an exact moment (a response lost after the server applied the patch), it
+wraps the client's API object and raises the same urllib3 error a real time-out raises; the
+API server and its optimistic locking stay real.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import urllib3.exceptions
+from kubernetes import client
+
+from spark_runtime.kube_record_store import KubernetesRecordStore
+from spark_runtime.protocol.errors import IndeterminateRecordWrite, ZombieExecution
+from spark_runtime.protocol.record import ExecutionRecord
+from tests.fixtures.kube import KubeAPI
+from tests.fixtures.snapshotjob_crd import GROUP, PLURAL, VERSION, create_job, install_minimal_crd
+
+pytestmark = [pytest.mark.integration, pytest.mark.kube]
+
+NAMESPACE = "default"
+
+
+@pytest.fixture(scope="module")
+def api(kube_api: KubeAPI) -> Iterator[client.ApiClient]:
+    api_client = kube_api.api_client()
+    install_minimal_crd(api_client)
+    yield api_client
+    api_client.close()
+
+
+def _status(api: client.ApiClient, name: str) -> dict[str, Any]:
+    job = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        GROUP, VERSION, NAMESPACE, PLURAL, name
+    )
+    status: dict[str, Any] = job.get("status") or {}
+    return status
+
+
+def _patch_status(api: client.ApiClient, name: str, status: dict[str, Any]) -> None:
+    client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        NAMESPACE,
+        PLURAL,
+        name,
+        {"status": status},
+        _content_type="application/merge-patch+json",
+    )
+
+
+class FaultyObjects(client.CustomObjectsApi):  # type: ignore[misc]
+    """The real client, with a hook run around each status patch (faults at exact moments)."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        super().__init__(api_client)
+        self.patches = 0
+        self.before_patch: Callable[[int], None] = lambda n: None
+        self.after_patch: Callable[[int], None] = lambda n: None
+
+    def patch_namespaced_custom_object_status(self, *args: Any, **kwargs: Any) -> Any:
+        self.patches += 1
+        self.before_patch(self.patches)
+        result = super().patch_namespaced_custom_object_status(*args, **kwargs)
+        self.after_patch(self.patches)
+        return result
+
+
+def _record(snapshot_id: int) -> ExecutionRecord:
+    return ExecutionRecord(
+        snapshot_id=snapshot_id,
+        data_map_index=snapshot_id % 2,
+        ongoing_snapshot_id=snapshot_id,
+        quorum_size=2,
+        timestamp=1_700_000_000_000 + snapshot_id,
+    )
+
+
+def _no_sleep(seconds: float) -> None:
+    return None
+
+
+def test_safe_write_round_trips(api: client.ApiClient) -> None:
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    store = KubernetesRecordStore(client.CustomObjectsApi(api), NAMESPACE, name, "exec-1")
+
+    assert store.read() == ExecutionRecord()
+    store.write_safe(_record(3))
+
+    assert store.read() == _record(3)
+    assert _status(api, name)["executionRecord"]["snapshotId"] == 3
+    assert _status(api, name)["execution"] == {"id": "exec-1"}
+
+
+def test_conflict_is_retried_and_keeps_the_other_writers_change(
+    api: client.ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 409 forced by a status write between our read and our patch: re-read, re-apply."""
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    objects = FaultyObjects(api)
+
+    def operator_writes_conditions(n: int) -> None:
+        if n == 1:
+            _patch_status(api, name, {"conditions": [{"type": "Ready", "status": "True"}]})
+
+    objects.before_patch = operator_writes_conditions
+    store = KubernetesRecordStore(objects, NAMESPACE, name, "exec-1", sleep=_no_sleep)
+    with caplog.at_level(logging.INFO, logger="spark_runtime.kube_record_store"):
+        store.write_safe(_record(5))
+
+    assert objects.patches == 2, "the first patch should have met a 409 and been repeated"
+    assert "conflicted" in caplog.text
+    status = _status(api, name)
+    assert status["executionRecord"]["snapshotId"] == 5
+    assert status["conditions"] == [{"type": "Ready", "status": "True"}]
+
+
+def test_timeout_after_the_server_applied_is_resolved_by_rereading(
+    api: client.ApiClient,
+) -> None:
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    objects = FaultyObjects(api)
+
+    def response_lost(n: int) -> None:
+        if n == 1:
+            raise urllib3.exceptions.ReadTimeoutError(None, "/status", "Read timed out")
+
+    objects.after_patch = response_lost
+    store = KubernetesRecordStore(objects, NAMESPACE, name, "exec-1", sleep=_no_sleep)
+    store.write_safe(_record(7))
+
+    assert objects.patches == 1, "the re-read should have shown the write was applied"
+    assert store.read() == _record(7)
+
+
+def test_timeout_before_the_server_applied_is_retried(api: client.ApiClient) -> None:
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    objects = FaultyObjects(api)
+
+    def request_lost(n: int) -> None:
+        if n == 1:
+            raise urllib3.exceptions.ConnectTimeoutError(None, "Connection timed out")
+
+    objects.before_patch = request_lost
+    store = KubernetesRecordStore(objects, NAMESPACE, name, "exec-1", sleep=_no_sleep)
+    store.write_safe(_record(9))
+
+    assert objects.patches == 2
+    assert store.read() == _record(9)
+
+
+def test_lasting_doubt_is_indeterminate(api: client.ApiClient) -> None:
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    objects = FaultyObjects(api)
+
+    def always_lost(n: int) -> None:
+        raise urllib3.exceptions.ReadTimeoutError(None, "/status", "Read timed out")
+
+    objects.before_patch = always_lost
+    store = KubernetesRecordStore(objects, NAMESPACE, name, "exec-1", deadline_s=0.5)
+    with pytest.raises(IndeterminateRecordWrite, match=name):
+        store.write_safe(_record(11))
+    assert objects.patches >= 2
+    assert store.read() == ExecutionRecord()
+
+
+def test_zombie_writes_are_refused(api: client.ApiClient) -> None:
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    old = KubernetesRecordStore(client.CustomObjectsApi(api), NAMESPACE, name, "exec-1")
+    old.write_safe(_record(1))
+    # The operator starts a new execution: the old driver is now a zombie.
+    _patch_status(api, name, {"execution": {"id": "exec-2"}})
+
+    with pytest.raises(ZombieExecution, match="exec-2"):
+        old.write_safe(_record(2))
+    old.write_standard(_record(3))  # best effort: refused silently
+
+    assert old.read() == _record(1)
+
+
+def test_zombie_fenced_even_when_new_execution_claims_between_read_and_patch(
+    api: client.ApiClient,
+) -> None:
+    """The fence and the write are checked against one resourceVersion: no window between."""
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    objects = FaultyObjects(api)
+
+    def new_execution_claims(n: int) -> None:
+        if n == 1:
+            _patch_status(api, name, {"execution": {"id": "exec-2"}})
+
+    objects.before_patch = new_execution_claims
+    store = KubernetesRecordStore(objects, NAMESPACE, name, "exec-1", sleep=_no_sleep)
+    with pytest.raises(ZombieExecution):
+        store.write_safe(_record(4))
+    assert objects.patches == 1
+    assert _status(api, name).get("executionRecord") is None
