@@ -8,7 +8,7 @@ PYTEST := hack/pytest.sh
 PACKAGES := operator/snapshot_operator spark_runtime
 
 .PHONY: help install demo test test-unit test-integration test-e2e test-slow \
-        check lint format typecheck contracts clean
+        check lint format typecheck contracts crds clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -53,6 +53,10 @@ typecheck: install ## mypy --strict on the packages
 contracts: install ## Import-layer contracts (import-linter)
 	@echo "==> import-linter"
 	@$(VENV)/bin/lint-imports
+
+crds: install ## Render the SnapshotJob CRD (crds/ and the chart) from the API models
+	@$(PY) -m snapshot_operator.api.crd -o crds/snapshotjob.yaml \
+		-o charts/snapshotjob-operator/crds/snapshotjob.yaml
 
 clean: ## Remove the virtualenv and caches inside the repository
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

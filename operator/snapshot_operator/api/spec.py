@@ -1,0 +1,254 @@
+"""``SnapshotJob.spec``: what the user asks for (DESIGN.md section 3).
+
+Every field is declarative, so GitOps tools can own the whole spec: there are no nonces or
+imperative triggers (a Flink-operator complaint in ANCHORS.md). A new ``exportSnapshot.name``
+asks for an export, ``suspend`` flips between running and suspended, and any other change rolls
+out according to ``upgradeMode``. The fields that decide what an execution runs are fingerprinted
+(:meth:`SnapshotJobSpec.execution_fingerprint`), so the operator can tell an upgrade from a
+request it serves without restarting the job.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from typing import Any, ClassVar
+
+from pydantic import ConfigDict, Field
+
+from snapshot_operator.api.base import (
+    DNS_LABEL_MAX_LENGTH,
+    DNS_LABEL_PATTERN,
+    ApiModel,
+    CrossFieldRule,
+)
+
+SPARK_MEMORY_PATTERN = r"^[1-9][0-9]*[kKmMgGtT]?$"
+"""Spark's memory strings as ``spark.driver.memory`` takes them, e.g. ``512m`` or ``2g``."""
+
+
+class ImagePullPolicy(enum.StrEnum):
+    """When the kubelet pulls the runtime image, as for any container."""
+
+    ALWAYS = "Always"
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
+class ProcessingGuarantee(enum.StrEnum):
+    """Jet's processing guarantees; NONE takes no snapshots at all."""
+
+    EXACTLY_ONCE = "EXACTLY_ONCE"
+    AT_LEAST_ONCE = "AT_LEAST_ONCE"
+    NONE = "NONE"
+
+
+class UpgradeMode(enum.StrEnum):
+    """How a change of the execution-relevant spec rolls out (Flink's upgradeMode)."""
+
+    SNAPSHOT = "snapshot"
+    """Take a terminal snapshot (RESTART_GRACEFUL), then start the new spec from it."""
+    LAST_SNAPSHOT = "last-snapshot"
+    """Stop at once (RESTART_FORCEFUL) and start the new spec from the last good snapshot."""
+    STATELESS = "stateless"
+    """Stop at once and start the new spec as a new job would, without the job's own state."""
+
+
+class PipelineSpec(ApiModel):
+    """The user's pipeline code, inside the runtime image."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+    """Dotted name of a Python module in the image with a `build(pipeline)` function."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """Free-form arguments handed to `build` as `pipeline.args`."""
+
+
+class DriverResources(ApiModel):
+    """Size of the Spark driver, which is also the job's snapshot coordinator."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cores: int = Field(default=1, ge=1, le=64)
+    """CPU cores of the driver (`spark.driver.cores`)."""
+    memory: str = Field(default="1g", pattern=SPARK_MEMORY_PATTERN)
+    """Heap of the driver in Spark's notation, e.g. `512m` or `2g` (`spark.driver.memory`)."""
+
+
+class ExecutorResources(ApiModel):
+    """Number and size of the Spark executors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instances: int = Field(default=1, ge=1, le=1000)
+    """How many executors run (`spark.executor.instances`)."""
+    cores: int = Field(default=1, ge=1, le=64)
+    """CPU cores of each executor (`spark.executor.cores`)."""
+    memory: str = Field(default="1g", pattern=SPARK_MEMORY_PATTERN)
+    """Heap of each executor in Spark's notation, e.g. `2g` (`spark.executor.memory`)."""
+
+
+class SparkSpec(ApiModel):
+    """How the pipeline runs on Spark."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    master: str = Field(default="k8s", min_length=1)
+    """Spark master: `k8s` runs executors as Pods of this cluster; `local[N]` runs in the driver."""
+    conf: dict[str, str] = Field(default_factory=dict)
+    """Extra Spark configuration, e.g. `spark.sql.shuffle.partitions: "8"`."""
+    driver: DriverResources = Field(default_factory=DriverResources)
+    """The driver Pod's Spark resources."""
+    executor: ExecutorResources = Field(default_factory=ExecutorResources)
+    """The executor Pods' Spark resources."""
+
+
+class ExportSnapshotSpec(ApiModel):
+    """A request to export a named snapshot; a name the job has not exported yet triggers it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    CROSS_FIELD_RULES: ClassVar[tuple[CrossFieldRule, ...]] = (
+        CrossFieldRule(
+            cel="!self.cancelJob || has(self.name)",
+            message="exportSnapshot.cancelJob needs exportSnapshot.name: the terminal snapshot "
+            "is exported under that name",
+            holds=lambda export: not export.cancel_job or export.name is not None,
+        ),
+    )
+
+    name: str | None = Field(
+        default=None, max_length=DNS_LABEL_MAX_LENGTH, pattern=DNS_LABEL_PATTERN
+    )
+    """Name of the exported snapshot (a DNS-1123 label); it is kept after the job is deleted."""
+    cancel_job: bool = False
+    """Take the export as a terminal snapshot and cancel the job (CANCEL_GRACEFUL); otherwise
+    the export is export-only and the job keeps running."""
+
+
+class RestartPolicy(ApiModel):
+    """How failed executions are restarted: exponential backoff, then FAILED."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    CROSS_FIELD_RULES: ClassVar[tuple[CrossFieldRule, ...]] = (
+        CrossFieldRule(
+            cel="self.maxBackoffSeconds >= self.backoffSeconds",
+            message="restartPolicy.maxBackoffSeconds must be at least backoffSeconds",
+            holds=lambda policy: policy.max_backoff_seconds >= policy.backoff_seconds,
+        ),
+    )
+
+    max_restarts: int = Field(default=10, ge=0)
+    """Failed executions restarted in a row before the job becomes FAILED; the count resets
+    once an execution has run for maxBackoffSeconds."""
+    backoff_seconds: int = Field(default=10, ge=1)
+    """Delay before the first restart; it doubles with every further failure."""
+    max_backoff_seconds: int = Field(default=300, ge=1)
+    """Upper bound of the delay between restarts."""
+
+    def backoff(self, failures: int) -> int:
+        """Returns the delay before restarting after ``failures`` failures in a row (>= 1)."""
+        # Clamp the exponent so a large count cannot build a huge integer.
+        doublings = min(max(failures - 1, 0), 32)
+        return min(self.backoff_seconds << doublings, self.max_backoff_seconds)
+
+
+class HazelcastSpec(ApiModel):
+    """The snapshot store: the installation's Hazelcast cluster unless an address is given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    CROSS_FIELD_RULES: ClassVar[tuple[CrossFieldRule, ...]] = (
+        CrossFieldRule(
+            cel="has(self.address) || !has(self.clusterName)",
+            message="hazelcast.clusterName names an external cluster, so it needs "
+            "hazelcast.address",
+            holds=lambda store: store.address is not None or store.cluster_name is None,
+        ),
+    )
+
+    address: str | None = Field(default=None, min_length=1)
+    """Comma-separated `host:port` members of an external cluster; empty for the
+    installation's own cluster."""
+    cluster_name: str | None = Field(default=None, min_length=1)
+    """Cluster name of the external cluster."""
+    backup_count: int = Field(default=1, ge=1, le=6)
+    """Synchronous backups of this job's snapshot maps; a snapshot survives this many member
+    failures. The store needs more members than backups."""
+
+
+class SnapshotJobSpec(ApiModel):
+    """The desired state of a snapshot-protected PySpark job."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    CROSS_FIELD_RULES: ClassVar[tuple[CrossFieldRule, ...]] = (
+        CrossFieldRule(
+            cel="self.processingGuarantee != 'NONE' || self.upgradeMode == 'stateless'",
+            message="processingGuarantee NONE takes no snapshots, so upgradeMode must be stateless",
+            holds=lambda spec: (
+                spec.processing_guarantee is not ProcessingGuarantee.NONE
+                or spec.upgrade_mode is UpgradeMode.STATELESS
+            ),
+        ),
+    )
+
+    image: str = Field(min_length=1)
+    """Container image holding spark_runtime and the pipeline code."""
+    image_pull_policy: ImagePullPolicy = ImagePullPolicy.IF_NOT_PRESENT
+    """When to pull the image."""
+    pipeline: PipelineSpec
+    """The pipeline to run."""
+    spark: SparkSpec = Field(default_factory=SparkSpec)
+    """Spark settings of the driver and executors."""
+    processing_guarantee: ProcessingGuarantee = ProcessingGuarantee.EXACTLY_ONCE
+    """EXACTLY_ONCE publishes sink output only when a snapshot commits; AT_LEAST_ONCE writes
+    every epoch; NONE takes no snapshots."""
+    snapshot_interval_seconds: int = Field(default=10, ge=1)
+    """Time from the end of one automatic snapshot to the start of the next."""
+    suspend: bool = False
+    """Suspend the job with a terminal snapshot (true), or resume it from its last good
+    snapshot (false)."""
+    export_snapshot: ExportSnapshotSpec | None = None
+    """Export a named snapshot; changing the name exports again."""
+    initial_snapshot_name: str | None = Field(
+        default=None, max_length=DNS_LABEL_MAX_LENGTH, pattern=DNS_LABEL_PATTERN
+    )
+    """Exported snapshot to start from while the job has no snapshot of its own."""
+    upgrade_mode: UpgradeMode = UpgradeMode.SNAPSHOT
+    """How a change of the image, pipeline, Spark settings, guarantee, interval or store rolls
+    out: snapshot, last-snapshot or stateless."""
+    suspend_on_failure: bool = False
+    """Suspend (without a snapshot) instead of restarting when an execution fails."""
+    split_brain_protection: bool = False
+    """Start no execution while fewer store members are up than the quorum (more than half of
+    the most members seen)."""
+    restart_policy: RestartPolicy = Field(default_factory=RestartPolicy)
+    """Restarts of failed executions."""
+    hazelcast: HazelcastSpec = Field(default_factory=HazelcastSpec)
+    """The Hazelcast cluster holding the snapshot data."""
+
+    def execution_fingerprint(self) -> str:
+        """Returns a digest of the fields an execution runs with.
+
+        ``suspend``, ``exportSnapshot`` and the operator-only fields (restart policy, upgrade
+        mode, suspendOnFailure, splitBrainProtection, initialSnapshotName, which is read only at
+        a first start) are left out: changing them needs no new execution.
+        """
+        relevant = self.model_dump(
+            mode="json",
+            include={
+                "image",
+                "image_pull_policy",
+                "pipeline",
+                "spark",
+                "processing_guarantee",
+                "snapshot_interval_seconds",
+                "hazelcast",
+            },
+        )
+        canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]

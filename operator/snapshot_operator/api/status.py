@@ -1,0 +1,339 @@
+"""``SnapshotJob.status``: what the operator and the driver report (DESIGN.md section 3).
+
+Two writers share the status. The driver owns ``executionRecord`` (Jet's JobExecutionRecord)
+and writes it with an optimistic lock, fenced by ``execution.id``; it also appends the exports
+it takes to ``exportedSnapshots``. Everything else is the operator's. Status
+models ignore unknown fields, so an older operator can still read a status written by a newer
+driver.
+
+Beyond DESIGN.md: ``execution.specHash`` (which spec the current or last execution runs, so a
+spec change can be told from a request the operator serves without a restart),
+``exportRequest`` (an export-only snapshot asked of the running driver; ``termination`` is only
+for requests that stop the execution) and ``lastSnapshotTime`` (for the printer column and the
+SnapshotHealthy condition, which need a date rather than the record's epoch milliseconds).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import ClassVar, TypeVar
+
+from pydantic import AwareDatetime, ConfigDict, Field
+
+from snapshot_operator.api.base import ApiModel, CrossFieldRule
+from spark_runtime.protocol import ExecutionRecord, TerminationMode
+
+_Described = TypeVar("_Described", bound=enum.StrEnum)
+
+
+class Phase(enum.StrEnum):
+    """Where the job is in its lifecycle: Jet's JobStatus plus RESTARTING."""
+
+    NOT_RUNNING = "NOT_RUNNING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    SUSPENDED_EXPORTING_SNAPSHOT = "SUSPENDED_EXPORTING_SNAPSHOT"
+    COMPLETING = "COMPLETING"
+    FAILED = "FAILED"
+    COMPLETED = "COMPLETED"
+    RESTARTING = "RESTARTING"
+
+    @property
+    def description(self) -> str:
+        """What the phase means, for the CRD and the docs."""
+        return PHASE_DESCRIPTIONS[self]
+
+
+PHASE_DESCRIPTIONS: Mapping[Phase, str] = MappingProxyType(
+    {
+        Phase.NOT_RUNNING: "No execution has started yet; the first one waits for the snapshot "
+        "store to be ready",
+        Phase.STARTING: "The driver Pod of a new execution is created and not running yet",
+        Phase.RUNNING: "The driver runs the pipeline and takes automatic snapshots",
+        Phase.SUSPENDED: "No execution runs; the job resumes from its last good snapshot when "
+        "spec.suspend is false",
+        Phase.SUSPENDED_EXPORTING_SNAPSHOT: "Suspended, and the operator copies the last good "
+        "snapshot to the requested export",
+        Phase.COMPLETING: "The driver was asked to stop (status.termination) and has not "
+        "stopped yet",
+        Phase.FAILED: "The job stopped for good: it failed permanently, used up its restarts or "
+        "was cancelled (Jet reports a cancelled job as failed); a spec change starts it again",
+        Phase.COMPLETED: "The pipeline finished; a spec change starts it again",
+        Phase.RESTARTING: "Between two executions: waiting for the restart backoff or for the "
+        "snapshot store",
+    }
+)
+
+
+def _described(descriptions: Mapping[_Described, str]) -> str:
+    """Lists each value with its meaning, for a field's description in the CRD."""
+    return "; ".join(f"{value.value}: {meaning}" for value, meaning in descriptions.items())
+
+
+class ConditionType(enum.StrEnum):
+    """The standard conditions every SnapshotJob reports."""
+
+    READY = "Ready"
+    PROGRESSING = "Progressing"
+    DEGRADED = "Degraded"
+    SNAPSHOT_HEALTHY = "SnapshotHealthy"
+    STORE_READY = "StoreReady"
+
+    @property
+    def description(self) -> str:
+        """What the condition being True means."""
+        return CONDITION_DESCRIPTIONS[self]
+
+
+CONDITION_DESCRIPTIONS: Mapping[ConditionType, str] = MappingProxyType(
+    {
+        ConditionType.READY: "the job is in the state its spec asks for (running, suspended "
+        "or completed)",
+        ConditionType.PROGRESSING: "the operator is moving the job to another state",
+        ConditionType.DEGRADED: "the job failed, is restarting after failures, or its spec "
+        "cannot be applied",
+        ConditionType.SNAPSHOT_HEALTHY: "the last automatic snapshot succeeded and is recent "
+        "(the recovery point is within a few snapshot intervals)",
+        ConditionType.STORE_READY: "the Hazelcast store is cluster-safe and, with split-brain "
+        "protection, has a quorum",
+    }
+)
+
+
+class ConditionStatus(enum.StrEnum):
+    """Kubernetes condition status."""
+
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class StatusModel(ApiModel):
+    """A part of the status; unknown fields are ignored so newer writers do not break readers."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class Condition(StatusModel):
+    """One standard Kubernetes condition."""
+
+    type: ConditionType = Field(
+        description="Condition type; True means: " + _described(CONDITION_DESCRIPTIONS)
+    )
+    status: ConditionStatus
+    """True, False or Unknown."""
+    reason: str = Field(max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    """Why the condition has this status, in CamelCase."""
+    message: str = Field(default="", max_length=32768)
+    """Details for humans, with key=value context."""
+    last_transition_time: AwareDatetime
+    """When the status last changed."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The metadata.generation the condition was computed for."""
+
+
+class SnapshotStatsStatus(StatusModel):
+    """Figures about the last snapshot attempt (times in epoch milliseconds)."""
+
+    snapshot_id: int
+    """Id of the snapshot."""
+    start_time: int
+    """When it started."""
+    end_time: int
+    """When it ended."""
+    num_bytes: int
+    """Bytes written."""
+    num_keys: int
+    """State entries written."""
+    num_chunks: int
+    """Chunks written."""
+
+
+class ExecutionRecordStatus(StatusModel):
+    """Jet's JobExecutionRecord, written by the driver with an optimistic lock."""
+
+    snapshot_id: int = Field(default=-1, ge=-1)
+    """The last successful non-export-only snapshot: the restore point; -1 for none."""
+    data_map_index: int = Field(default=-1, ge=-1, le=1)
+    """Which automatic snapshot map (0 or 1) holds the restore point; -1 before the first."""
+    ongoing_snapshot_id: int = Field(default=-1, ge=-1)
+    """The last snapshot id started; never reused."""
+    ongoing_snapshot_start_time: int | None = None
+    """When that snapshot started, epoch milliseconds."""
+    exported_snapshot_name: str | None = None
+    """The export holding the restore point if it is a terminal exported snapshot."""
+    last_snapshot_failure: str | None = None
+    """Why the last snapshot attempt failed; empty if it succeeded."""
+    snapshot_stats: SnapshotStatsStatus | None = None
+    """Figures about the last snapshot attempt."""
+    quorum_size: int = Field(default=0, ge=0)
+    """Split-brain protection: the fewest store members an execution may start with."""
+    suspended: bool = False
+    """Whether the job is suspended."""
+    suspension_cause: str | None = None
+    """Why it is suspended."""
+    timestamp: int = 0
+    """When the record was last written, epoch milliseconds."""
+
+    def to_record(self) -> ExecutionRecord:
+        """Returns the protocol core's record."""
+        return ExecutionRecord.from_dict(self.model_dump(mode="json"))
+
+    @classmethod
+    def of(cls, record: ExecutionRecord) -> ExecutionRecordStatus:
+        """Returns the status form of the protocol core's record."""
+        return cls.model_validate(record.to_dict())
+
+
+class ExecutionStatus(StatusModel):
+    """The current execution, or the last one while none runs."""
+
+    id: str = Field(min_length=1)
+    """Fencing token: the driver writes the record only while this is its id."""
+    driver_pod: str = Field(min_length=1)
+    """Name of the driver Pod."""
+    started_at: AwareDatetime
+    """When the operator started the execution."""
+    attempt: int = Field(ge=1)
+    """Sequence number of the execution within the job."""
+    spec_hash: str = Field(min_length=1)
+    """Fingerprint of the spec fields the execution runs with."""
+
+
+class TerminationModeName(enum.StrEnum):
+    """The six termination modes by name: {RESTART, SUSPEND, CANCEL} x {GRACEFUL, FORCEFUL}."""
+
+    RESTART_GRACEFUL = "RESTART_GRACEFUL"
+    RESTART_FORCEFUL = "RESTART_FORCEFUL"
+    SUSPEND_GRACEFUL = "SUSPEND_GRACEFUL"
+    SUSPEND_FORCEFUL = "SUSPEND_FORCEFUL"
+    CANCEL_GRACEFUL = "CANCEL_GRACEFUL"
+    CANCEL_FORCEFUL = "CANCEL_FORCEFUL"
+
+    @property
+    def mode(self) -> TerminationMode:
+        """The protocol core's mode of this name."""
+        return TerminationMode[self.value]
+
+
+class TerminationStatus(StatusModel):
+    """The termination in effect: a request to the driver, or what a forceful stop still holds.
+
+    A graceful mode is a request the driver serves with a terminal snapshot; it is cleared when
+    the execution has stopped. A forceful mode stays only as a marker: RESTART_FORCEFUL while
+    the restore that must follow an indeterminate record write waits for the store, and
+    SUSPEND_FORCEFUL while suspendOnFailure holds the job until its spec changes.
+    """
+
+    CROSS_FIELD_RULES: ClassVar[tuple[CrossFieldRule, ...]] = (
+        CrossFieldRule(
+            cel="!has(self.exportName) || "
+            "self.mode in ['RESTART_GRACEFUL', 'SUSPEND_GRACEFUL', 'CANCEL_GRACEFUL']",
+            message="termination.exportName needs a graceful mode: only they take a snapshot",
+            holds=lambda termination: (
+                termination.export_name is None or termination.mode.mode.terminal_snapshot
+            ),
+        ),
+    )
+
+    mode: TerminationModeName
+    """Graceful modes take a terminal snapshot first; the prefix says what happens after."""
+    request_id: str = Field(min_length=1)
+    """Unique id of this request."""
+    requested_at: AwareDatetime
+    """When the operator made the request; a graceful one is made forceful after a deadline."""
+    export_name: str | None = None
+    """Export the terminal snapshot under this name (cancel with export)."""
+    reason: str
+    """Why the operator asked, e.g. SuspendRequested or SpecChanged."""
+
+
+class ExportRequestStatus(StatusModel):
+    """The operator's request for an export-only snapshot of the running execution."""
+
+    name: str = Field(min_length=1)
+    """Export name."""
+    request_id: str = Field(min_length=1)
+    """Unique id of this request."""
+    requested_at: AwareDatetime
+    """When the operator made the request."""
+
+
+class ExportedSnapshot(StatusModel):
+    """A snapshot exported under a name, kept after the job is deleted."""
+
+    name: str
+    """Export name."""
+    snapshot_id: int
+    """Id of the snapshot."""
+    num_bytes: int = Field(ge=0)
+    """Bytes of snapshot data."""
+    created_at: AwareDatetime
+    """When the export completed."""
+    terminal: bool
+    """Whether the job stopped after it (a terminal exported snapshot); false for an
+    export-only snapshot, which is never restored automatically."""
+
+
+class FailureStatus(StatusModel):
+    """The last failure of an execution."""
+
+    reason: str
+    """CamelCase reason, e.g. DriverFailed."""
+    message: str
+    """Details with key=value context (exit code, execution, attempt)."""
+    time: AwareDatetime
+    """When the operator saw the failure."""
+
+
+class SnapshotJobStatus(StatusModel):
+    """The observed state of a SnapshotJob."""
+
+    phase: Phase = Field(
+        default=Phase.NOT_RUNNING,
+        description="Lifecycle phase. " + _described(PHASE_DESCRIPTIONS),
+    )
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The metadata.generation this status reflects."""
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """Ready, Progressing, Degraded, SnapshotHealthy and StoreReady."""
+    execution_record: ExecutionRecordStatus | None = None
+    """Jet's JobExecutionRecord, owned by the driver."""
+    execution: ExecutionStatus | None = None
+    """The current execution, or the last one while none runs."""
+    termination: TerminationStatus | None = None
+    """A pending request to the driver (graceful modes), or a forceful termination whose
+    follow-up is still pending (RESTART_FORCEFUL, SUSPEND_FORCEFUL)."""
+    export_request: ExportRequestStatus | None = None
+    """A pending request for an export-only snapshot."""
+    exported_snapshots: list[ExportedSnapshot] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """The job's exported snapshots."""
+    last_snapshot_time: AwareDatetime | None = None
+    """When the restore point was taken."""
+    restarts: int = Field(default=0, ge=0)
+    """Failed executions restarted in a row."""
+    last_failure: FailureStatus | None = None
+    """The last failure of an execution."""
+
+    def condition(self, condition_type: ConditionType) -> Condition | None:
+        """Returns the condition of that type, if reported."""
+        return next((c for c in self.conditions if c.type is condition_type), None)
+
+    def record(self) -> ExecutionRecord:
+        """Returns the execution record, or a new job's record if there is none yet."""
+        if self.execution_record is None:
+            return ExecutionRecord()
+        return self.execution_record.to_record()
+
+    def exported(self, name: str) -> ExportedSnapshot | None:
+        """Returns the exported snapshot of that name, if the job has exported it."""
+        return next((s for s in self.exported_snapshots if s.name == name), None)

@@ -1,0 +1,256 @@
+"""The Kubernetes objects the operator creates for a SnapshotJob, as plain manifests.
+
+Pure functions from the job and the decision's actions to dictionaries, so the exact objects
+are unit-tested and the kopf layer only sends them. Every object is owned by its SnapshotJob
+(controller owner reference), so deleting the job lets the garbage collector remove them, and
+the driver Pod in turn owns its executors (Spark sets that up from
+``spark.kubernetes.driver.pod.name``).
+
+The driver gets the least it needs, through a per-job ServiceAccount and Role: manage executor
+Pods, read its own SnapshotJob (spec and termination requests) and patch that job's status (the
+execution record). It can neither see other jobs nor touch anything else; a Role cannot narrow
+``create`` on Pods to executors, which is why it is a separate identity per job.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from snapshot_operator.api import SnapshotJobSpec
+from snapshot_operator.api.crd import GROUP, KIND, PLURAL, VERSION
+from snapshot_operator.api.driver import (
+    DRIVER_COMMAND,
+    ENV_EXECUTION_ID,
+    ENV_HAZELCAST_ADDRESS,
+    ENV_HAZELCAST_CLUSTER,
+    ENV_INITIAL_SNAPSHOT_NAME,
+    ENV_JOB_NAME,
+    ENV_NAMESPACE,
+)
+from snapshot_operator.reconcile import CreateDriverPod, JobRef
+from snapshot_operator.reconcile.observe import DRIVER_CONTAINER, LABEL_EXECUTION_ID
+
+LABEL_JOB = f"{GROUP}/job"
+"""Names the SnapshotJob on every object the operator creates for it."""
+LABEL_JOB_UID = f"{GROUP}/job-uid"
+"""The SnapshotJob's uid: the operator lists a job's driver Pods by it."""
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "snapshotjob-operator"
+
+IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
+"""What ``spec.spark.master: k8s`` means from inside the cluster."""
+
+_SPARK_MEMORY = re.compile(r"^([1-9][0-9]*)([kKmMgGtT]?)$")
+_MIB_PER_UNIT = {"k": 1 / 1024, "m": 1, "": 1, "g": 1024, "t": 1024 * 1024}
+_MIN_OVERHEAD_MIB = 384
+_OVERHEAD_FACTOR = 0.10
+
+
+def spark_memory_mib(memory: str) -> int:
+    """Returns a Spark memory string in MiB (no unit means MiB, as for ``spark.driver.memory``).
+
+    Raises:
+        ValueError: If ``memory`` is not in Spark's notation.
+    """
+    match = _SPARK_MEMORY.match(memory)
+    if match is None:
+        raise ValueError(f"Not a Spark memory string memory={memory}")
+    return max(1, int(int(match.group(1)) * _MIB_PER_UNIT[match.group(2).lower()]))
+
+
+def container_memory_mib(heap_mib: int) -> int:
+    """Returns the container memory for a JVM heap, with Spark's default memory overhead."""
+    return heap_mib + max(_MIN_OVERHEAD_MIB, int(heap_mib * _OVERHEAD_FACTOR))
+
+
+def driver_service_account_name(job: JobRef) -> str:
+    """Returns the name of the job's driver ServiceAccount, Role and RoleBinding."""
+    return f"{job.name}-driver"
+
+
+def owner_reference(job: JobRef) -> dict[str, Any]:
+    """Returns the reference that makes the SnapshotJob the controller of an object."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "name": job.name,
+        "uid": job.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _metadata(job: JobRef, name: str, component: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": job.namespace,
+        "labels": {
+            LABEL_JOB: job.name,
+            LABEL_JOB_UID: job.uid,
+            LABEL_COMPONENT: component,
+            LABEL_MANAGED_BY: MANAGED_BY,
+        },
+        "ownerReferences": [owner_reference(job)],
+    }
+
+
+def driver_spark_conf(job: JobRef, spec: SnapshotJobSpec, pod_name: str) -> dict[str, str]:
+    """Returns the Spark configuration the operator derives for a driver Pod.
+
+    The user's ``spec.spark.conf`` wins over everything but the keys that tie executors to
+    this driver Pod (their owner and job label), which must stay right for the garbage
+    collector and for "never two drivers" to cover executors too.
+    """
+    executor = spec.spark.executor
+    derived = {
+        "spark.executor.instances": str(executor.instances),
+        "spark.executor.cores": str(executor.cores),
+        "spark.executor.memory": executor.memory,
+        "spark.driver.memory": spec.spark.driver.memory,
+        "spark.driver.cores": str(spec.spark.driver.cores),
+    }
+    if spec.spark.master == "k8s":
+        derived |= {
+            "spark.master": IN_CLUSTER_MASTER,
+            "spark.kubernetes.namespace": job.namespace,
+            "spark.kubernetes.container.image": spec.image,
+            "spark.kubernetes.container.image.pullPolicy": spec.image_pull_policy.value,
+            "spark.kubernetes.authenticate.driver.serviceAccountName": (
+                driver_service_account_name(job)
+            ),
+            # The driver's Role may not create ConfigMaps.
+            "spark.kubernetes.executor.disableConfigMap": "true",
+        }
+    else:
+        derived["spark.master"] = spec.spark.master
+    pinned = {
+        "spark.kubernetes.driver.pod.name": pod_name,
+        f"spark.kubernetes.executor.label.{LABEL_JOB_UID}": job.uid,
+        f"spark.kubernetes.executor.label.{LABEL_COMPONENT}": "executor",
+    }
+    return derived | dict(spec.spark.conf) | pinned
+
+
+def build_driver_pod(
+    job: JobRef,
+    spec: SnapshotJobSpec,
+    create: CreateDriverPod,
+    *,
+    store_address: str | None = None,
+    store_cluster_name: str | None = None,
+) -> dict[str, Any]:
+    """Returns the driver Pod of one execution.
+
+    Args:
+        job: The SnapshotJob.
+        spec: Its spec (the one the execution runs, fingerprinted in the status).
+        create: The decision that asked for the Pod.
+        store_address: Members of the installation's Hazelcast cluster, used when the spec
+            names no external cluster.
+        store_cluster_name: Cluster name of the installation's Hazelcast cluster.
+    """
+    metadata = _metadata(job, create.pod_name, "driver")
+    metadata["labels"][LABEL_EXECUTION_ID] = create.execution_id
+    env: list[dict[str, Any]] = [
+        {"name": ENV_NAMESPACE, "value": job.namespace},
+        {"name": ENV_JOB_NAME, "value": job.name},
+        {"name": ENV_EXECUTION_ID, "value": create.execution_id},
+        # Spark advertises this as spark.driver.host: Pod names do not resolve, Pod IPs do.
+        {"name": "SPARK_LOCAL_HOSTNAME", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
+    if spec.hazelcast.address is None:
+        if store_address is not None:
+            env.append({"name": ENV_HAZELCAST_ADDRESS, "value": store_address})
+        if store_cluster_name is not None:
+            env.append({"name": ENV_HAZELCAST_CLUSTER, "value": store_cluster_name})
+    if create.initial_snapshot_name is not None:
+        env.append({"name": ENV_INITIAL_SNAPSHOT_NAME, "value": create.initial_snapshot_name})
+    conf = driver_spark_conf(job, spec, create.pod_name)
+    memory = f"{container_memory_mib(spark_memory_mib(spec.spark.driver.memory))}Mi"
+    cores = str(spec.spark.driver.cores)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {
+            # The operator restarts executions (with a new id); the kubelet must not.
+            "restartPolicy": "Never",
+            "serviceAccountName": driver_service_account_name(job),
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": 30,
+            "containers": [
+                {
+                    "name": DRIVER_CONTAINER,
+                    "image": spec.image,
+                    "imagePullPolicy": spec.image_pull_policy.value,
+                    "command": list(DRIVER_COMMAND),
+                    "args": [f"--conf={key}={value}" for key, value in sorted(conf.items())],
+                    "env": env,
+                    "resources": {
+                        "requests": {"cpu": cores, "memory": memory},
+                        "limits": {"memory": memory},
+                    },
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def build_service_account(job: JobRef) -> dict[str, Any]:
+    """Returns the identity of the job's drivers."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _metadata(job, driver_service_account_name(job), "driver"),
+    }
+
+
+def build_role(job: JobRef) -> dict[str, Any]:
+    """Returns what the job's drivers may do: executors, and this job's spec and status."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _metadata(job, driver_service_account_name(job), "driver"),
+        "rules": [
+            {
+                # Spark's executor allocator creates, watches and removes executor Pods, and
+                # reads its own driver Pod to make it their owner.
+                "apiGroups": [""],
+                "resources": ["pods"],
+                "verbs": ["create", "delete", "deletecollection", "get", "list", "watch"],
+            },
+            {
+                # The spec and status.termination: what to run and when to stop.
+                "apiGroups": [GROUP],
+                "resources": [PLURAL],
+                "resourceNames": [job.name],
+                "verbs": ["get"],
+            },
+            {
+                # The execution record, written with an optimistic lock.
+                "apiGroups": [GROUP],
+                "resources": [f"{PLURAL}/status"],
+                "resourceNames": [job.name],
+                "verbs": ["get", "patch"],
+            },
+        ],
+    }
+
+
+def build_role_binding(job: JobRef) -> dict[str, Any]:
+    """Returns the binding of the job's Role to its drivers' ServiceAccount."""
+    name = driver_service_account_name(job)
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _metadata(job, name, "driver"),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": job.namespace}],
+    }

@@ -1,0 +1,78 @@
+"""The operator's pure decision logic: observation in, actions out, no I/O.
+
+The kopf handlers gather an :class:`Observation`, call :func:`decide` and perform the returned
+actions in order; everything that needs judgement lives here, where property-based tests can
+drive it through every phase, spec change and Pod state.
+"""
+
+from snapshot_operator.reconcile.actions import (
+    Action,
+    CopySnapshotToExport,
+    CreateDriverPod,
+    DeleteDriverPod,
+    DeleteSnapshotMaps,
+    EmitEvent,
+    EventReason,
+    EventType,
+    PatchStatus,
+    RemoveFinalizer,
+    RequestExport,
+    RequestTermination,
+    Requeue,
+)
+from snapshot_operator.reconcile.decide import (
+    CANCELLED,
+    LIVE_PHASES,
+    TRANSITIONS,
+    decide,
+    driver_pod_name,
+    execution_id,
+)
+from snapshot_operator.reconcile.observation import (
+    DriverPod,
+    InvalidSpec,
+    JobRef,
+    Observation,
+    PodPhase,
+    Settings,
+    StoreHealth,
+)
+from snapshot_operator.reconcile.observe import (
+    observe,
+    read_driver_pod,
+    read_spec,
+    read_store_health,
+)
+
+__all__ = [
+    "CANCELLED",
+    "LIVE_PHASES",
+    "TRANSITIONS",
+    "Action",
+    "CopySnapshotToExport",
+    "CreateDriverPod",
+    "DeleteDriverPod",
+    "DeleteSnapshotMaps",
+    "DriverPod",
+    "EmitEvent",
+    "EventReason",
+    "EventType",
+    "InvalidSpec",
+    "JobRef",
+    "Observation",
+    "PatchStatus",
+    "PodPhase",
+    "RemoveFinalizer",
+    "RequestExport",
+    "RequestTermination",
+    "Requeue",
+    "Settings",
+    "StoreHealth",
+    "decide",
+    "driver_pod_name",
+    "execution_id",
+    "observe",
+    "read_driver_pod",
+    "read_spec",
+    "read_store_health",
+]

@@ -1,0 +1,245 @@
+"""What the decision function asks for: actions as data, one API call (or store call) each.
+
+The executor in the kopf layer performs them in order and stops at the first error; the next
+reconcile decides again from what is then observed. Status writes carry the ``resourceVersion``
+the decision was based on, so a decision made on a stale view fails with a conflict instead of
+overwriting the driver's execution record. Order matters and the decision function relies on
+it: the status that names a new execution (the fencing token) is written before its Pod is
+created, and requests to the driver are written after the phase that announces them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from snapshot_operator.api import ExportRequestStatus, TerminationModeName, TerminationStatus
+
+
+class EventType(enum.StrEnum):
+    """Kubernetes Event types."""
+
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+class EventReason(enum.StrEnum):
+    """The fixed set of Event reasons the operator emits (Kubernetes: CamelCase)."""
+
+    EXECUTION_STARTED = "ExecutionStarted"
+    EXECUTION_FAILED = "ExecutionFailed"
+    RESTART_LIMIT_REACHED = "RestartLimitReached"
+    SUSPENDED_ON_FAILURE = "SuspendedOnFailure"
+    FORCED_RESTART = "ForcedRestart"
+    SNAPSHOT_CORRUPTED = "SnapshotCorrupted"
+    TERMINATION_REQUESTED = "TerminationRequested"
+    TERMINATION_ESCALATED = "TerminationEscalated"
+    SUSPENDED = "Suspended"
+    CANCELLED = "Cancelled"
+    COMPLETED = "Completed"
+    UPGRADING = "Upgrading"
+    EXPORT_REQUESTED = "ExportRequested"
+    EXPORT_COPY_STARTED = "ExportCopyStarted"
+    SNAPSHOT_EXPORTED = "SnapshotExported"
+    EXPORT_TIMED_OUT = "ExportTimedOut"
+    EXPORT_REJECTED = "ExportRejected"
+    INVALID_SPEC = "InvalidSpec"
+    STORE_NOT_READY = "StoreNotReady"
+    STALE_DRIVER_DELETED = "StaleDriverDeleted"
+    DRIVER_POD_MISSING = "DriverPodMissing"
+    SNAPSHOT_MAPS_DELETED = "SnapshotMapsDeleted"
+
+    @property
+    def event_type(self) -> EventType:
+        """Warning for reasons a human should look at, Normal otherwise."""
+        return EventType.WARNING if self in _WARNINGS else EventType.NORMAL
+
+
+_WARNINGS = frozenset(
+    {
+        EventReason.EXECUTION_FAILED,
+        EventReason.RESTART_LIMIT_REACHED,
+        EventReason.SUSPENDED_ON_FAILURE,
+        EventReason.FORCED_RESTART,
+        EventReason.SNAPSHOT_CORRUPTED,
+        EventReason.TERMINATION_ESCALATED,
+        EventReason.EXPORT_TIMED_OUT,
+        EventReason.EXPORT_REJECTED,
+        EventReason.INVALID_SPEC,
+        EventReason.STORE_NOT_READY,
+        EventReason.STALE_DRIVER_DELETED,
+        EventReason.DRIVER_POD_MISSING,
+    }
+)
+
+
+@dataclass(frozen=True)
+class PatchStatus:
+    """A JSON merge patch of the status subresource (camelCase; null deletes a field).
+
+    Attributes:
+        patch: Top-level status fields and their new values.
+    """
+
+    patch: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RequestTermination:
+    """Ask the current driver to stop: written to ``status.termination``.
+
+    Attributes:
+        mode: A graceful mode (forceful ones need no driver: the operator deletes the Pod).
+        request_id: Unique id of the request.
+        export_name: Export the terminal snapshot under this name.
+        reason: Why, in CamelCase.
+    """
+
+    mode: TerminationModeName
+    request_id: str
+    export_name: str | None
+    reason: str
+
+    def status_patch(self, requested_at: datetime) -> dict[str, Any]:
+        """Returns the merge patch of the status that makes the request."""
+        termination = TerminationStatus(
+            mode=self.mode,
+            request_id=self.request_id,
+            requested_at=requested_at,
+            export_name=self.export_name,
+            reason=self.reason,
+        )
+        return {"termination": termination.to_json()}
+
+
+@dataclass(frozen=True)
+class RequestExport:
+    """Ask the running driver for an export-only snapshot: written to ``status.exportRequest``.
+
+    Attributes:
+        name: Export name.
+        request_id: Unique id of the request.
+    """
+
+    name: str
+    request_id: str
+
+    def status_patch(self, requested_at: datetime) -> dict[str, Any]:
+        """Returns the merge patch of the status that makes the request."""
+        request = ExportRequestStatus(
+            name=self.name, request_id=self.request_id, requested_at=requested_at
+        )
+        return {"exportRequest": request.to_json()}
+
+
+@dataclass(frozen=True)
+class CreateDriverPod:
+    """Create the driver Pod of a new execution (its id is already in the status).
+
+    Attributes:
+        pod_name: Name of the Pod.
+        execution_id: The execution's fencing token.
+        attempt: Sequence number of the execution.
+        initial_snapshot_name: Restore from this exported snapshot (the job has none of its own
+            and the user named one); None to restore from the execution record, if it points
+            anywhere.
+    """
+
+    pod_name: str
+    execution_id: str
+    attempt: int
+    initial_snapshot_name: str | None
+
+
+@dataclass(frozen=True)
+class DeleteDriverPod:
+    """Delete a driver Pod; its executors go with it (owner references).
+
+    Attributes:
+        pod_name: Name of the Pod.
+    """
+
+    pod_name: str
+
+
+@dataclass(frozen=True)
+class CopySnapshotToExport:
+    """Copy the restore point of a suspended job to an export map and validate the copy.
+
+    On success the executor appends the export to ``status.exportedSnapshots`` (terminal
+    false); copying again over a partial copy is safe, the validation record is written last.
+
+    Attributes:
+        source_map: The map holding the restore point.
+        snapshot_id: The restore point's snapshot id.
+        export_name: Export name.
+        export_map: The map to copy to.
+    """
+
+    source_map: str
+    snapshot_id: int
+    export_name: str
+    export_map: str
+
+
+@dataclass(frozen=True)
+class DeleteSnapshotMaps:
+    """Destroy the job's automatic snapshot maps; exports are kept.
+
+    Attributes:
+        map_names: The maps to destroy.
+    """
+
+    map_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EmitEvent:
+    """Emit a Kubernetes Event on the SnapshotJob.
+
+    Attributes:
+        reason: One of the fixed reasons; it also gives the type.
+        message: Capitalised, key=value context, no trailing period.
+    """
+
+    reason: EventReason
+    message: str
+
+    @property
+    def event_type(self) -> EventType:
+        """Normal or Warning."""
+        return self.reason.event_type
+
+
+@dataclass(frozen=True)
+class RemoveFinalizer:
+    """Let the API server delete the SnapshotJob: its cleanup is done."""
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """Decide again after a delay, even if nothing changes.
+
+    Attributes:
+        after_seconds: The delay.
+    """
+
+    after_seconds: float
+
+
+Action = (
+    PatchStatus
+    | RequestTermination
+    | RequestExport
+    | CreateDriverPod
+    | DeleteDriverPod
+    | CopySnapshotToExport
+    | DeleteSnapshotMaps
+    | EmitEvent
+    | RemoveFinalizer
+    | Requeue
+)
+"""Every kind of action."""

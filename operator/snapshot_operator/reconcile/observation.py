@@ -1,0 +1,132 @@
+"""What the decision function sees: one consistent observation of a SnapshotJob and its world.
+
+The kopf layer gathers it (the object, a fresh list of the job's driver Pods, the store's health
+endpoint, the clock) and the decision function turns it into actions. Keeping the observation a
+plain value is what makes every decision testable without an API server: tests build
+observations, the operator builds them from the cluster.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from snapshot_operator.api import SnapshotJobSpec, SnapshotJobStatus
+
+
+class PodPhase(enum.StrEnum):
+    """The driver Pod's ``status.phase``."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the Pod's containers have stopped for good."""
+        return self in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+
+@dataclass(frozen=True)
+class DriverPod:
+    """A driver Pod of the job, as listed by its job label.
+
+    Attributes:
+        name: The Pod's name.
+        execution_id: The execution the Pod runs (its label).
+        phase: The Pod's phase.
+        exit_code: The driver container's exit code once it has terminated, else None.
+        deleting: Whether the Pod has a deletion timestamp (its containers may still run).
+    """
+
+    name: str
+    execution_id: str
+    phase: PodPhase
+    exit_code: int | None = None
+    deleting: bool = False
+
+    @property
+    def may_run(self) -> bool:
+        """Whether the Pod's driver may still be running: another driver must not start."""
+        return not self.phase.is_terminal
+
+
+@dataclass(frozen=True)
+class StoreHealth:
+    """The Hazelcast cluster's health endpoint, as the operator last read it.
+
+    Attributes:
+        cluster_safe: No partition migrates and every backup is in sync.
+        member_count: Members in the cluster.
+    """
+
+    cluster_safe: bool
+    member_count: int
+
+
+@dataclass(frozen=True)
+class InvalidSpec:
+    """A spec the API models reject: stored before a rule existed, or written around the CRD.
+
+    Attributes:
+        message: What is wrong, from the models' validation.
+    """
+
+    message: str
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """Identifies the SnapshotJob."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything one decision is based on.
+
+    Attributes:
+        job: The SnapshotJob.
+        generation: Its ``metadata.generation``.
+        spec: Its spec, or why the spec is invalid.
+        status: Its status as read together with the spec.
+        pods: Every driver Pod of the job.
+        store: The store's health; None when the health endpoint could not be read.
+        now: The current time (timezone-aware).
+        deleting: Whether the SnapshotJob has a deletion timestamp.
+    """
+
+    job: JobRef
+    generation: int
+    spec: SnapshotJobSpec | InvalidSpec
+    status: SnapshotJobStatus
+    now: datetime
+    pods: tuple[DriverPod, ...] = ()
+    store: StoreHealth | None = None
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Operator-wide timings of the decision function.
+
+    Attributes:
+        graceful_timeout_seconds: A graceful termination or export-only snapshot not done by
+            then is made forceful (or asked again, for an export).
+        store_retry_seconds: How soon to look again while the store holds back a start.
+        resync_seconds: How soon to look again when nothing is due.
+        stale_snapshot_intervals: SnapshotHealthy turns False when the restore point of a
+            running job is older than this many snapshot intervals (plus the graceful slack).
+        stale_snapshot_slack_seconds: Added to the staleness bound, for long snapshots.
+    """
+
+    graceful_timeout_seconds: int = 300
+    store_retry_seconds: int = 10
+    resync_seconds: int = 60
+    stale_snapshot_intervals: int = 3
+    stale_snapshot_slack_seconds: int = field(default=60)

@@ -1,0 +1,128 @@
+"""Reads raw API objects into an :class:`Observation`: the one place they are parsed.
+
+The kopf layer hands over what it read (the SnapshotJob, its driver Pods, the store's health
+document) as plain dictionaries; everything about their shape is decided here, purely, so it is
+unit-tested together with the decisions it feeds. Parsing errs on the safe side: a Pod whose
+state is unknown may still run, and a health document that cannot be read is no store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import pydantic
+
+from snapshot_operator.api import SnapshotJobSpec, SnapshotJobStatus
+from snapshot_operator.api.crd import GROUP
+from snapshot_operator.reconcile.observation import (
+    DriverPod,
+    InvalidSpec,
+    JobRef,
+    Observation,
+    PodPhase,
+    StoreHealth,
+)
+
+LABEL_EXECUTION_ID = f"{GROUP}/execution-id"
+"""The driver Pod label naming its execution (set by ``manifests.build_driver_pod``)."""
+DRIVER_CONTAINER = "driver"
+"""The driver Pod's container whose exit code tells how the execution ended."""
+
+
+def read_spec(raw: Mapping[str, Any] | None) -> SnapshotJobSpec | InvalidSpec:
+    """Returns the spec, or what is wrong with it (field paths in the API's camelCase)."""
+    try:
+        return SnapshotJobSpec.model_validate(raw or {})
+    except pydantic.ValidationError as error:
+        problems = [
+            f"{'.'.join(str(part) for part in detail['loc']) or 'spec'}: {detail['msg']}"
+            for detail in error.errors(include_url=False)
+        ]
+        return InvalidSpec("; ".join(problems))
+
+
+def read_driver_pod(raw: Mapping[str, Any]) -> DriverPod | None:
+    """Returns a driver Pod as the decision sees it; None if it is not a driver Pod.
+
+    A phase the decision does not know (``Unknown``: the node stopped reporting) counts as
+    running, because the driver may well still be running there.
+    """
+    metadata = raw.get("metadata") or {}
+    execution = (metadata.get("labels") or {}).get(LABEL_EXECUTION_ID)
+    if not execution:
+        return None
+    status = raw.get("status") or {}
+    try:
+        phase = PodPhase(status.get("phase") or PodPhase.PENDING.value)
+    except ValueError:
+        phase = PodPhase.RUNNING
+    exit_code = None
+    for container in status.get("containerStatuses") or ():
+        if container.get("name") == DRIVER_CONTAINER:
+            terminated = (container.get("state") or {}).get("terminated")
+            if terminated is not None and terminated.get("exitCode") is not None:
+                exit_code = int(terminated["exitCode"])
+    return DriverPod(
+        name=str(metadata["name"]),
+        execution_id=str(execution),
+        phase=phase,
+        exit_code=exit_code,
+        deleting=metadata.get("deletionTimestamp") is not None,
+    )
+
+
+def read_store_health(document: Mapping[str, Any] | None) -> StoreHealth | None:
+    """Returns the store's health from a member's ``/hazelcast/health`` document.
+
+    Cluster-safe means more than the document's ``clusterSafe``: the answering member and
+    the cluster must also be ACTIVE (a member that is shutting down still reports safe).
+    """
+    if not document:
+        return None
+    try:
+        active = document["nodeState"] == "ACTIVE" and document["clusterState"] == "ACTIVE"
+        return StoreHealth(
+            cluster_safe=active and document["clusterSafe"] is True,
+            member_count=int(document["clusterSize"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def observe(
+    job: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]],
+    health: Mapping[str, Any] | None,
+    now: datetime,
+) -> Observation:
+    """Returns the observation of a SnapshotJob read with its driver Pods and store health.
+
+    Args:
+        job: The SnapshotJob object.
+        pods: The Pods labelled with the job's uid, read right before (not from a cache).
+        health: The store's health document; None if no member answered.
+        now: The current time, timezone-aware.
+
+    Raises:
+        pydantic.ValidationError: If the status cannot be read. Deciding on a status with
+            parts left out could reuse a fencing token or forget a pending request, so the
+            caller must retry rather than decide.
+    """
+    metadata = job["metadata"]
+    drivers = (read_driver_pod(pod) for pod in pods)
+    return Observation(
+        job=JobRef(
+            namespace=str(metadata["namespace"]),
+            name=str(metadata["name"]),
+            uid=str(metadata["uid"]),
+        ),
+        generation=int(metadata.get("generation") or 1),
+        spec=read_spec(job.get("spec")),
+        status=SnapshotJobStatus.model_validate(job.get("status") or {}),
+        now=now,
+        pods=tuple(pod for pod in drivers if pod is not None),
+        store=read_store_health(health),
+        deleting=metadata.get("deletionTimestamp") is not None,
+    )

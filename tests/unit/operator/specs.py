@@ -1,0 +1,99 @@
+"""Example SnapshotJob specs shared by the model tests and the CRD's API-server tests.
+
+One table of invalid specs serves both tiers, so the pydantic models (which the operator uses
+to re-validate stored objects) and the generated CRD (which the API server enforces at
+admission) are held to the same rules.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+VALID_SPEC: dict[str, Any] = {
+    "image": "snapshotjob/runtime:dev",
+    "pipeline": {"module": "pipelines.wordcount", "args": {"rate": 100, "words": ["a", "b"]}},
+}
+"""The smallest valid spec: everything else has a default."""
+
+
+@dataclass(frozen=True)
+class InvalidSpecCase:
+    """A spec that both the models and the API server must reject.
+
+    Attributes:
+        name: Test id.
+        changes: Top-level spec fields to set on a copy of VALID_SPEC (None removes one).
+        field: The field path the API server names in its rejection.
+        message: Text of a CEL rule's message both must report, or None for schema rules.
+    """
+
+    name: str
+    changes: dict[str, Any]
+    field: str
+    message: str | None = None
+
+    def spec(self) -> dict[str, Any]:
+        """Returns the invalid spec."""
+        spec = copy.deepcopy(VALID_SPEC)
+        for key, value in self.changes.items():
+            if value is None:
+                spec.pop(key, None)
+            else:
+                spec[key] = value
+        return spec
+
+
+INVALID_SPECS = (
+    InvalidSpecCase(
+        "cancel-job-without-name",
+        {"exportSnapshot": {"cancelJob": True}},
+        "spec.exportSnapshot",
+        "exportSnapshot.cancelJob needs exportSnapshot.name",
+    ),
+    InvalidSpecCase(
+        "export-name-not-dns-label",
+        {"exportSnapshot": {"name": "Nightly_Export"}},
+        "spec.exportSnapshot.name",
+    ),
+    InvalidSpecCase(
+        "initial-snapshot-name-too-long",
+        {"initialSnapshotName": "x" * 64},
+        "spec.initialSnapshotName",
+    ),
+    InvalidSpecCase(
+        "max-backoff-below-backoff",
+        {"restartPolicy": {"backoffSeconds": 400}},
+        "spec.restartPolicy",
+        "restartPolicy.maxBackoffSeconds must be at least backoffSeconds",
+    ),
+    InvalidSpecCase(
+        "no-guarantee-with-snapshot-upgrades",
+        {"processingGuarantee": "NONE"},
+        "spec",
+        "processingGuarantee NONE takes no snapshots, so upgradeMode must be stateless",
+    ),
+    InvalidSpecCase(
+        "cluster-name-without-address",
+        {"hazelcast": {"clusterName": "analytics"}},
+        "spec.hazelcast",
+        "hazelcast.clusterName names an external cluster, so it needs hazelcast.address",
+    ),
+    InvalidSpecCase(
+        "zero-snapshot-interval", {"snapshotIntervalSeconds": 0}, "spec.snapshotIntervalSeconds"
+    ),
+    InvalidSpecCase(
+        "unknown-guarantee", {"processingGuarantee": "SOMETIMES"}, "spec.processingGuarantee"
+    ),
+    InvalidSpecCase("no-pipeline", {"pipeline": None}, "spec.pipeline"),
+    InvalidSpecCase(
+        "memory-not-spark-notation",
+        {"spark": {"driver": {"memory": "lots"}}},
+        "spec.spark.driver.memory",
+    ),
+    InvalidSpecCase(
+        "too-many-backups", {"hazelcast": {"backupCount": 7}}, "spec.hazelcast.backupCount"
+    ),
+    InvalidSpecCase("unknown-upgrade-mode", {"upgradeMode": "savepoint"}, "spec.upgradeMode"),
+)

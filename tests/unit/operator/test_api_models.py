@@ -1,0 +1,137 @@
+"""The API models: defaults, the cross-field rules, and the contract with the protocol core."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+from hypothesis import given
+
+from snapshot_operator.api import (
+    CONDITION_DESCRIPTIONS,
+    PHASE_DESCRIPTIONS,
+    ConditionType,
+    DriverExit,
+    ExecutionRecordStatus,
+    Phase,
+    ProcessingGuarantee,
+    RestartPolicy,
+    SnapshotJobSpec,
+    SnapshotJobStatus,
+    TerminationModeName,
+    UpgradeMode,
+)
+from spark_runtime.protocol import ExecutionRecord, TerminationMode
+from tests.unit.operator.specs import INVALID_SPECS, VALID_SPEC, InvalidSpecCase
+from tests.unit.operator.world import records
+
+
+def test_a_minimal_spec_takes_the_documented_defaults() -> None:
+    spec = SnapshotJobSpec.model_validate(VALID_SPEC)
+
+    assert spec.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE
+    assert spec.snapshot_interval_seconds == 10
+    assert spec.suspend is False
+    assert spec.upgrade_mode is UpgradeMode.SNAPSHOT
+    assert spec.spark.master == "k8s"
+    assert (spec.restart_policy.max_restarts, spec.restart_policy.backoff_seconds) == (10, 10)
+    assert spec.restart_policy.max_backoff_seconds == 300
+    assert spec.hazelcast.backup_count == 1
+
+
+def test_specs_are_read_and_written_in_camel_case() -> None:
+    spec = SnapshotJobSpec.model_validate(
+        {**VALID_SPEC, "exportSnapshot": {"name": "nightly", "cancelJob": True}}
+    )
+
+    written = spec.to_json()
+
+    assert written["exportSnapshot"] == {"name": "nightly", "cancelJob": True}
+    assert written["restartPolicy"]["maxBackoffSeconds"] == 300
+    assert SnapshotJobSpec.model_validate(written) == spec
+
+
+@pytest.mark.parametrize("case", INVALID_SPECS, ids=lambda case: case.name)
+def test_the_models_reject_what_the_crd_rejects(case: InvalidSpecCase) -> None:
+    with pytest.raises(pydantic.ValidationError) as rejected:
+        SnapshotJobSpec.model_validate(case.spec())
+
+    if case.message is not None:
+        assert case.message in str(rejected.value)
+
+
+def test_unknown_spec_fields_are_rejected() -> None:
+    with pytest.raises(pydantic.ValidationError, match="suspended"):
+        SnapshotJobSpec.model_validate({**VALID_SPEC, "suspended": True})
+
+
+def test_unknown_status_fields_are_ignored_for_newer_writers() -> None:
+    status = SnapshotJobStatus.model_validate({"phase": "RUNNING", "futureField": 1})
+
+    assert status.phase is Phase.RUNNING
+
+
+@pytest.mark.parametrize(
+    ("failures", "delay"), [(1, 10), (2, 20), (3, 40), (5, 160), (6, 300), (10_000, 300)]
+)
+def test_restart_backoff_doubles_up_to_the_maximum(failures: int, delay: int) -> None:
+    assert RestartPolicy().backoff(failures) == delay
+
+
+def test_every_phase_and_condition_is_described() -> None:
+    assert set(PHASE_DESCRIPTIONS) == set(Phase)
+    assert set(CONDITION_DESCRIPTIONS) == set(ConditionType)
+    assert all(phase.description for phase in Phase)
+    assert all(condition.description for condition in ConditionType)
+
+
+def test_termination_mode_names_are_the_protocol_cores_modes() -> None:
+    assert [name.value for name in TerminationModeName] == [mode.name for mode in TerminationMode]
+    assert all(name.mode.name == name.value for name in TerminationModeName)
+
+
+def test_the_execution_record_status_has_exactly_the_records_keys() -> None:
+    fields = {field.alias for field in ExecutionRecordStatus.model_fields.values()}
+
+    assert fields == set(ExecutionRecord().to_dict())
+
+
+@given(records())
+def test_the_status_form_of_a_record_reads_back_as_the_same_record(
+    record: ExecutionRecord,
+) -> None:
+    status = ExecutionRecordStatus.of(record)
+
+    assert status.to_record() == record
+    assert ExecutionRecordStatus.model_validate(status.to_json()).to_record() == record
+
+
+def test_the_execution_fingerprint_ignores_requests_served_without_a_new_execution() -> None:
+    spec = SnapshotJobSpec.model_validate(VALID_SPEC)
+    served_in_place = spec.model_copy(
+        update={
+            "suspend": True,
+            "upgrade_mode": UpgradeMode.STATELESS,
+            "initial_snapshot_name": "seed",
+            "restart_policy": RestartPolicy(max_restarts=1),
+        }
+    )
+    upgraded = spec.model_copy(update={"image": "snapshotjob/runtime:next"})
+
+    assert served_in_place.execution_fingerprint() == spec.execution_fingerprint()
+    assert upgraded.execution_fingerprint() != spec.execution_fingerprint()
+
+
+@pytest.mark.parametrize(
+    ("code", "meaning"),
+    [
+        (0, DriverExit.COMPLETED),
+        (2, DriverExit.BAD_INPUT),
+        (64, DriverExit.TERMINATED),
+        (65, DriverExit.SNAPSHOT_CORRUPTED),
+        (75, DriverExit.RESTART_FORCEFUL),
+        (1, None),
+        (137, None),
+    ],
+)
+def test_driver_exit_codes_have_fixed_meanings(code: int, meaning: DriverExit | None) -> None:
+    assert DriverExit.of(code) is meaning

@@ -1,0 +1,346 @@
+"""The decision function in a loop with a simulated world: drivers, kubelet, store and users.
+
+A hypothesis state machine interleaves reconciles with everything that happens between them:
+drivers that start, snapshot, serve requests, crash or exit with RESTART_FORCEFUL; Pods that
+are stopped by the kubelet or vanish with their node; users who suspend, resume, export,
+cancel and upgrade; a store that loses cluster safety; time that passes. After every step the
+safety invariants are checked on the whole world, not on a single decision.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from snapshot_operator.api import (
+    ExecutionRecordStatus,
+    ExportedSnapshot,
+    ExportSnapshotSpec,
+    Phase,
+    ProcessingGuarantee,
+    SnapshotJobSpec,
+    SnapshotJobStatus,
+    TerminationModeName,
+    UpgradeMode,
+)
+from snapshot_operator.reconcile import (
+    TRANSITIONS,
+    CopySnapshotToExport,
+    CreateDriverPod,
+    DeleteDriverPod,
+    DriverPod,
+    Observation,
+    PodPhase,
+    RemoveFinalizer,
+    RequestTermination,
+    StoreHealth,
+    decide,
+)
+from spark_runtime.protocol import NO_SNAPSHOT, ExecutionRecord, JobIdentity, SnapshotKind
+from tests.unit.operator.world import EXPORT_NAMES, IMAGES, JOB, NOW, specs, status_after
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+
+def then_reconcile(step: Callable[..., None]) -> Callable[..., None]:
+    """The operator watches the job and its Pods: every change is followed by a reconcile."""
+
+    @functools.wraps(step)
+    def step_then_reconcile(self: JobWorld, *args: Any, **kwargs: Any) -> None:
+        step(self, *args, **kwargs)
+        self._reconcile()
+
+    return step_then_reconcile
+
+
+LIFE_BEFORE_DELETION = 30
+IDENTITY = JobIdentity(uid=JOB.uid, namespace=JOB.namespace, pipeline_fingerprint="wordcount")
+
+
+class JobWorld(RuleBasedStateMachine):
+    """One SnapshotJob, its driver Pods, the store and the clock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spec: SnapshotJobSpec
+        self.status = SnapshotJobStatus()
+        self.pods: dict[str, DriverPod] = {}
+        self.store = StoreHealth(cluster_safe=True, member_count=3)
+        self.now: datetime = NOW
+        self.generation = 1
+        self.forced_restart_pending = False
+        self.deleting = False
+        self.deleted = False
+        self.reconciles = 0
+
+    # Jobs start unsuspended (the users' rules suspend them), so runs reach RUNNING often.
+    @initialize(spec=specs().map(lambda spec: spec.model_copy(update={"suspend": False})))
+    def create_job(self, spec: SnapshotJobSpec) -> None:
+        self.spec = spec
+
+    # The operator.
+
+    @rule()
+    def requeue_fires(self) -> None:
+        self._reconcile()
+
+    def _reconcile(self) -> None:
+        if self.deleted:
+            return
+        self.reconciles += 1
+        observation = Observation(
+            JOB,
+            self.generation,
+            self.spec,
+            self.status,
+            self.now,
+            tuple(self.pods.values()),
+            self.store,
+            deleting=self.deleting,
+        )
+        actions = decide(observation)
+        before = self.status
+        self.status = status_after(before, actions, self.now)
+        phase = self.status.phase
+        # Shown by --hypothesis-show-statistics: which phase changes the runs reached.
+        event(f"{before.phase.value} -> {phase.value}")
+        if any(isinstance(action, RemoveFinalizer) for action in actions):
+            event("deleted")
+        assert phase == before.phase or phase in TRANSITIONS[before.phase]
+        if self.forced_restart_pending:
+            assert phase in (Phase.STARTING, Phase.RESTARTING), "forced restart skipped"
+            assert not any(isinstance(a, RequestTermination) for a in actions)
+            assert self.status.restarts == before.restarts, "a forced restart is not a failure"
+        for action in actions:
+            if isinstance(action, CreateDriverPod):
+                self._create(action)
+            elif isinstance(action, DeleteDriverPod) and action.pod_name in self.pods:
+                self.pods[action.pod_name] = replace(self.pods[action.pod_name], deleting=True)
+            elif isinstance(action, CopySnapshotToExport):
+                self._copy(action)
+            elif isinstance(action, RemoveFinalizer):
+                assert self.deleting
+                assert not [pod for pod in self.pods.values() if pod.may_run], "a driver runs"
+                self.deleted = True
+
+    def _create(self, action: CreateDriverPod) -> None:
+        assert not self.deleting, "started an execution of a job being deleted"
+        assert not [pod for pod in self.pods.values() if pod.may_run], "two drivers"
+        assert action.pod_name not in self.pods
+        if action.initial_snapshot_name is not None:
+            assert action.initial_snapshot_name == self.spec.initial_snapshot_name
+            assert self.status.record().snapshot_id == NO_SNAPSHOT
+        self.pods[action.pod_name] = DriverPod(
+            action.pod_name, action.execution_id, PodPhase.PENDING
+        )
+        self.forced_restart_pending = False
+
+    def _copy(self, action: CopySnapshotToExport) -> None:
+        record = self.status.record()
+        assert action.source_map == record.successful_snapshot_map_name(IDENTITY)
+        assert action.snapshot_id == record.snapshot_id
+        self._exported(action.export_name, record.snapshot_id, terminal=False)
+
+    # The current driver.
+
+    def _current(self) -> DriverPod | None:
+        execution = self.status.execution
+        return next(
+            (
+                pod
+                for pod in self.pods.values()
+                if execution is not None and pod.execution_id == execution.id and pod.may_run
+            ),
+            None,
+        )
+
+    def _running_driver(self) -> DriverPod | None:
+        pod = self._current()
+        if pod is None or pod.phase is not PodPhase.RUNNING or pod.deleting:
+            return None
+        return pod
+
+    def _record(self, record: ExecutionRecord) -> None:
+        self.status = self.status.model_copy(
+            update={"execution_record": ExecutionRecordStatus.of(record)}
+        )
+
+    def _exported(self, name: str, snapshot_id: int, *, terminal: bool) -> None:
+        snapshot = ExportedSnapshot(
+            name=name,
+            snapshot_id=snapshot_id,
+            num_bytes=10,
+            created_at=self.now,
+            terminal=terminal,
+        )
+        kept = [s for s in self.status.exported_snapshots if s.name != name]
+        self.status = self.status.model_copy(update={"exported_snapshots": [*kept, snapshot]})
+
+    def _snapshot(self, kind: SnapshotKind, name: str | None) -> None:
+        record = self.status.record().start_new_snapshot(now=1)
+        record = record.snapshot_done(
+            kind, export_name=name, num_bytes=10, num_keys=1, num_chunks=1, failure=None, now=2
+        )
+        self._record(record)
+        if name is not None:
+            self._exported(name, record.ongoing_snapshot_id, terminal=kind.is_terminal)
+
+    def _exit(self, pod: DriverPod, code: int) -> None:
+        phase = PodPhase.SUCCEEDED if code == 0 else PodPhase.FAILED
+        self.pods[pod.name] = replace(pod, phase=phase, exit_code=code)
+
+    @rule()
+    @then_reconcile
+    def driver_starts_running(self) -> None:
+        pod = self._current()
+        if pod is not None and pod.phase is PodPhase.PENDING:
+            self.pods[pod.name] = replace(pod, phase=PodPhase.RUNNING)
+
+    @rule()
+    @then_reconcile
+    def driver_takes_an_automatic_snapshot(self) -> None:
+        if (
+            self._running_driver()
+            and self.spec.processing_guarantee is not ProcessingGuarantee.NONE
+        ):
+            self._snapshot(SnapshotKind.AUTOMATIC, None)
+
+    @rule()
+    @then_reconcile
+    def driver_serves_the_termination_request(self) -> None:
+        pod = self._running_driver()
+        termination = self.status.termination
+        if pod is None or termination is None or not termination.mode.mode.terminal_snapshot:
+            return
+        self._snapshot(SnapshotKind.terminal(termination.export_name), termination.export_name)
+        self._exit(pod, 64)
+
+    @rule()
+    @then_reconcile
+    def driver_serves_the_export_request(self) -> None:
+        request = self.status.export_request
+        if self._running_driver() and request is not None:
+            self._snapshot(SnapshotKind.EXPORT_ONLY, request.name)
+
+    @rule(code=st.sampled_from([0, 1, 65, 137]))
+    @then_reconcile
+    def driver_exits(self, code: int) -> None:
+        pod = self._current()
+        if pod is not None and not pod.deleting:
+            self._exit(pod, code)
+
+    @rule()
+    @then_reconcile
+    def driver_exits_after_an_indeterminate_record_write(self) -> None:
+        pod = self._current()
+        if pod is not None and not pod.deleting:
+            self._exit(pod, 75)
+            self.forced_restart_pending = True
+
+    # Kubernetes.
+
+    @rule()
+    @then_reconcile
+    def kubelet_stops_deleted_pods(self) -> None:
+        for name, pod in list(self.pods.items()):
+            if pod.deleting:
+                del self.pods[name]
+
+    @rule()
+    @then_reconcile
+    def node_is_lost_with_its_pods(self) -> None:
+        for name, pod in list(self.pods.items()):
+            if pod.may_run and not pod.deleting:
+                del self.pods[name]
+                if self.forced_restart_pending:
+                    self.forced_restart_pending = False
+
+    @precondition(lambda self: self.store.cluster_safe)
+    @rule(members=st.integers(0, 3))
+    @then_reconcile
+    def store_loses_safety(self, members: int) -> None:
+        self.store = StoreHealth(cluster_safe=False, member_count=members)
+
+    @rule()
+    @then_reconcile
+    def store_recovers(self) -> None:
+        self.store = StoreHealth(cluster_safe=True, member_count=3)
+
+    @rule(seconds=st.integers(1, 400))
+    def time_passes(self, seconds: int) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    # The user.
+
+    def _change(self, **fields: object) -> None:
+        self.spec = SnapshotJobSpec.model_validate(
+            {**self.spec.model_dump(by_alias=False), **fields}
+        )
+        self.generation += 1
+
+    @rule(suspend=st.booleans())
+    @then_reconcile
+    def user_sets_suspend(self, suspend: bool) -> None:
+        self._change(suspend=suspend)
+
+    @rule(name=st.sampled_from(EXPORT_NAMES), cancel=st.booleans())
+    @then_reconcile
+    def user_asks_for_an_export(self, name: str, cancel: bool) -> None:
+        self._change(export_snapshot=ExportSnapshotSpec(name=name, cancel_job=cancel))
+
+    @rule(image=st.sampled_from(IMAGES), mode=st.sampled_from(UpgradeMode))
+    @then_reconcile
+    def user_upgrades(self, image: str, mode: UpgradeMode) -> None:
+        if self.spec.processing_guarantee is ProcessingGuarantee.NONE:
+            mode = UpgradeMode.STATELESS
+        self._change(image=image, upgrade_mode=mode)
+
+    # Late in a run, so that most runs first go through the job's life.
+    @precondition(lambda self: self.reconciles >= LIFE_BEFORE_DELETION)
+    @rule()
+    @then_reconcile
+    def user_deletes_the_job(self) -> None:
+        self.deleting = True
+
+    # Invariants over the whole world.
+
+    @invariant()
+    def at_most_one_driver_may_run(self) -> None:
+        assert len([pod for pod in self.pods.values() if pod.may_run]) <= 1
+
+    @invariant()
+    def the_restore_point_is_never_an_export_only_snapshot(self) -> None:
+        name = self.status.record().exported_snapshot_name
+        if name is not None:
+            exported = self.status.exported(name)
+            assert exported is not None and exported.terminal
+
+    @invariant()
+    def a_forceful_termination_stays_only_as_a_marker(self) -> None:
+        termination = self.status.termination
+        if termination is not None and not termination.mode.mode.terminal_snapshot:
+            markers = {
+                TerminationModeName.RESTART_FORCEFUL: {Phase.RESTARTING, Phase.NOT_RUNNING},
+                TerminationModeName.SUSPEND_FORCEFUL: {
+                    Phase.SUSPENDED,
+                    Phase.SUSPENDED_EXPORTING_SNAPSHOT,
+                },
+            }
+            assert self.status.phase in markers[termination.mode]
+
+
+JobWorld.TestCase.settings = settings(
+    max_examples=120,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_the_decision_function_keeps_the_world_safe = JobWorld.TestCase

@@ -1,0 +1,182 @@
+"""The objects the operator creates for a job: owned by it, and with the least privilege."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from snapshot_operator.api import SnapshotJobSpec
+from snapshot_operator.manifests import (
+    IN_CLUSTER_MASTER,
+    LABEL_JOB_UID,
+    build_driver_pod,
+    build_role,
+    build_role_binding,
+    build_service_account,
+    container_memory_mib,
+    owner_reference,
+    spark_memory_mib,
+)
+from snapshot_operator.reconcile import CreateDriverPod, JobRef
+from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
+
+JOB = JobRef(namespace="analytics", name="wordcount", uid="0b7e6c1a-uid")
+CREATE = CreateDriverPod("wordcount-driver-3", "0b7e6c1a-uid-3", 3, None)
+
+
+def spec(**fields: Any) -> SnapshotJobSpec:
+    return SnapshotJobSpec.model_validate(
+        {"image": "snapshotjob/runtime:1", "pipeline": {"module": "pipelines.wordcount"}, **fields}
+    )
+
+
+def env_of(pod: dict[str, Any]) -> dict[str, Any]:
+    [container] = pod["spec"]["containers"]
+    return {item["name"]: item.get("value", item.get("valueFrom")) for item in container["env"]}
+
+
+def conf_of(pod: dict[str, Any]) -> dict[str, str]:
+    [container] = pod["spec"]["containers"]
+    pairs = [arg.removeprefix("--conf=").split("=", 1) for arg in container["args"]]
+    return dict((key, value) for key, value in pairs)
+
+
+def test_every_object_is_controlled_by_the_job() -> None:
+    objects = [
+        build_driver_pod(JOB, spec(), CREATE),
+        build_service_account(JOB),
+        build_role(JOB),
+        build_role_binding(JOB),
+    ]
+
+    for manifest in objects:
+        assert manifest["metadata"]["ownerReferences"] == [owner_reference(JOB)]
+        assert manifest["metadata"]["namespace"] == JOB.namespace
+        assert manifest["metadata"]["labels"][LABEL_JOB_UID] == JOB.uid
+    assert owner_reference(JOB)["controller"] is True
+
+
+def test_the_driver_pod_runs_one_execution_and_is_never_restarted_by_the_kubelet() -> None:
+    pod = build_driver_pod(JOB, spec(), CREATE)
+
+    assert pod["metadata"]["name"] == CREATE.pod_name
+    assert pod["metadata"]["labels"][LABEL_EXECUTION_ID] == CREATE.execution_id
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert pod["spec"]["serviceAccountName"] == build_service_account(JOB)["metadata"]["name"]
+    env = env_of(pod)
+    assert env["SJ_EXECUTION_ID"] == CREATE.execution_id
+    assert (env["SJ_NAMESPACE"], env["SJ_JOB_NAME"]) == (JOB.namespace, JOB.name)
+    assert "SJ_INITIAL_SNAPSHOT_NAME" not in env
+    [container] = pod["spec"]["containers"]
+    assert container["command"] == ["python", "-m", "spark_runtime", "run", "--kubernetes"]
+
+
+def test_a_first_start_from_an_export_names_it() -> None:
+    create = CreateDriverPod("wordcount-driver-1", "0b7e6c1a-uid-1", 1, "nightly")
+
+    assert env_of(build_driver_pod(JOB, spec(), create))["SJ_INITIAL_SNAPSHOT_NAME"] == "nightly"
+
+
+def test_the_installations_store_is_used_unless_the_spec_names_one() -> None:
+    own = build_driver_pod(JOB, spec(), CREATE, store_address="hz:5701", store_cluster_name="sj")
+    external = build_driver_pod(
+        JOB,
+        spec(hazelcast={"address": "ext:5701", "clusterName": "ext"}),
+        CREATE,
+        store_address="hz:5701",
+    )
+
+    assert (env_of(own)["SJ_HAZELCAST_ADDRESS"], env_of(own)["SJ_HAZELCAST_CLUSTER"]) == (
+        "hz:5701",
+        "sj",
+    )
+    assert "SJ_HAZELCAST_ADDRESS" not in env_of(external)
+
+
+def test_executors_run_in_the_cluster_owned_by_the_driver_pod() -> None:
+    conf = conf_of(build_driver_pod(JOB, spec(spark={"executor": {"instances": 4}}), CREATE))
+
+    assert conf["spark.master"] == IN_CLUSTER_MASTER
+    assert conf["spark.kubernetes.driver.pod.name"] == CREATE.pod_name
+    assert conf["spark.executor.instances"] == "4"
+    assert conf["spark.kubernetes.container.image"] == "snapshotjob/runtime:1"
+    assert conf["spark.kubernetes.executor.disableConfigMap"] == "true"
+
+
+def test_user_conf_wins_except_where_it_would_detach_executors() -> None:
+    user = {"spark.executor.memory": "3g", "spark.kubernetes.driver.pod.name": "someone-else"}
+
+    conf = conf_of(build_driver_pod(JOB, spec(spark={"conf": user}), CREATE))
+
+    assert conf["spark.executor.memory"] == "3g"
+    assert conf["spark.kubernetes.driver.pod.name"] == CREATE.pod_name
+
+
+def test_a_local_master_is_passed_through() -> None:
+    conf = conf_of(build_driver_pod(JOB, spec(spark={"master": "local[2]"}), CREATE))
+
+    assert conf["spark.master"] == "local[2]"
+    assert "spark.kubernetes.container.image" not in conf
+
+
+def test_the_driver_container_asks_for_the_heap_plus_sparks_overhead() -> None:
+    pod = build_driver_pod(JOB, spec(spark={"driver": {"cores": 2, "memory": "8g"}}), CREATE)
+
+    [container] = pod["spec"]["containers"]
+    assert container["resources"]["requests"] == {"cpu": "2", "memory": "9011Mi"}
+    assert container["resources"]["limits"] == {"memory": "9011Mi"}
+
+
+@pytest.mark.parametrize(
+    ("memory", "mib"),
+    [("512m", 512), ("2g", 2048), ("2G", 2048), ("1t", 1048576), ("1024k", 1), ("700", 700)],
+)
+def test_spark_memory_strings_are_read_as_spark_does(memory: str, mib: int) -> None:
+    assert spark_memory_mib(memory) == mib
+
+
+def test_the_memory_overhead_has_sparks_minimum() -> None:
+    assert container_memory_mib(512) == 512 + 384
+    assert container_memory_mib(10_000) == 11_000
+
+
+def test_a_malformed_memory_string_is_refused() -> None:
+    with pytest.raises(ValueError, match="memory=lots"):
+        spark_memory_mib("lots")
+
+
+def test_the_driver_may_manage_pods_and_its_own_job_only() -> None:
+    rules = build_role(JOB)["rules"]
+
+    granted = {
+        (group, resource, name, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for name in rule.get("resourceNames", ["*"])
+        for verb in rule["verbs"]
+    }
+    assert granted == {
+        *{
+            ("", "pods", "*", verb)
+            for verb in ("create", "delete", "deletecollection", "get", "list", "watch")
+        },
+        ("snapshotjob.io", "snapshotjobs", JOB.name, "get"),
+        ("snapshotjob.io", "snapshotjobs/status", JOB.name, "get"),
+        ("snapshotjob.io", "snapshotjobs/status", JOB.name, "patch"),
+    }
+
+
+def test_the_role_is_bound_to_the_drivers_service_account() -> None:
+    binding = build_role_binding(JOB)
+    account = build_service_account(JOB)["metadata"]["name"]
+
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": build_role(JOB)["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account, "namespace": JOB.namespace}
+    ]
