@@ -9,18 +9,16 @@ SnapshotJobs against it.
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-import yaml
 from kubernetes import client
 
 from snapshot_operator.api import SnapshotJobSpec, SnapshotJobStatus
-from snapshot_operator.api.crd import CRD_NAME, GROUP, PLURAL, VERSION
+from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
 from snapshot_operator.manifests import (
     build_driver_pod,
     build_role,
@@ -29,6 +27,7 @@ from snapshot_operator.manifests import (
 )
 from snapshot_operator.reconcile import CreateDriverPod, JobRef, driver_pod_name, execution_id
 from tests.fixtures.kube import KubeAPI
+from tests.fixtures.snapshotjob_crd import install_crd
 from tests.unit.operator.specs import INVALID_SPECS, VALID_SPEC, InvalidSpecCase
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
@@ -39,43 +38,10 @@ NAMESPACE = "default"
 
 @pytest.fixture(scope="module")
 def objects(kube_api: KubeAPI) -> client.CustomObjectsApi:
-    """Installs (or replaces) the generated CRD and waits until it is served."""
+    """Installs (or replaces) the generated CRD and waits until its schema is enforced."""
     api_client = kube_api.api_client()
-    extensions = client.ApiextensionsV1Api(api_client)
-    manifest = yaml.safe_load(CRD_PATH.read_text())
-    try:
-        existing = extensions.read_custom_resource_definition(CRD_NAME)
-        assert existing.metadata is not None
-        manifest["metadata"]["resourceVersion"] = existing.metadata.resource_version
-        extensions.replace_custom_resource_definition(CRD_NAME, manifest)
-    except client.exceptions.ApiException as exc:
-        if exc.status != 404:
-            raise
-        extensions.create_custom_resource_definition(manifest)
-    deadline = time.monotonic() + 30
-    while True:
-        crd = extensions.read_custom_resource_definition(CRD_NAME)
-        conditions = {c.type: c for c in (crd.status.conditions if crd.status else None) or []}
-        established = conditions.get("Established")
-        if established is not None and established.status == "True":
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"CRD not established conditions={conditions}")
-        time.sleep(0.2)
-    # The new schema reaches the handlers shortly after Established; wait until it rejects.
-    bad = InvalidSpecCase("probe", {"snapshotIntervalSeconds": 0}, "")
-    api = client.CustomObjectsApi(api_client)
-    while True:
-        try:
-            name = _create(api, bad.spec())
-            api.delete_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
-        except client.exceptions.ApiException as exc:
-            if exc.status == 422:
-                return api
-            raise
-        if time.monotonic() > deadline:
-            raise TimeoutError("The API server does not enforce the CRD schema")
-        time.sleep(0.2)
+    install_crd(api_client)
+    return client.CustomObjectsApi(api_client)
 
 
 def _create(api: client.CustomObjectsApi, spec: dict[str, Any]) -> str:

@@ -16,11 +16,12 @@ import pytest
 import urllib3.exceptions
 from kubernetes import client
 
+from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
 from spark_runtime.kube_record_store import KubernetesRecordStore
 from spark_runtime.protocol.errors import IndeterminateRecordWrite, ZombieExecution
 from spark_runtime.protocol.record import ExecutionRecord
 from tests.fixtures.kube import KubeAPI
-from tests.fixtures.snapshotjob_crd import GROUP, PLURAL, VERSION, create_job, install_minimal_crd
+from tests.fixtures.snapshotjob_crd import create_job, install_crd
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 
@@ -30,7 +31,7 @@ NAMESPACE = "default"
 @pytest.fixture(scope="module")
 def api(kube_api: KubeAPI) -> Iterator[client.ApiClient]:
     api_client = kube_api.api_client()
-    install_minimal_crd(api_client)
+    install_crd(api_client)
     yield api_client
     api_client.close()
 
@@ -95,7 +96,7 @@ def test_safe_write_round_trips(api: client.ApiClient) -> None:
 
     assert store.read() == _record(3)
     assert _status(api, name)["executionRecord"]["snapshotId"] == 3
-    assert _status(api, name)["execution"] == {"id": "exec-1"}
+    assert _status(api, name)["execution"]["id"] == "exec-1"
 
 
 def test_conflict_is_retried_and_keeps_the_other_writers_change(
@@ -105,11 +106,11 @@ def test_conflict_is_retried_and_keeps_the_other_writers_change(
     name = create_job(api, execution_id="exec-1")["metadata"]["name"]
     objects = FaultyObjects(api)
 
-    def operator_writes_conditions(n: int) -> None:
+    def operator_counts_a_restart(n: int) -> None:
         if n == 1:
-            _patch_status(api, name, {"conditions": [{"type": "Ready", "status": "True"}]})
+            _patch_status(api, name, {"restarts": 2})
 
-    objects.before_patch = operator_writes_conditions
+    objects.before_patch = operator_counts_a_restart
     store = KubernetesRecordStore(objects, NAMESPACE, name, "exec-1", sleep=_no_sleep)
     with caplog.at_level(logging.INFO, logger="spark_runtime.kube_record_store"):
         store.write_safe(_record(5))
@@ -118,7 +119,7 @@ def test_conflict_is_retried_and_keeps_the_other_writers_change(
     assert "conflicted" in caplog.text
     status = _status(api, name)
     assert status["executionRecord"]["snapshotId"] == 5
-    assert status["conditions"] == [{"type": "Ready", "status": "True"}]
+    assert status["restarts"] == 2
 
 
 def test_timeout_after_the_server_applied_is_resolved_by_rereading(

@@ -44,7 +44,7 @@ from spark_runtime.protocol import (
 from spark_runtime.protocol.record import export_map_name, snapshot_map_name
 from tests.fixtures.hazelcast import HazelcastCluster
 from tests.fixtures.kube import KubeAPI
-from tests.fixtures.snapshotjob_crd import create_job, install_minimal_crd
+from tests.fixtures.snapshotjob_crd import create_job, install_crd
 
 pytestmark = pytest.mark.integration
 
@@ -244,7 +244,7 @@ def test_indeterminate_record_write_skips_phase_2_and_overrides_graceful_suspend
     forcefully without a 2nd phase, and the ignored suspend is reported.
     """
     api = kube_api.api_client()
-    install_minimal_crd(api)
+    install_crd(api)
     name = create_job(api, execution_id="exec-1")["metadata"]["name"]
 
     class CutOffFromApiServer(client.CustomObjectsApi):  # type: ignore[misc]
