@@ -72,6 +72,16 @@ if [ ! -s "$HAZELCAST_JAR" ]; then
 fi
 step "Hazelcast $HAZELCAST_VERSION at $HAZELCAST_JAR"
 
+# The PostgreSQL JDBC driver, for Spark's JDBC source (the runtime puts it on the classpath).
+POSTGRES_JDBC_VERSION=${POSTGRES_JDBC_VERSION:-42.7.4}
+if [ ! -s "$CACHE/jars/postgresql-$POSTGRES_JDBC_VERSION.jar" ]; then
+    step "Fetching org.postgresql:postgresql:$POSTGRES_JDBC_VERSION into $CACHE/jars"
+    (cd "$CACHE" && mvn -q -B dependency:copy \
+        "-Dartifact=org.postgresql:postgresql:$POSTGRES_JDBC_VERSION:jar" \
+        "-DoutputDirectory=$CACHE/jars") || fail "Maven could not fetch the PostgreSQL JDBC driver"
+fi
+step "PostgreSQL JDBC driver $POSTGRES_JDBC_VERSION in $CACHE/jars"
+
 # --- PostgreSQL server ---------------------------------------------------------------------
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
     apt_install postgresql

@@ -1,0 +1,256 @@
+"""What snapshots cost: throughput with and without them, against Structured Streaming, and
+snapshot/restore time for 10 and 100 MiB of keyed state.
+
+Starts its own three Hazelcast members and PostgreSQL (the test fixtures' launchers) and runs
+everything in one local[2] SparkSession, so no JVM start is measured:
+
+1. ``overhead_ratio``: the sequence -> keyed sum -> PostgreSQL pipeline over the same rows,
+   EXACTLY_ONCE with a snapshot every second, divided by the same run with NONE.
+2. ``vs_structured_streaming``: the EXACTLY_ONCE run divided by Spark Structured Streaming
+   doing the same keyed sum over the same micro-batches with the RocksDB state store
+   (checkpointing every batch, as it always does) into a no-op sink.
+3. ``snapshot_s`` / ``restore_s``: one snapshot and one restore of a running-sum state of
+   about 10 and 100 MiB (Arrow size), written from and read into the executors.
+
+The last line printed is JSON with those figures. Run: ``.venv/bin/python -m bench.overhead``
+(``--rows``, ``--rows-per-epoch`` and ``--state-mib`` change the sizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
+
+from spark_runtime.chunk_io import StoreAddress
+from spark_runtime.driver import Driver, DriverSettings
+from spark_runtime.exit_codes import ExitCode
+from spark_runtime.file_record_store import FileRecordStore
+from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
+from spark_runtime.pipeline import Guarantee, Pipeline
+from spark_runtime.protocol import ChunkWriter, JobIdentity, SnapshotRef
+from spark_runtime.sinks import PostgresSink
+from spark_runtime.sources import SequenceSource
+from spark_runtime.state import RunningAggregate, StateContext
+from tests.fixtures.hazelcast import HazelcastCluster
+from tests.fixtures.postgres import PostgresServer
+
+KEYS = 1000
+STATE_PARTITIONS = 4
+
+
+def _session() -> SparkSession:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("snapshotjob-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(STATE_PARTITIONS))
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def run_pipeline(
+    spark: SparkSession,
+    address: StoreAddress,
+    store: HazelcastSnapshotStore,
+    workdir: Path,
+    dsn: str,
+    guarantee: Guarantee,
+    rows: int,
+    rows_per_epoch: int,
+) -> float:
+    """Runs sequence -> keyed sum -> PostgreSQL to the end; returns the seconds it took."""
+    table = f"sums_{guarantee.value.lower()}_{uuid.uuid4().hex[:6]}"
+
+    def build(p: Pipeline) -> None:
+        numbers = p.read(SequenceSource(rows_per_epoch=rows_per_epoch, end=rows))
+        keyed = numbers.select((F.col("value") % KEYS).alias("key"), "value")
+        sums = p.running_aggregate(keyed, "key", {"total": ("sum", "value")})
+        p.write(sums, PostgresSink(dsn, table, ["key"]))
+
+    job = f"bench-{uuid.uuid4().hex[:8]}"
+    settings = DriverSettings(
+        job=JobIdentity(job, "bench", "overhead"),
+        guarantee=guarantee,
+        snapshot_interval_ms=1000,
+        state_partitions=STATE_PARTITIONS,
+        store=address,
+        idle_sleep_s=0.01,
+    )
+    records = FileRecordStore.claim(workdir / f"{job}.json", uuid.uuid4().hex)
+    driver = Driver(spark, build, {}, settings, records, store)
+    started = time.monotonic()
+    code = driver.run()
+    elapsed = time.monotonic() - started
+    if code is not ExitCode.COMPLETED:
+        raise RuntimeError(f"bench pipeline ended with {code.name}")
+    print(
+        f"pipeline guarantee={guarantee.value} rows={rows} epochs={driver.epochs} "
+        f"snapshots={driver.snapshots_taken} seconds={elapsed:.1f}",
+        flush=True,
+    )
+    return elapsed
+
+
+def run_structured_streaming(
+    spark: SparkSession, workdir: Path, rows: int, rows_per_epoch: int
+) -> float:
+    """The same keyed sum in Structured Streaming with RocksDB state; returns seconds."""
+    spark.conf.set(
+        "spark.sql.streaming.stateStore.providerClass",
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    )
+    stream = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows_per_epoch)
+        .option("numPartitions", 2)
+        .load()
+    )
+    sums = (
+        stream.select((F.col("value") % KEYS).alias("key"), "value")
+        .groupBy("key")
+        .agg(F.sum("value").alias("total"))
+    )
+    batches = rows // rows_per_epoch
+    seen: list[int] = []
+
+    def sink(frame: DataFrame, batch_id: int) -> None:
+        frame.count()  # materialise the update, as the runtime's sink does
+        seen.append(batch_id)
+
+    started = time.monotonic()
+    query = (
+        sums.writeStream.outputMode("update")
+        .option("checkpointLocation", str(workdir / "ss-checkpoint"))
+        .foreachBatch(sink)
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    while len(seen) < batches:
+        time.sleep(0.05)
+    elapsed = time.monotonic() - started
+    query.stop()
+    print(f"structured-streaming batches={batches} seconds={elapsed:.1f}", flush=True)
+    return elapsed
+
+
+def snapshot_and_restore(
+    spark: SparkSession, address: StoreAddress, store: HazelcastSnapshotStore, mib: int
+) -> tuple[float, float]:
+    """Times one snapshot and one restore of a keyed state of about ``mib`` MiB."""
+    context = StateContext(spark, STATE_PARTITIONS, address)
+    # A running sum holds two longs per key: 16 bytes of Arrow data per key.
+    keys = mib * 1024 * 1024 // 16
+    batch = spark.range(keys, numPartitions=STATE_PARTITIONS).select(
+        F.col("id").alias("key"), F.col("id").alias("value")
+    )
+    operator = RunningAggregate(
+        f"state{mib}", context, ["key"], {"total": ("sum", "value")}, batch.schema
+    )
+    operator.update(batch)
+    map_name = f"__sj.bench.{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    descriptors = operator.save_and_prepare(
+        1, ChunkWriter(store, map_name, 1, operator.name), False
+    )
+    snapshot_s = time.monotonic() - started
+    size = sum(d.num_bytes for d in descriptors) / 2**20
+    restored = RunningAggregate(
+        operator.name, context, ["key"], {"total": ("sum", "value")}, batch.schema
+    )
+    started = time.monotonic()
+    restored.restore(SnapshotRef(map_name, 1, tuple(d.key for d in descriptors)), store)
+    restore_s = time.monotonic() - started
+    if restored.state.count() != keys:
+        raise RuntimeError("restored state lost keys")
+    store.destroy(map_name)
+    print(
+        f"state mib={size:.1f} chunks={len(descriptors)} snapshot_s={snapshot_s:.2f} "
+        f"restore_s={restore_s:.2f}",
+        flush=True,
+    )
+    return snapshot_s, restore_s
+
+
+def main() -> int:
+    """Starts the servers, runs the measurements and prints the JSON line."""
+    options = argparse.ArgumentParser(description=__doc__)
+    options.add_argument("--rows", type=int, default=200_000)
+    options.add_argument("--rows-per-epoch", type=int, default=10_000)
+    options.add_argument("--state-mib", type=int, nargs="+", default=[10, 100])
+    ns = options.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="sj-bench-"))
+    (workdir / "hazelcast").mkdir()
+    cluster = HazelcastCluster(workdir / "hazelcast", size=3, heap="1g")
+    postgres = PostgresServer(Path(tempfile.mkdtemp(prefix="sj-bench-postgres-")))
+    client = None
+    try:
+        cluster.start()
+        postgres.start()
+        dsn = postgres.create_database("bench")
+        members = [node.address for node in cluster.nodes]
+        address = StoreAddress(tuple(members), cluster.cluster_name)
+        client = connect(members, cluster.cluster_name)
+        store = HazelcastSnapshotStore(client)
+        spark = _session()
+        # Warm-up: JIT, Python workers and connections, so the first measured run is not slower.
+        run_pipeline(spark, address, store, workdir, dsn, Guarantee.NONE, 20_000, 10_000)
+        none_s = run_pipeline(
+            spark, address, store, workdir, dsn, Guarantee.NONE, ns.rows, ns.rows_per_epoch
+        )
+        exactly_once_s = run_pipeline(
+            spark,
+            address,
+            store,
+            workdir,
+            dsn,
+            Guarantee.EXACTLY_ONCE,
+            ns.rows,
+            ns.rows_per_epoch,
+        )
+        streaming_s = run_structured_streaming(spark, workdir, ns.rows, ns.rows_per_epoch)
+        snapshot_s: dict[str, float] = {}
+        restore_s: dict[str, float] = {}
+        for mib in ns.state_mib:
+            taken, restored = snapshot_and_restore(spark, address, store, mib)
+            snapshot_s[f"{mib}MiB"], restore_s[f"{mib}MiB"] = round(taken, 2), round(restored, 2)
+        spark.stop()
+        print(
+            json.dumps(
+                {
+                    "overhead_ratio": round(exactly_once_s / none_s, 3),
+                    "vs_structured_streaming": round(exactly_once_s / streaming_s, 3),
+                    "snapshot_s": snapshot_s,
+                    "restore_s": restore_s,
+                    "rows": ns.rows,
+                    "rows_per_epoch": ns.rows_per_epoch,
+                }
+            )
+        )
+        return 0
+    finally:
+        if client is not None:
+            client.shutdown()
+        cluster.stop()
+        postgres.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(postgres.workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Runnable example pipelines for the Spark runtime (see docs/runtime.md)."""

@@ -1,0 +1,156 @@
+"""Writing and reading state partitions as Arrow IPC chunks, from inside Spark tasks.
+
+State can be far larger than the driver's memory, so a snapshot must not funnel it through
+the driver: each Spark task writes its own partition straight into the snapshot map and
+reports only the chunk descriptors back (DESIGN.md section 6). A task cannot carry the
+driver's Hazelcast client, so every executor Python process connects its own client once and
+caches it; the connection settings travel with the task as plain strings.
+
+Chunks are Arrow IPC streams because Spark hands ``mapInArrow`` tasks Arrow record batches:
+writing them needs no row conversion, and a chunk read back is a ready record batch.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
+from spark_runtime.protocol.chunks import ChunkDescriptor, ChunkKey
+
+CHUNK_TARGET_BYTES = 4 * 1024 * 1024
+"""Record batches are grouped into chunks of about this size: big enough that per-put
+overhead does not dominate, small enough that a member's partition migration stays quick."""
+
+DESCRIPTOR_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("num_bytes", pa.int64(), nullable=False),
+        pa.field("num_keys", pa.int64(), nullable=False),
+    ]
+)
+"""What a snapshot task returns for each chunk it wrote."""
+
+
+@dataclass(frozen=True)
+class StoreAddress:
+    """How an executor reaches the snapshot store; picklable, unlike a client.
+
+    Attributes:
+        members: ``host:port`` addresses of Hazelcast members.
+        cluster_name: The cluster's name.
+    """
+
+    members: tuple[str, ...]
+    cluster_name: str
+
+
+_stores: dict[StoreAddress, HazelcastSnapshotStore] = {}
+_stores_lock = threading.Lock()
+
+
+def store_for(address: StoreAddress) -> HazelcastSnapshotStore:
+    """Returns this process's snapshot store client for ``address``, connecting on first use.
+
+    Spark reuses Python workers between tasks, so the client (and its member connections)
+    outlives a task; a new worker pays the connection once.
+    """
+    with _stores_lock:
+        store = _stores.get(address)
+        if store is None:
+            store = HazelcastSnapshotStore(connect(address.members, address.cluster_name))
+            _stores[address] = store
+        return store
+
+
+def encode_batches(schema: pa.Schema, batches: Sequence[pa.RecordBatch]) -> bytes:
+    """Returns ``batches`` as one Arrow IPC stream."""
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    return sink.getvalue()
+
+
+def decode_batches(data: bytes) -> list[pa.RecordBatch]:
+    """Returns the record batches of an Arrow IPC stream written by :func:`encode_batches`."""
+    with pa.ipc.open_stream(pa.BufferReader(data)) as reader:
+        return list(reader)
+
+
+def group_into_chunks(
+    batches: Iterable[pa.RecordBatch], target_bytes: int = CHUNK_TARGET_BYTES
+) -> Iterator[list[pa.RecordBatch]]:
+    """Groups record batches into lists of about ``target_bytes`` (at least one batch each)."""
+    group: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        group.append(batch)
+        size += batch.nbytes
+        if size >= target_bytes:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
+
+
+def write_partition(
+    address: StoreAddress,
+    map_name: str,
+    snapshot_id: int,
+    operator: str,
+    partition: int,
+    batches: Iterable[pa.RecordBatch],
+) -> list[ChunkDescriptor]:
+    """Writes one state partition as chunks ``<snapshot>/<operator>/<partition>/<seq>``.
+
+    Runs inside a Spark task. An empty partition writes no chunk: restore treats a partition
+    without chunks as empty. Each chunk keeps the schema Spark gave the batches (with the
+    session's time zone on timestamps), so a restore reads back exactly what was written.
+
+    Raises:
+        IndeterminateChunkWrite: If a put may not have reached all backups.
+        SnapshotStoreError: If a put failed.
+    """
+    chunks: list[tuple[ChunkKey, bytes]] = []
+    descriptors = []
+    for seq, group in enumerate(group_into_chunks(batches)):
+        key = ChunkKey(snapshot_id, operator, partition, seq)
+        data = encode_batches(group[0].schema, group)
+        chunks.append((key, data))
+        descriptors.append(ChunkDescriptor(key, len(data), sum(b.num_rows for b in group)))
+    if chunks:
+        store_for(address).put_chunks(map_name, chunks)
+    return descriptors
+
+
+def descriptors_batch(descriptors: Sequence[ChunkDescriptor]) -> pa.RecordBatch:
+    """Returns descriptors as a record batch of :data:`DESCRIPTOR_SCHEMA`."""
+    return pa.RecordBatch.from_pydict(
+        {
+            "key": [str(d.key) for d in descriptors],
+            "num_bytes": [d.num_bytes for d in descriptors],
+            "num_keys": [d.num_keys for d in descriptors],
+        },
+        schema=DESCRIPTOR_SCHEMA,
+    )
+
+
+def read_chunks(
+    address: StoreAddress, map_name: str, keys: Sequence[ChunkKey]
+) -> Iterator[pa.RecordBatch]:
+    """Yields the record batches of the chunks ``keys``, read in parallel.
+
+    Raises:
+        SnapshotStoreError: If a chunk is absent or could not be read.
+    """
+    if not keys:
+        return
+    for data in store_for(address).read_chunks(map_name, keys):
+        yield from decode_batches(data)

@@ -1,0 +1,402 @@
+"""``python -m spark_runtime run``: the driver process, in local mode or in a Kubernetes Pod.
+
+Both modes run the same :class:`~spark_runtime.driver.Driver`; they differ only in where the
+job's settings and the execution record come from. Local mode takes everything from the
+command line and keeps the record in a file (:class:`FileRecordStore`), so a pipeline can be
+developed and its snapshots tested without a cluster. Kubernetes mode reads its SnapshotJob,
+keeps the record in the job's status and watches ``status.termination`` for the operator's
+requests.
+
+A :class:`FailpointCrash` (from ``SJ_FAILPOINTS``) ends the process with ``os._exit`` at once,
+skipping every cleanup, because it stands for the process dying at that point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn, cast
+
+from pyspark.sql import SparkSession
+
+from spark_runtime.chunk_io import StoreAddress
+from spark_runtime.driver import Build, Driver, DriverSettings, StopSignals
+from spark_runtime.exit_codes import ExitCode
+from spark_runtime.file_record_store import FileRecordStore
+from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
+from spark_runtime.pipeline import Guarantee
+from spark_runtime.protocol import (
+    FailpointCrash,
+    Failpoints,
+    JobIdentity,
+    RecordStore,
+    TerminationMode,
+    TerminationRequest,
+)
+
+_log = logging.getLogger("spark_runtime")
+
+JAR_DIR = Path(os.environ.get("SJ_CACHE", Path.home() / ".cache" / "snapshotjob")) / "jars"
+"""Where ``hack/install.sh`` puts JDBC drivers; every jar there goes on Spark's classpath."""
+
+DEFAULT_STATE_PARTITIONS = 8
+STATE_PARTITIONS_CONF = "snapshotjob.statePartitions"
+"""``spec.spark.conf`` key for the number of state partitions in Kubernetes mode."""
+
+
+class BadInput(Exception):  # noqa: N818 - names the condition, like the protocol's errors
+    """The command line, pipeline module or SnapshotJob spec cannot be run."""
+
+
+@dataclass
+class JobConfig:
+    """Everything one execution needs, from the command line or the SnapshotJob.
+
+    Attributes:
+        module: The pipeline module.
+        args: The pipeline's arguments.
+        settings: The driver's settings.
+        master: The Spark master.
+        spark_conf: Extra Spark configuration.
+    """
+
+    module: str
+    args: dict[str, Any]
+    settings: DriverSettings
+    master: str
+    spark_conf: dict[str, str] = field(default_factory=dict)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m spark_runtime``."""
+    root = argparse.ArgumentParser(prog="python -m spark_runtime", description=__doc__)
+    commands = root.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run one execution of a pipeline")
+    run.add_argument("--kubernetes", action="store_true", help="read the SnapshotJob")
+    run.add_argument("--namespace", default=os.environ.get("SJ_NAMESPACE"))
+    run.add_argument("--name", default=os.environ.get("SJ_JOB_NAME"), help="SnapshotJob name")
+    run.add_argument(
+        "--execution-id",
+        default=os.environ.get("SJ_EXECUTION_ID"),
+        help="fencing token (local mode: a fresh one by default)",
+    )
+    run.add_argument("--pipeline", help="pipeline module with build(p)")
+    run.add_argument("--arg", action="append", default=[], help="pipeline argument key=value")
+    run.add_argument("--args-json", default="{}", help="pipeline arguments as a JSON object")
+    run.add_argument("--record-file", type=Path, help="local mode: execution record file")
+    run.add_argument("--hazelcast", help="comma-separated host:port of Hazelcast members")
+    run.add_argument("--cluster-name", default="dev", help="Hazelcast cluster name")
+    run.add_argument("--master", default="local[2]", help="Spark master")
+    run.add_argument("--conf", action="append", default=[], help="Spark conf key=value")
+    run.add_argument("--job-uid", help="local mode: names snapshot maps and transactions")
+    run.add_argument("--guarantee", choices=[g.value for g in Guarantee], default="EXACTLY_ONCE")
+    run.add_argument("--snapshot-interval-ms", type=int, default=10_000)
+    run.add_argument("--state-partitions", type=int, default=DEFAULT_STATE_PARTITIONS)
+    run.add_argument("--suspend-on-failure", action="store_true")
+    run.add_argument("--log-level", default="INFO")
+    return root
+
+
+def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, separator, value = item.partition("=")
+        if not separator or not key:
+            raise BadInput(f"{what} {item!r} is not key=value")
+        pairs[key] = value
+    return pairs
+
+
+def local_config(ns: argparse.Namespace) -> JobConfig:
+    """Builds the job from the command line.
+
+    Raises:
+        BadInput: If a required option is missing or malformed.
+    """
+    missing = [
+        option
+        for option, value in (
+            ("--pipeline", ns.pipeline),
+            ("--record-file", ns.record_file),
+            ("--hazelcast", ns.hazelcast),
+            ("--job-uid", ns.job_uid),
+        )
+        if not value
+    ]
+    if missing:
+        raise BadInput(f"Local mode needs {', '.join(missing)}")
+    try:
+        args = json.loads(ns.args_json)
+    except ValueError as error:
+        raise BadInput(f"--args-json is not JSON: {error}") from error
+    if not isinstance(args, dict):
+        raise BadInput("--args-json must be a JSON object")
+    args.update(_pairs(ns.arg, "--arg"))
+    settings = DriverSettings(
+        job=JobIdentity(ns.job_uid, "local", ns.pipeline),
+        guarantee=Guarantee(ns.guarantee),
+        snapshot_interval_ms=ns.snapshot_interval_ms,
+        state_partitions=ns.state_partitions,
+        store=StoreAddress(tuple(ns.hazelcast.split(",")), ns.cluster_name),
+        suspend_on_failure=ns.suspend_on_failure,
+    )
+    return JobConfig(ns.pipeline, args, settings, ns.master, _pairs(ns.conf, "--conf"))
+
+
+def kubernetes_config(job: Mapping[str, Any]) -> JobConfig:
+    """Builds the job from its SnapshotJob object.
+
+    The Hazelcast address comes from ``spec.hazelcast`` or, for the installation's own
+    cluster, from ``SJ_HAZELCAST_ADDRESS`` / ``SJ_HAZELCAST_CLUSTER`` set by the operator.
+
+    Raises:
+        BadInput: If the spec lacks what the driver needs.
+    """
+    spec, metadata = job.get("spec") or {}, job.get("metadata") or {}
+    pipeline = spec.get("pipeline") or {}
+    if not pipeline.get("module"):
+        raise BadInput("SnapshotJob has no spec.pipeline.module")
+    store = spec.get("hazelcast") or {}
+    address = store.get("address") or os.environ.get("SJ_HAZELCAST_ADDRESS")
+    if not address:
+        raise BadInput("No Hazelcast address: set spec.hazelcast.address or SJ_HAZELCAST_ADDRESS")
+    cluster = store.get("clusterName") or os.environ.get("SJ_HAZELCAST_CLUSTER", "dev")
+    spark = spec.get("spark") or {}
+    conf = {str(k): str(v) for k, v in (spark.get("conf") or {}).items()}
+    partitions = int(conf.pop(STATE_PARTITIONS_CONF, DEFAULT_STATE_PARTITIONS))
+    fingerprint = json.dumps(pipeline, sort_keys=True)
+    settings = DriverSettings(
+        job=JobIdentity(str(metadata["uid"]), str(metadata["namespace"]), fingerprint),
+        guarantee=Guarantee(spec.get("processingGuarantee", "EXACTLY_ONCE")),
+        snapshot_interval_ms=int(spec.get("snapshotIntervalSeconds", 10)) * 1000,
+        state_partitions=partitions,
+        store=StoreAddress(tuple(address.split(",")), cluster),
+        suspend_on_failure=bool(spec.get("suspendOnFailure", False)),
+    )
+    return JobConfig(
+        pipeline["module"],
+        dict(pipeline.get("args") or {}),
+        settings,
+        spark.get("master", "k8s"),
+        conf,
+    )
+
+
+class TerminationWatcher:
+    """Polls ``status.termination`` of the SnapshotJob in a background thread.
+
+    Each request (by ``requestId``) is handed to the driver once; the operator clears the
+    field when the execution has stopped.
+
+    Args:
+        fetch: Returns the SnapshotJob object.
+        interval_s: Time between polls.
+    """
+
+    def __init__(self, fetch: Callable[[], Mapping[str, Any]], interval_s: float = 2.0) -> None:
+        self._fetch = fetch
+        self._interval_s = interval_s
+        self._request: TerminationRequest | None = None
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="termination-watch", daemon=True)
+
+    def start(self) -> None:
+        """Starts polling."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops polling."""
+        self._stop.set()
+
+    def poll(self) -> TerminationRequest | None:
+        """Returns a new request once; None otherwise."""
+        with self._lock:
+            request, self._request = self._request, None
+            return request
+
+    def observe(self, job: Mapping[str, Any]) -> None:
+        """Takes the request out of one read of the SnapshotJob."""
+        termination = (job.get("status") or {}).get("termination")
+        if not termination:
+            return
+        request_id = str(termination.get("requestId", ""))
+        if request_id in self._seen:
+            return
+        self._seen.add(request_id)
+        try:
+            request = TerminationRequest(
+                TerminationMode[termination["mode"]], termination.get("exportName")
+            )
+        except (KeyError, ValueError) as error:
+            _log.error("Ignoring bad termination request requestId=%s error=%s", request_id, error)
+            return
+        _log.info("Termination requested requestId=%s mode=%s", request_id, request.mode.name)
+        with self._lock:
+            self._request = request
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            try:
+                self.observe(self._fetch())
+            except Exception as error:  # the API server may be briefly unreachable
+                _log.warning("Could not read termination request error=%s", error)
+
+
+def load_build(module_name: str) -> Build:
+    """Imports the pipeline module and returns its ``build``.
+
+    Raises:
+        BadInput: If the module cannot be imported or has no ``build``.
+    """
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise BadInput(f"Cannot import pipeline module {module_name}: {error}") from error
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise BadInput(f"Pipeline module {module_name} has no build(p) function")
+    result: Build = build
+    return result
+
+
+def spark_session(config: JobConfig, app_name: str) -> SparkSession:
+    """Starts the session: small and quiet, with the cached JDBC drivers on the classpath."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(config.master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(config.settings.state_partitions))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    jars = sorted(str(p) for p in JAR_DIR.glob("postgresql-*.jar")) if JAR_DIR.is_dir() else []
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    for key, value in config.spark_conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@contextmanager
+def _hazelcast(address: StoreAddress) -> Iterator[HazelcastSnapshotStore]:
+    client = connect(address.members, address.cluster_name)
+    try:
+        yield HazelcastSnapshotStore(client)
+    finally:
+        client.shutdown()
+
+
+def run(ns: argparse.Namespace) -> ExitCode:
+    """Runs one execution; returns its exit code.
+
+    Raises:
+        BadInput: If the input cannot be run.
+    """
+    watcher: TerminationWatcher | None = None
+    records: RecordStore
+    if ns.kubernetes:
+        from kubernetes import client as kube_client
+        from kubernetes import config as kube_config
+
+        from spark_runtime.kube_record_store import GROUP, PLURAL, VERSION, KubernetesRecordStore
+
+        if not (ns.namespace and ns.name and ns.execution_id):
+            raise BadInput("Kubernetes mode needs --namespace, --name and --execution-id")
+        if "KUBERNETES_SERVICE_HOST" in os.environ:
+            kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
+        else:
+            kube_config.load_kube_config()  # type: ignore[no-untyped-call]
+        api = kube_client.CustomObjectsApi()
+
+        def fetch() -> Mapping[str, Any]:
+            job = api.get_namespaced_custom_object(GROUP, VERSION, ns.namespace, PLURAL, ns.name)
+            return cast(Mapping[str, Any], job)
+
+        config = kubernetes_config(fetch())
+        records = KubernetesRecordStore(api, ns.namespace, ns.name, ns.execution_id)
+        watcher = TerminationWatcher(fetch)
+        app_name = f"snapshotjob-{ns.namespace}-{ns.name}"
+    else:
+        config = local_config(ns)
+        execution_id = ns.execution_id or uuid.uuid4().hex
+        records = FileRecordStore.claim(ns.record_file, execution_id)
+        app_name = f"snapshotjob-{config.settings.job.uid}"
+    build = load_build(config.module)
+    failpoints = Failpoints.from_env(os.environ)
+    signals = StopSignals()
+    signals.install()
+    spark = spark_session(config, app_name)
+    try:
+        with _hazelcast(config.settings.store) as snapshots:
+            driver = Driver(
+                spark,
+                build,
+                config.args,
+                config.settings,
+                records,
+                snapshots,
+                failpoints=failpoints,
+                poll_termination=watcher.poll if watcher is not None else None,
+                signals=signals,
+            )
+            if watcher is not None:
+                watcher.start()
+            try:
+                code = driver.run()
+            except FailpointCrash as crash:
+                crash_now(crash)
+            _log.info(
+                "Driver exiting code=%d name=%s epochs=%d snapshots=%d",
+                code,
+                code.name,
+                driver.epochs,
+                driver.snapshots_taken,
+            )
+            return code
+    finally:
+        if watcher is not None:
+            watcher.stop()
+        spark.stop()
+
+
+def crash_now(crash: FailpointCrash) -> NoReturn:
+    """Ends the process at once, as if it died at the failpoint: no cleanup runs."""
+    sys.stderr.write(f"Failpoint crash failpoint={crash.failpoint}\n")
+    sys.stderr.flush()
+    os._exit(ExitCode.FAILPOINT_CRASH)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The process entry point; a failpoint crash never returns (see :func:`crash_now`)."""
+    ns = parser().parse_args(argv)
+    logging.basicConfig(
+        level=ns.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("py4j", "hazelcast"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return int(run(ns))
+    except BadInput as error:
+        _log.error("Bad input error=%s", error)
+        return ExitCode.BAD_INPUT
+    except Exception:
+        _log.exception("Driver failed")
+        return ExitCode.FAILED

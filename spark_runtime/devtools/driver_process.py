@@ -1,0 +1,150 @@
+"""Runs the real driver process (``python -m spark_runtime run``) in local mode.
+
+Chaos tests, the demo and the benchmark must stop the driver the way a node failure would
+(SIGKILL of the Python process, its Spark JVM and Python workers together), so the driver runs
+as a separate process group; this starts it, kills it, and reads its log to tell how far it got.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+"""The checkout, put on the driver's PYTHONPATH so it finds example pipeline modules."""
+
+
+@dataclass
+class DriverHarness:
+    """Starts executions of one local-mode job, one at a time.
+
+    Attributes:
+        workdir: Record file and driver logs go here.
+        members: ``host:port`` of the Hazelcast members.
+        cluster_name: The Hazelcast cluster's name.
+        job_uid: The job's uid (names its maps and transactions).
+        pipeline: The pipeline module.
+        args: The pipeline's arguments.
+        guarantee: The processing guarantee.
+        snapshot_interval_ms: Snapshot interval.
+        state_partitions: Keyed state partitions.
+        extra_args: More driver options.
+        starts: How many executions were started.
+        exit_codes: Exit codes of the executions that ended.
+    """
+
+    workdir: Path
+    members: list[str]
+    cluster_name: str
+    job_uid: str
+    pipeline: str
+    args: dict[str, object]
+    guarantee: str = "EXACTLY_ONCE"
+    snapshot_interval_ms: int = 1000
+    state_partitions: int = 4
+    extra_args: list[str] = field(default_factory=list)
+    starts: int = 0
+    exit_codes: list[int] = field(default_factory=list)
+    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _log: Path | None = field(default=None, init=False, repr=False)
+
+    def command(self) -> list[str]:
+        """The driver's command line."""
+        return [
+            sys.executable,
+            "-m",
+            "spark_runtime",
+            "run",
+            "--pipeline",
+            self.pipeline,
+            "--args-json",
+            json.dumps(self.args),
+            "--record-file",
+            str(self.workdir / "record.json"),
+            "--hazelcast",
+            ",".join(self.members),
+            "--cluster-name",
+            self.cluster_name,
+            "--job-uid",
+            self.job_uid,
+            "--guarantee",
+            self.guarantee,
+            "--snapshot-interval-ms",
+            str(self.snapshot_interval_ms),
+            "--state-partitions",
+            str(self.state_partitions),
+            *self.extra_args,
+        ]
+
+    def start(self, failpoints: str | None = None) -> None:
+        """Starts an execution (with ``SJ_FAILPOINTS`` if given)."""
+        assert self._process is None or self._process.poll() is not None, "driver running"
+        self.starts += 1
+        self._log = self.workdir / f"driver-{self.starts:03d}.log"
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env.pop("SJ_FAILPOINTS", None)
+        if failpoints:
+            env["SJ_FAILPOINTS"] = failpoints
+        with self._log.open("wb") as out:
+            self._process = subprocess.Popen(
+                self.command(),
+                env=env,
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def running(self) -> bool:
+        """Whether the current execution is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def log_text(self) -> str:
+        """The current execution's log."""
+        return self._log.read_text(errors="replace") if self._log else ""
+
+    def wait_for_log(self, needle: str, count: int = 1, timeout: float = 120.0) -> bool:
+        """Waits until the log holds ``needle`` ``count`` times; False if the driver ended."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.log_text().count(needle) >= count:
+                return True
+            if not self.running():
+                return self.log_text().count(needle) >= count
+            time.sleep(0.2)
+        raise TimeoutError(f"driver log never had {needle!r} x{count}: {self._log}")
+
+    def kill(self) -> bool:
+        """SIGKILLs the driver's whole process group (Python, JVM, Python workers).
+
+        Returns:
+            Whether it was still running.
+        """
+        assert self._process is not None
+        alive = self._process.poll() is None
+        if alive:
+            os.killpg(self._process.pid, signal.SIGKILL)
+        self.exit_codes.append(self._process.wait())
+        return alive
+
+    def wait(self, timeout: float = 300.0) -> int:
+        """Waits for the execution to end and returns its exit code."""
+        assert self._process is not None
+        try:
+            code = self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"driver did not end in {timeout}s; log {self._log}") from None
+        self.exit_codes.append(code)
+        return code
+
+    def log_tail(self, lines: int = 60) -> str:
+        """The end of the current execution's log, for assertion messages."""
+        return "\n".join(self.log_text().splitlines()[-lines:])

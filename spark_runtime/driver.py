@@ -1,0 +1,289 @@
+"""The driver's epoch loop: Jet's job coordinator around a PySpark pipeline.
+
+The loop owns the order of things the seed's correctness depends on: restore before the first
+epoch; snapshots only at epoch boundaries (a barrier, in Jet's terms), so state, source offsets
+and buffered sink output in a snapshot all describe the same point of the stream; the 2nd
+phase of a snapshot before the next epoch (so the next snapshot can only start after it,
+mechanism 3); and termination requests served only at boundaries. Everything the seed decides
+is decided by :class:`~spark_runtime.protocol.SnapshotCoordinator`; the loop maps its final
+state to an exit code.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from spark_runtime.chunk_io import StoreAddress
+from spark_runtime.exit_codes import ExitCode
+from spark_runtime.pipeline import Guarantee, Pipeline
+from spark_runtime.protocol import (
+    CoordinatorConfig,
+    CoordinatorState,
+    Failpoints,
+    JobIdentity,
+    RecordStore,
+    SnapshotCoordinator,
+    SnapshotCorrupted,
+    SnapshotStore,
+    TerminationMode,
+    TerminationRequest,
+    ZombieExecution,
+)
+from spark_runtime.state import StateContext
+
+_log = logging.getLogger(__name__)
+
+Build = Callable[[Pipeline], None]
+TerminationPoll = Callable[[], TerminationRequest | None]
+
+_FINAL_SNAPSHOT_ATTEMPTS = 10
+
+
+@dataclass(frozen=True)
+class DriverSettings:
+    """How one job runs.
+
+    Attributes:
+        job: Names the snapshot maps and sink transactions.
+        guarantee: The processing guarantee.
+        snapshot_interval_ms: From the end of one snapshot to the start of the next.
+        state_partitions: The fixed number of keyed state partitions.
+        store: The snapshot store executors write to.
+        idle_sleep_s: Pause when no source has new data.
+        suspend_on_failure: Suspend instead of failing (``spec.suspendOnFailure``).
+    """
+
+    job: JobIdentity
+    guarantee: Guarantee
+    snapshot_interval_ms: int
+    state_partitions: int
+    store: StoreAddress
+    idle_sleep_s: float = 0.2
+    suspend_on_failure: bool = False
+
+
+class StopSignals:
+    """Turns SIGTERM and SIGINT into a flag the loop checks at the next epoch boundary.
+
+    The current step (an epoch, a snapshot's phases) always finishes: a signal in the middle
+    of a snapshot would otherwise leave it to be repaired by the next restore, which is safe
+    but slower. No new snapshot is taken after the signal.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def install(self) -> None:
+        """Handles SIGTERM and SIGINT in this (main) thread."""
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        _log.warning("Received signal=%s, stopping at the next epoch boundary", signum)
+        self._event.set()
+
+    @property
+    def received(self) -> bool:
+        """Whether a stop signal arrived."""
+        return self._event.is_set()
+
+
+class Driver:
+    """Runs one execution of a pipeline.
+
+    Args:
+        spark: The session.
+        build: The pipeline module's ``build``.
+        args: The pipeline's arguments.
+        settings: How the job runs.
+        records: The execution record store of this execution.
+        snapshots: The snapshot store (driver side).
+        failpoints: Failpoints armed for this process.
+        poll_termination: Returns a termination request once the operator made one.
+        signals: Stop signals to honour.
+        clock: Current time in epoch milliseconds.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        build: Build,
+        args: Mapping[str, Any],
+        settings: DriverSettings,
+        records: RecordStore,
+        snapshots: SnapshotStore,
+        *,
+        failpoints: Failpoints | None = None,
+        poll_termination: TerminationPoll | None = None,
+        signals: StopSignals | None = None,
+        clock: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self._spark = spark
+        self._build = build
+        self._settings = settings
+        self._records = records
+        self._snapshots = snapshots
+        self._failpoints = failpoints
+        self._poll = poll_termination or (lambda: None)
+        self._signals = signals or StopSignals()
+        self._clock = clock
+        self.pipeline = Pipeline(
+            spark,
+            StateContext(spark, settings.state_partitions, settings.store),
+            settings.guarantee,
+            settings.job.uid,
+            args,
+        )
+        self.epochs = 0
+        self.snapshots_taken = 0
+        self.coordinator: SnapshotCoordinator | None = None
+        self._requested: TerminationMode | None = None
+
+    def run(self, max_epochs: int | None = None) -> ExitCode:
+        """Discovers, restores and runs the pipeline until it completes or is stopped.
+
+        Args:
+            max_epochs: Stop (as if interrupted, without snapshot) after this many epochs; for
+                tests that need a run to end between two snapshots.
+
+        Returns:
+            The exit code (see :mod:`spark_runtime.exit_codes`).
+        """
+        try:
+            self.pipeline.discover(self._build)
+        except ValueError as error:
+            # The pipeline's structure or a sink's setup is wrong: no restart would help.
+            _log.error("Pipeline cannot run error=%s", error)
+            return ExitCode.BAD_INPUT
+        coordinator = SnapshotCoordinator(
+            CoordinatorConfig(
+                self._settings.job,
+                self._settings.snapshot_interval_ms,
+                self._settings.suspend_on_failure,
+            ),
+            self._records,
+            self._snapshots,
+            self.pipeline.participants,
+            self._clock,
+            self._failpoints,
+        )
+        self.coordinator = coordinator
+        try:
+            coordinator.restore()
+        except SnapshotCorrupted as corrupted:
+            _log.error("Restore failed permanently error=%s", corrupted)
+            return ExitCode.SNAPSHOT_CORRUPTED
+        except ZombieExecution as zombie:
+            _log.error("Fenced during restore error=%s", zombie)
+            return ExitCode.FENCED
+        if coordinator.state is not CoordinatorState.RUNNING:
+            return self._exit_code()
+        try:
+            return self._loop(coordinator, max_epochs)
+        except ZombieExecution as zombie:
+            _log.error("Fenced: a newer execution owns the job error=%s", zombie)
+            return ExitCode.FENCED
+
+    def _loop(self, coordinator: SnapshotCoordinator, max_epochs: int | None) -> ExitCode:
+        snapshots_on = self._settings.guarantee is not Guarantee.NONE
+        final_attempts = 0
+        while True:
+            if self._signals.received or (max_epochs is not None and self.epochs >= max_epochs):
+                _log.warning("Stopping without snapshot epochs=%d", self.epochs)
+                return ExitCode.INTERRUPTED
+            request = self._poll()
+            if request is not None:
+                return self._terminate(coordinator, request)
+            plan = self.pipeline.plan_epoch()
+            if plan is None:
+                if self.pipeline.exhausted():
+                    if not snapshots_on:
+                        return ExitCode.COMPLETED
+                    # The last output is published by a last snapshot's 2nd phase.
+                    if self._snapshot(coordinator):
+                        _log.info(
+                            "Completed epochs=%d snapshots=%d", self.epochs, self.snapshots_taken
+                        )
+                        return ExitCode.COMPLETED
+                    if coordinator.state is not CoordinatorState.RUNNING:
+                        return self._exit_code()
+                    final_attempts += 1
+                    if final_attempts >= _FINAL_SNAPSHOT_ATTEMPTS:
+                        _log.error("Final snapshot failed attempts=%d", final_attempts)
+                        return ExitCode.RESTART_FORCEFUL
+                    time.sleep(self._settings.idle_sleep_s)
+                    continue
+                time.sleep(self._settings.idle_sleep_s)
+            else:
+                started = time.monotonic()
+                try:
+                    self.pipeline.run_epoch(self._build, self.epochs, plan)
+                except Exception as error:
+                    _log.exception("Epoch failed epoch=%d", self.epochs)
+                    coordinator.fail(f"epoch {self.epochs} failed: {error}")
+                    return ExitCode.FAILED
+                _log.info(
+                    "Epoch done epoch=%d seconds=%.2f", self.epochs, time.monotonic() - started
+                )
+                self.epochs += 1
+            if snapshots_on and coordinator.is_snapshot_due():
+                self._snapshot(coordinator)
+                if coordinator.state is not CoordinatorState.RUNNING:
+                    return self._exit_code()
+
+    def _snapshot(self, coordinator: SnapshotCoordinator) -> bool:
+        """Takes an automatic snapshot with both phases; returns whether it was successful."""
+        started = time.monotonic()
+        outcome = coordinator.take_snapshot()
+        if coordinator.state is CoordinatorState.PHASE_2_PENDING:
+            coordinator.finish_snapshot()
+        if outcome.successful:
+            self.snapshots_taken += 1
+            _log.info(
+                "Snapshot done snapshotId=%d map=%s seconds=%.2f",
+                outcome.snapshot_id,
+                outcome.map_name,
+                time.monotonic() - started,
+            )
+        else:
+            _log.warning(
+                "Snapshot failed snapshotId=%d failure=%s", outcome.snapshot_id, outcome.failure
+            )
+        return outcome.successful and coordinator.state is CoordinatorState.RUNNING
+
+    def _terminate(self, coordinator: SnapshotCoordinator, request: TerminationRequest) -> ExitCode:
+        mode, export_name = request.mode, request.export_name
+        if self._settings.guarantee is Guarantee.NONE and mode.terminal_snapshot:
+            # Without snapshots there is no terminal snapshot to take (Jet does the same).
+            mode, export_name = mode.without_terminal_snapshot(), None
+        _log.info("Serving termination mode=%s exportName=%s", mode.name, export_name)
+        self._requested = mode
+        coordinator.request_termination(mode, export_name)
+        return self._exit_code()
+
+    def _exit_code(self) -> ExitCode:
+        coordinator = self.coordinator
+        assert coordinator is not None
+        state = coordinator.state
+        termination = coordinator.termination
+        reason = termination.reason if termination is not None else ""
+        _log.info("Execution stopped state=%s reason=%s", state.value, reason)
+        if state is CoordinatorState.FENCED:
+            return ExitCode.FENCED
+        if state is CoordinatorState.FAILED:
+            return ExitCode.FAILED
+        if termination is not None and termination.mode is not None:
+            if self._requested is not None and termination.mode is self._requested:
+                return ExitCode.TERMINATED
+            if termination.mode is TerminationMode.RESTART_FORCEFUL:
+                return ExitCode.RESTART_FORCEFUL
+        return ExitCode.FAILED

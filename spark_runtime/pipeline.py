@@ -1,0 +1,429 @@
+"""The pipeline API user modules program against: ``build(p)`` with PySpark DataFrames.
+
+A pipeline module defines ``build(p)``. The runtime calls it once to *discover* the pipeline
+(every source, state operator and sink becomes a snapshot participant before restore runs,
+as Jet knows its DAG before restoring it), and then once per epoch, when ``p.read`` returns
+that epoch's batch and the state operators return that epoch's output. Between those calls
+the user's code only sees ordinary DataFrames, so any PySpark transformation works.
+
+Operators are matched between calls by name: give ``name=`` or rely on the order of calls,
+which requires ``build`` to make the same calls every time.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
+from pyspark.sql.types import StructType
+
+from spark_runtime.protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
+from spark_runtime.protocol.ports import ChunkReader, Participant
+from spark_runtime.sinks import EPOCH_COLUMN, Sink, TransactionalSink
+from spark_runtime.sources import Offset, Source, SourceParticipant
+from spark_runtime.spark_state import Checkpointed, checkpoint
+from spark_runtime.state import (
+    Deduplicate,
+    KeyedState,
+    PandasState,
+    RunningAggregate,
+    StateContext,
+    StateFunction,
+    TumblingWindow,
+)
+
+_log = logging.getLogger(__name__)
+
+
+class Guarantee(enum.Enum):
+    """The processing guarantee (reference 003).
+
+    EXACTLY_ONCE: transactional sinks publish the output since the last snapshot in the
+        snapshot's 2nd phase; a replay after restore re-creates exactly the unpublished output.
+    AT_LEAST_ONCE: sinks write every epoch; a replay after restore writes some output again.
+    NONE: no snapshots; a restarted job starts from the beginning without state.
+    """
+
+    EXACTLY_ONCE = "EXACTLY_ONCE"
+    AT_LEAST_ONCE = "AT_LEAST_ONCE"
+    NONE = "NONE"
+
+
+class SinkParticipant:
+    """A sink in the snapshot protocol.
+
+    Under EXACTLY_ONCE a transactional sink's output is buffered (materialised in the
+    executors) until the next snapshot prepares it in phase 1 and commits it in phase 2. If
+    the snapshot fails, its transactions are rolled back and the output goes back into the
+    buffer for the next snapshot, so nothing is lost without a restart. Other sinks write
+    every epoch.
+
+    Args:
+        name: The sink's operator name.
+        sink: The sink.
+        guarantee: The job's processing guarantee.
+    """
+
+    def __init__(self, name: str, sink: Sink, guarantee: Guarantee) -> None:
+        self._name = name
+        self.sink = sink
+        self.buffered = guarantee is Guarantee.EXACTLY_ONCE and isinstance(sink, TransactionalSink)
+        self._pending: list[Checkpointed] = []
+        self._prepared: dict[int, tuple[list[str], list[Checkpointed]]] = {}
+
+    @property
+    def name(self) -> str:
+        """The operator name in chunk keys."""
+        return self._name
+
+    def accept(self, epoch: int, frame: DataFrame) -> None:
+        """Takes one epoch's output: buffers it, or writes it now."""
+        if self.buffered:
+            self._pending.append(checkpoint(frame.withColumn(EPOCH_COLUMN, F.lit(epoch))))
+        else:
+            self.sink.write(frame)
+
+    def save_and_prepare(
+        self, snapshot_id: int, writer: ChunkWriter, export_only: bool
+    ) -> Sequence[ChunkDescriptor]:
+        """Prepares the buffered output in transactions and saves their ids."""
+        if not self.buffered or export_only:
+            return []
+        sink = self.sink
+        assert isinstance(sink, TransactionalSink)
+        frames, self._pending = self._pending, []
+        try:
+            gids = sink.prepare(_union(frames), snapshot_id) if frames else []
+        except Exception:
+            # Some partitions may have prepared: undo them now, the buffer keeps the output.
+            self._pending = frames + self._pending
+            sink.abort(snapshot_id)
+            raise
+        self._prepared[snapshot_id] = (gids, frames)
+        _log.info(
+            "Prepared sink name=%s snapshotId=%d transactions=%d",
+            self._name,
+            snapshot_id,
+            len(gids),
+        )
+        return [writer.write(0, 0, json.dumps(gids).encode(), len(gids))]
+
+    def commit_finish(self, snapshot_id: int, success: bool) -> None:
+        """Commits the snapshot's transactions, or rolls them back and re-buffers the output."""
+        entry = self._prepared.pop(snapshot_id, None)
+        if entry is None:
+            return
+        sink = self.sink
+        assert isinstance(sink, TransactionalSink)
+        gids, frames = entry
+        if success:
+            sink.commit(gids)
+            for frame in frames:
+                frame.release()
+        else:
+            sink.rollback(gids)
+            self._pending = frames + self._pending
+        _log.info(
+            "Finished sink name=%s snapshotId=%d committed=%s transactions=%d",
+            self._name,
+            snapshot_id,
+            success,
+            len(gids),
+        )
+
+    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+        """Drops buffered output and settles this sink's prepared transactions (restore step 5)."""
+        for frame in self._pending:
+            frame.release()
+        for _gids, frames in self._prepared.values():
+            for frame in frames:
+                frame.release()
+        self._pending, self._prepared = [], {}
+        if not isinstance(self.sink, TransactionalSink):
+            return
+        committed: list[str] = []
+        if snapshot is not None and snapshot.chunk_keys:
+            committed = json.loads(reader.read_chunk(snapshot.map_name, snapshot.chunk_keys[0]))
+        done, rolled_back = self.sink.recover(committed)
+        _log.info(
+            "Recovered sink name=%s committed=%d rolledBack=%d",
+            self._name,
+            len(done),
+            len(rolled_back),
+        )
+
+
+def _union(frames: Sequence[Checkpointed]) -> DataFrame:
+    result = frames[0].frame
+    for other in frames[1:]:
+        result = result.unionByName(other.frame)
+    return result
+
+
+_Node = TypeVar("_Node")
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """The ranges one epoch reads: source name -> (start offset, end offset)."""
+
+    ranges: Mapping[str, tuple[Offset, Offset]]
+
+
+class Pipeline:
+    """The ``p`` handed to ``build(p)``.
+
+    Args:
+        spark: The session.
+        state: Shared settings of the state operators.
+        guarantee: The processing guarantee.
+        job_uid: Names the job's sink transactions.
+        args: The pipeline's arguments (``spec.pipeline.args``).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        state: StateContext,
+        guarantee: Guarantee,
+        job_uid: str,
+        args: Mapping[str, Any],
+    ) -> None:
+        self.spark = spark
+        self.args = dict(args)
+        self._state_context = state
+        self._guarantee = guarantee
+        self._job_uid = job_uid
+        self._sources: dict[str, SourceParticipant] = {}
+        self._states: dict[str, KeyedState] = {}
+        self._sinks: dict[str, SinkParticipant] = {}
+        self._participants: list[Participant] = []
+        self._counters: dict[str, int] = {}
+        self._discovering = True
+        self._epoch = -1
+        self._batches: dict[str, DataFrame] = {}
+
+    # --- the user's API ---------------------------------------------------------------------
+
+    def read(self, source: Source, name: str | None = None) -> DataFrame:
+        """Returns this epoch's batch of ``source`` (empty if it has nothing new)."""
+        key = self._name("source", name)
+        if self._discovering:
+            self._register(self._sources, key, SourceParticipant(key, source))
+            return self.spark.createDataFrame([], source.schema(self.spark))
+        self._lookup(self._sources, key)
+        return self._batches[key]
+
+    def running_aggregate(
+        self,
+        frame: DataFrame,
+        key: str | Sequence[str],
+        aggs: Mapping[str, tuple[str, str | None]],
+        name: str | None = None,
+    ) -> DataFrame:
+        """Running aggregates by key, e.g. ``aggs={"total": ("sum", "value")}``.
+
+        Functions: count, sum, min, max. Returns the key and the new aggregates of every key
+        the epoch touched.
+        """
+        keys = _keys(key)
+        return self._stateful(
+            "aggregate",
+            name,
+            frame,
+            lambda op_name: RunningAggregate(
+                op_name, self._state_context, keys, aggs, frame.schema
+            ),
+        )
+
+    def deduplicate(
+        self, frame: DataFrame, key: str | Sequence[str], name: str | None = None
+    ) -> DataFrame:
+        """Returns the rows whose key was never seen before, one per key."""
+        keys = _keys(key)
+        return self._stateful(
+            "dedup",
+            name,
+            frame,
+            lambda op_name: Deduplicate(op_name, self._state_context, keys, frame.schema),
+        )
+
+    def tumbling_window(
+        self,
+        frame: DataFrame,
+        key: str | Sequence[str],
+        time_column: str,
+        window_seconds: int,
+        aggs: Mapping[str, tuple[str, str | None]],
+        watermark_delay_seconds: int = 0,
+        name: str | None = None,
+    ) -> DataFrame:
+        """Aggregates per key and tumbling event-time window; emits windows once closed.
+
+        A window closes when the watermark (latest event time minus the delay) passes its
+        end; rows arriving for a closed window are dropped. Output: key, ``window_start``,
+        aggregates, ``window_end``.
+        """
+        keys = _keys(key)
+        return self._stateful(
+            "window",
+            name,
+            frame,
+            lambda op_name: TumblingWindow(
+                op_name,
+                self._state_context,
+                keys,
+                time_column,
+                window_seconds,
+                aggs,
+                watermark_delay_seconds,
+                frame.schema,
+            ),
+        )
+
+    def map_groups_with_state(
+        self,
+        frame: DataFrame,
+        key: str | Sequence[str],
+        function: StateFunction,
+        state_schema: StructType | str,
+        output_schema: StructType | str,
+        name: str | None = None,
+    ) -> DataFrame:
+        """Runs ``function(key, batch_rows, state_rows) -> (new_state_rows, output_rows)``.
+
+        The rows are pandas DataFrames; see :data:`spark_runtime.state.StateFunction`.
+        """
+        keys = _keys(key)
+        return self._stateful(
+            "pandas",
+            name,
+            frame,
+            lambda op_name: PandasState(
+                op_name,
+                self._state_context,
+                keys,
+                function,
+                self._schema(state_schema),
+                self._schema(output_schema),
+                frame.schema,
+            ),
+        )
+
+    def write(self, frame: DataFrame, sink: Sink, name: str | None = None) -> None:
+        """Sends ``frame`` to ``sink`` (published per the processing guarantee)."""
+        key = self._name("sink", name)
+        if self._discovering:
+            sink.open(frame.schema, self._job_uid, key)
+            self._register(self._sinks, key, SinkParticipant(key, sink, self._guarantee))
+            return
+        self._lookup(self._sinks, key).accept(self._epoch, frame)
+
+    # --- the runtime's side ------------------------------------------------------------------
+
+    @property
+    def participants(self) -> list[Participant]:
+        """Every source, state operator and sink, in the order ``build`` made them."""
+        return list(self._participants)
+
+    def discover(self, build: Callable[[Pipeline], None]) -> None:
+        """Runs ``build`` once on empty batches to register every participant.
+
+        Raises:
+            ValueError: If the pipeline reads no source or writes no sink.
+        """
+        self._counters = {}
+        build(self)
+        self._discovering = False
+        if not self._sources or not self._sinks:
+            raise ValueError("A pipeline must read at least one source and write one sink")
+
+    def plan_epoch(self) -> EpochPlan | None:
+        """Decides the next epoch's ranges; None if no source has anything new."""
+        ranges = {}
+        for name, participant in self._sources.items():
+            end = participant.source.next_offset(participant.offset)
+            if end is not None:
+                ranges[name] = (participant.offset, end)
+        return EpochPlan(ranges) if ranges else None
+
+    def exhausted(self) -> bool:
+        """Whether every source has reached its end."""
+        return all(p.source.is_exhausted(p.offset) for p in self._sources.values())
+
+    def run_epoch(self, build: Callable[[Pipeline], None], epoch: int, plan: EpochPlan) -> None:
+        """Runs one epoch over ``plan`` and advances the sources' offsets."""
+        self._epoch = epoch
+        self._batches = {}
+        for name, participant in self._sources.items():
+            if name in plan.ranges:
+                start, end = plan.ranges[name]
+                self._batches[name] = participant.source.read(self.spark, start, end)
+            else:
+                self._batches[name] = self.spark.createDataFrame(
+                    [], participant.source.schema(self.spark)
+                )
+        self._counters = {}
+        build(self)
+        for name, (_start, end) in plan.ranges.items():
+            self._sources[name].offset = end
+        self._batches = {}
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def _stateful(
+        self,
+        kind: str,
+        name: str | None,
+        frame: DataFrame,
+        make: Callable[[str], KeyedState],
+    ) -> DataFrame:
+        key = self._name(kind, name)
+        if self._discovering:
+            operator = make(key)
+            self._register(self._states, key, operator)
+            return self.spark.createDataFrame([], operator.output_schema)
+        return self._lookup(self._states, key).update(frame)
+
+    def _name(self, kind: str, name: str | None) -> str:
+        count = self._counters.get(kind, 0)
+        self._counters[kind] = count + 1
+        chosen = name if name is not None else f"{kind}-{count}"
+        if "/" in chosen or not chosen:
+            raise ValueError(f"Operator name {chosen!r} must be non-empty without '/'")
+        return chosen
+
+    def _register(self, registry: dict[str, _Node], key: str, node: _Node) -> None:
+        if key in self._all_names():
+            raise ValueError(f"Two operators are named {key!r}; give each a unique name=")
+        registry[key] = node
+        assert isinstance(node, SourceParticipant | KeyedState | SinkParticipant)
+        self._participants.append(node)
+
+    def _all_names(self) -> set[str]:
+        return {*self._sources, *self._states, *self._sinks}
+
+    def _lookup(self, registry: dict[str, _Node], key: str) -> _Node:
+        node = registry.get(key)
+        if node is None:
+            raise ValueError(
+                f"build() used operator {key!r}, which it did not make when the pipeline was "
+                "discovered; build() must make the same calls in every epoch"
+            )
+        return node
+
+    def _schema(self, schema: StructType | str) -> StructType:
+        if isinstance(schema, StructType):
+            return schema
+        parsed: StructType = self.spark.createDataFrame([], schema).schema
+        return parsed
+
+
+def _keys(key: str | Sequence[str]) -> list[str]:
+    return [key] if isinstance(key, str) else list(key)

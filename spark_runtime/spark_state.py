@@ -1,0 +1,54 @@
+"""Small Spark helpers the state operators and sinks share: truncating lineage and freeing it.
+
+Every epoch derives new state from the previous one. Left lazy, the plan of epoch N would
+replay all N epochs; so each new state (and each buffered sink output) is materialised with
+``localCheckpoint``, which stores it in the executors' block managers and cuts the lineage.
+PySpark's ``unpersist`` does not free a local checkpoint, so the RDDs it created are tracked
+here and released explicitly once the data is superseded; otherwise a long-running job would
+keep every epoch's state in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+
+@dataclass
+class Checkpointed:
+    """A materialised DataFrame and the persisted RDDs that hold its data.
+
+    Attributes:
+        frame: The DataFrame, with lineage cut.
+        rdd_ids: Ids of the persisted RDDs created for it, freed by :meth:`release`.
+    """
+
+    frame: DataFrame
+    rdd_ids: set[int] = field(default_factory=set)
+
+    def release(self) -> None:
+        """Frees the stored data; the frame must not be used afterwards."""
+        if not self.rdd_ids:
+            return
+        persistent = self.frame.sparkSession.sparkContext._jsc.getPersistentRDDs()
+        for rdd_id in self.rdd_ids:
+            rdd = persistent.get(rdd_id)
+            if rdd is not None:
+                rdd.unpersist(False)
+        self.rdd_ids = set()
+
+
+def checkpoint(frame: DataFrame) -> Checkpointed:
+    """Materialises ``frame`` now and returns it with the RDD ids that hold its data."""
+    persistent = frame.sparkSession.sparkContext._jsc.getPersistentRDDs()
+    before = set(persistent.keySet())
+    materialised = frame.localCheckpoint(eager=True)
+    after = set(frame.sparkSession.sparkContext._jsc.getPersistentRDDs().keySet())
+    return Checkpointed(materialised, {int(rdd_id) for rdd_id in after - before})
+
+
+def empty_frame(spark: SparkSession, schema: StructType) -> Checkpointed:
+    """Returns an empty DataFrame of ``schema``; it holds no data, so nothing to release."""
+    return Checkpointed(spark.createDataFrame([], schema))

@@ -1,0 +1,62 @@
+"""Sink checks that need no server: the two-phase-commit sink's setup error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark.sql.types import LongType, StructField, StructType
+
+from spark_runtime import sinks
+from spark_runtime.sinks import MaxPreparedTransactionsDisabled, PostgresSink
+
+
+class _Result:
+    def __init__(self, row: tuple[Any, ...]) -> None:
+        self._row = row
+
+    def fetchone(self) -> tuple[Any, ...]:
+        return self._row
+
+
+class _Connection:
+    """Answers SHOW max_prepared_transactions like a server with the feature off."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def __enter__(self) -> _Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def execute(self, statement: Any, *args: Any) -> _Result:
+        self.statements.append(str(statement))
+        return _Result(("0",))
+
+
+def test_postgres_sink_refuses_a_server_without_prepared_transactions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    connection = _Connection()
+    monkeypatch.setattr(sinks.psycopg, "connect", lambda *a, **k: connection)
+    sink = PostgresSink("postgresql://db/x", "sums", ["key"], partitions=4)
+    schema = StructType([StructField("key", LongType()), StructField("total", LongType())])
+    with pytest.raises(MaxPreparedTransactionsDisabled, match="max_prepared_transactions = 0"):
+        sink.open(schema, "job-1", "postgres")
+    assert connection.statements == ["SHOW max_prepared_transactions"]  # no table created
+
+
+def test_transaction_ids_name_job_sink_snapshot_and_partition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class _Enabled(_Connection):
+        def execute(self, statement: Any, *args: Any) -> _Result:
+            self.statements.append(str(statement))
+            return _Result(("64",))
+
+    monkeypatch.setattr(sinks.psycopg, "connect", lambda *a, **k: _Enabled())
+    sink = PostgresSink("postgresql://db/x", "sums", ["key"])
+    sink.open(StructType([StructField("key", LongType())]), "job-1", "postgres")
+    assert sink.gid(12, 3) == "sj:job-1:postgres:12:3"
