@@ -8,7 +8,7 @@ PYTEST := hack/pytest.sh
 PACKAGES := operator/snapshot_operator spark_runtime
 
 .PHONY: help install demo test test-unit test-integration test-e2e test-slow \
-        check lint format typecheck contracts crds clean
+        check lint format typecheck contracts crds bench run-operator clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -16,9 +16,17 @@ help: ## List the targets
 install: ## Set up everything on a fresh machine (idempotent): venv, Java 17, Hazelcast jar, PostgreSQL
 	@bash hack/install.sh
 
-demo: install ## Run the product's main job on the local default
-	@echo "make demo: the demo job arrives with the Spark runtime (issue 5); nothing to run yet." >&2
-	@exit 2
+demo: install ## Run the product's main job locally: sequence sum, then word count, exactly-once into PostgreSQL
+	@$(PY) -m examples.demo sequence-sum
+	@$(PY) -m examples.demo word-count
+
+bench: install ## Run every benchmark (each prints its figures and ends with one JSON line)
+	@$(PY) bench/snapshot_store.py
+	@$(PY) -m bench.overhead
+	@$(PY) bench/reconcile_latency.py
+
+run-operator: install ## Run the operator against the current kubeconfig (see docs/operator.md for flags)
+	@$(PY) -m snapshot_operator $(OPERATOR_ARGS)
 
 test: install check ## Lint, type checks, import contracts, then every test tier
 	@$(PYTEST) tests

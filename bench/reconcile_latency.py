@@ -1,0 +1,191 @@
+"""Benchmark: how fast a spec change becomes a termination request in the job's status.
+
+This is the operator's reaction time, the part of a graceful suspend or upgrade the operator
+owns: from the user's ``spec.suspend: true`` being accepted by the API server to
+``status.termination`` (the request the driver polls for) being written. It runs the real
+operator (``python -m snapshot_operator`` in a subprocess) against the real control plane and
+a real 3-member Hazelcast cluster, as ``tests/integration/test_operator.py`` does, and plays
+the driver between the rounds (exit with TERMINATED, resume, Pod Running again).
+
+Each round: the job RUNNING, then ``suspend: true`` is patched; the time runs from the
+moment the patch is sent to the first watch event showing the new request. Prints every figure; the
+last line is JSON with ``median_ms``, ``p99_ms`` and ``rounds``.
+
+Run: ``.venv/bin/python bench/reconcile_latency.py`` (``--rounds 20`` for a quick pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kubernetes import client, watch
+
+from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
+from tests.fixtures.hazelcast import HazelcastCluster
+from tests.fixtures.kube import KubeAPI, controlplane
+from tests.fixtures.snapshotjob_crd import install_crd
+from tests.integration.test_operator import TERMINATED, Harness, Operator
+
+JOB = "latency"
+
+
+class RequestWatch:
+    """Records when each termination request first shows in the job's status."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.seen: dict[str, float] = {}
+        self._stopping = threading.Event()
+        self._changed = threading.Condition()
+        self._watch = watch.Watch()
+        self._thread = threading.Thread(target=self._run, args=(harness,), daemon=True)
+        self._thread.start()
+
+    def _run(self, harness: Harness) -> None:
+        while not self._stopping.is_set():
+            try:
+                for event in self._watch.stream(
+                    harness.objects.list_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    harness.namespace,
+                    PLURAL,
+                    field_selector=f"metadata.name={JOB}",
+                    timeout_seconds=600,
+                ):
+                    now = time.perf_counter()
+                    request = (event["object"].get("status") or {}).get("termination")
+                    if request is not None:
+                        with self._changed:
+                            self.seen.setdefault(request["requestId"], now)
+                            self._changed.notify_all()
+            except Exception as error:  # a dropped stream is reopened, as kopf does
+                logging.getLogger(__name__).debug("Watch reopened error=%s", error)
+
+    def stop(self) -> None:
+        """Stops watching and waits for the watch thread to end."""
+        self._stopping.set()
+        self._watch.stop()
+        self._thread.join(timeout=10)
+
+    def wait_for(self, request_id_prefix: str, timeout: float = 30.0) -> float:
+        """Returns when a request whose id starts with the prefix was first seen."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for request_id, at in self.seen.items():
+                    if request_id.startswith(request_id_prefix):
+                        return at
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"No termination request id={request_id_prefix}*")
+                self._changed.wait(remaining)
+
+
+def run_round(harness: Harness, requests: RequestWatch, uid: str) -> float:
+    """One suspend of a running job; returns the latency in seconds, then resumes it."""
+    status = harness.wait_phase(JOB, "RUNNING")
+    execution = status["execution"]
+    # From sending the patch: the figure includes the API server accepting the change.
+    sent = time.perf_counter()
+    harness.patch_spec(JOB, suspend=True)
+    seen = requests.wait_for(f"{execution['id']}/SUSPEND_GRACEFUL")
+    harness.exit_pod(execution["driverPod"], TERMINATED)
+    harness.wait_phase(JOB, "SUSPENDED")
+    harness.patch_spec(JOB, suspend=False)
+    started = harness.wait_status(
+        JOB,
+        lambda s: s.get("phase") == "STARTING" and s["execution"]["id"] != execution["id"],
+        "the next execution",
+    )
+    pod = started["execution"]["driverPod"]
+    harness.wait_pods(uid, [pod])
+    harness.run_pod(pod)
+    return seen - sent
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, math.ceil(fraction * len(ordered)) - 1))
+    return ordered[rank]
+
+
+def main() -> None:
+    """Runs the benchmark and prints the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=100)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    workdir = Path(tempfile.mkdtemp(prefix="sj-latency-"))
+    print(f"Logs of the operator, control plane and members in {workdir}", flush=True)
+    plane = controlplane.ControlPlane(
+        state_dir=workdir / "kube", bin_dir=controlplane.ensure_binaries(), tie_to_parent=True
+    )
+    (workdir / "hazelcast").mkdir()
+    store = HazelcastCluster(workdir / "hazelcast")
+    operator: Operator | None = None
+    requests: RequestWatch | None = None
+    result: dict[str, Any] = {}
+    try:
+        plane.start()
+        store.start()
+        kube = KubeAPI(
+            kubeconfig=plane.kubeconfig,
+            server=plane.server,
+            state_dir=workdir / "kube",
+            start_seconds=plane.started_seconds,
+        )
+        api = kube.api_client()
+        install_crd(api)
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "bench"}})
+        operator = Operator(kube, "bench", store, workdir / "operator.log")
+        operator.start()
+        harness = Harness(kube, "bench", operator)
+        requests = RequestWatch(harness)
+        uid = harness.create_job(JOB)
+        status = harness.wait_phase(JOB, "STARTING")
+        harness.wait_pods(uid, [status["execution"]["driverPod"]])
+        harness.run_pod(status["execution"]["driverPod"])
+        latencies: list[float] = []
+        for index in range(args.rounds):
+            latencies.append(run_round(harness, requests, uid))
+            if (index + 1) % 10 == 0:
+                print(f"rounds={index + 1} lastMs={latencies[-1] * 1000:.1f}", flush=True)
+        millis = [value * 1000 for value in latencies]
+        result = {
+            "rounds": len(millis),
+            "median_ms": round(statistics.median(millis), 1),
+            "p99_ms": round(percentile(millis, 0.99), 1),
+            "min_ms": round(min(millis), 1),
+            "max_ms": round(max(millis), 1),
+        }
+    finally:
+        if requests is not None:
+            requests.stop()
+        if operator is not None:
+            operator.stop()
+        store.stop()
+        plane.stop()
+    # After the teardown, whose warnings would otherwise follow the JSON line.
+    print(
+        f"Spec change to termination request: median={result['median_ms']}ms "
+        f"p99={result['p99_ms']}ms min={result['min_ms']}ms max={result['max_ms']}ms "
+        f"rounds={result['rounds']}"
+    )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+{{/* Names and labels shared by every object of the chart. */}}
+
+{{- define "sj.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sj.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "sj.operator.selector" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "sj.hazelcast.name" -}}
+{{- printf "%s-hazelcast" (include "sj.fullname" .) -}}
+{{- end -}}
+
+{{- define "sj.hazelcast.selector" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: hazelcast
+{{- end -}}
+
+{{/* host:port of every member, through the headless Service's per-Pod DNS names. */}}
+{{- define "sj.hazelcast.members" -}}
+{{- $name := include "sj.hazelcast.name" . -}}
+{{- $members := list -}}
+{{- range $i := until (int .Values.hazelcast.replicas) -}}
+{{- $members = append $members (printf "%s-%d.%s.%s.svc:%d" $name $i $name $.Release.Namespace (int $.Values.hazelcast.port)) -}}
+{{- end -}}
+{{- join "," $members -}}
+{{- end -}}

@@ -1,0 +1,69 @@
+"""Creates the driver Pod of an execution, and the identity it runs as, idempotently.
+
+A retried action list, a restarted operator or a second replica may ask for the same Pod
+again. The Pod's name is deterministic (job name and attempt) and its execution id was
+written to the status before, so "already exists" means the Pod is there: the create is
+treated as done, never repeated under another name, and there is never a second driver.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kubernetes import client
+
+from snapshot_operator.manifests import build_role, build_role_binding, build_service_account
+from snapshot_operator.reconcile import JobRef
+from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
+
+log = logging.getLogger(__name__)
+
+
+def _created(error: client.exceptions.ApiException) -> bool:
+    return bool(error.status == 409)
+
+
+def ensure_driver_identity(api: client.ApiClient, job: JobRef) -> None:
+    """Creates the job's driver ServiceAccount, Role and RoleBinding unless they exist."""
+    # Manifests are plain dictionaries, which the client sends as they are.
+    core: Any = client.CoreV1Api(api)
+    rbac: Any = client.RbacAuthorizationV1Api(api)
+    creates = (
+        (core.create_namespaced_service_account, build_service_account(job)),
+        (rbac.create_namespaced_role, build_role(job)),
+        (rbac.create_namespaced_role_binding, build_role_binding(job)),
+    )
+    for create, manifest in creates:
+        try:
+            create(job.namespace, manifest)
+        except client.exceptions.ApiException as error:
+            if not _created(error):
+                raise
+
+
+def create_pod(api: client.ApiClient, pod: dict[str, Any]) -> bool:
+    """Creates a Pod; returns False if a Pod of that name already exists.
+
+    An existing Pod of another execution is left for the next decision, which deletes
+    drivers of older executions; it is logged because it means the status was rolled back.
+    """
+    core: Any = client.CoreV1Api(api)
+    metadata = pod["metadata"]
+    try:
+        core.create_namespaced_pod(metadata["namespace"], pod)
+    except client.exceptions.ApiException as error:
+        if not _created(error):
+            raise
+        existing = core.read_namespaced_pod(metadata["name"], metadata["namespace"])
+        labels = existing.metadata.labels or {}
+        wanted = metadata["labels"][LABEL_EXECUTION_ID]
+        if labels.get(LABEL_EXECUTION_ID) != wanted:
+            log.warning(
+                "Driver Pod exists for another execution pod=%s executionId=%s wanted=%s",
+                metadata["name"],
+                labels.get(LABEL_EXECUTION_ID),
+                wanted,
+            )
+        return False
+    return True

@@ -1,0 +1,44 @@
+"""Reads what one decision is based on: the SnapshotJob and its driver Pods, fresh.
+
+Decisions are made on objects read right before, not on the watch event that woke the
+handler: the event may be old, and the status patch that follows carries the
+``resourceVersion`` read here as its optimistic lock. Pods are listed by the job's uid label
+(not its name), so a Pod left over from a deleted job of the same name is never taken for
+this job's driver.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from kubernetes import client
+
+from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
+from snapshot_operator.manifests import LABEL_JOB_UID
+
+
+def read_job(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    """Returns the SnapshotJob as a plain dictionary, or None if it is gone."""
+    objects = client.CustomObjectsApi(api)
+    try:
+        job = cast(
+            dict[str, Any],
+            objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name),
+        )
+    except client.exceptions.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return job
+
+
+def list_driver_pods(api: client.ApiClient, namespace: str, job_uid: str) -> list[dict[str, Any]]:
+    """Returns every Pod labelled with the job's uid, as plain dictionaries (camelCase)."""
+    # The raw answer: the decision reads the API's own shape, not the client's models.
+    core: Any = client.CoreV1Api(api)
+    response = core.list_namespaced_pod(
+        namespace, label_selector=f"{LABEL_JOB_UID}={job_uid}", _preload_content=False
+    )
+    pods: list[dict[str, Any]] = json.loads(response.data)["items"]
+    return pods

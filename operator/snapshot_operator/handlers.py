@@ -1,0 +1,156 @@
+"""The kopf handlers: they only register and delegate, as in crate-operator.
+
+Each SnapshotJob gets one daemon that runs :func:`snapshot_operator.executing.reconcile`
+whenever something about the job changed and whenever the decision asked to look again
+(``Requeue``: backoffs, graceful deadlines, store retries). Watch events of the job and of its
+driver Pods only wake that daemon. One loop per job means reconciles of a job never overlap
+inside a replica, and every decision is made on a fresh read, never on the event that woke it.
+
+Why a daemon rather than kopf's create/update/resume/timer handlers: those record their
+progress and the last handled spec in annotations of the SnapshotJob, and every such write
+bumps its ``resourceVersion``, which the operator's status patches and the driver's
+execution-record writes (both under an optimistic lock) would then lose to. For the same
+reason kopf's record of the last handled spec is switched off (:class:`_NoDiffBase`).
+The daemon covers the same ground without writing anything: it starts for every existing
+job when the operator starts (resume), the watch events cover create and update, and its
+wait covers the timer. Deletion is kopf's ``on.delete`` with the finalizer
+``snapshotjob.io/finalizer``: the job is kept until the decision says its cleanup is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import kopf
+
+from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
+from snapshot_operator.executing import Outcome, Runtime, reconcile
+from snapshot_operator.manifests import LABEL_JOB_UID
+from snapshot_operator.settings import DEFAULT_FINALIZER
+
+log = logging.getLogger(__name__)
+
+WATCH_SERVER_TIMEOUT_SECONDS = 300
+"""How long the API server keeps one watch open before the operator reopens it."""
+
+_STOP_POLL_SECONDS = 1.0
+"""How often a waiting daemon checks whether kopf asked it to stop."""
+
+
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """Keeps no record of the last handled spec on the object.
+
+    kopf would write it as an annotation on every spec change, racing the operator's own
+    status patch (and the driver's record writes) for the ``resourceVersion``; nothing here
+    handles spec diffs (the decision compares the spec with ``execution.specHash``), so the
+    record is not needed. Deletion is detected from the deletion timestamp, not from it.
+    """
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        """Returns no previous essence."""
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        """Stores nothing."""
+
+
+def _runtime(memo: kopf.Memo) -> Runtime:
+    runtime: Runtime = memo["runtime"]
+    return runtime
+
+
+def _waker(memo: kopf.Memo, uid: str) -> asyncio.Event:
+    wakers: dict[str, asyncio.Event] = memo["wakers"]
+    return wakers.setdefault(uid, asyncio.Event())
+
+
+async def _reconcile(runtime: Runtime, namespace: str | None, name: str) -> Outcome:
+    if namespace is None:
+        raise kopf.PermanentError(f"SnapshotJob without a namespace name={name}")
+    try:
+        return await asyncio.to_thread(reconcile, runtime, namespace, name)
+    except Exception:
+        # Level-based: whatever failed is decided again from a fresh read.
+        retry = runtime.settings.decision.store_retry_seconds
+        log.exception(
+            "Reconcile failed namespace=%s name=%s retrySeconds=%s", namespace, name, retry
+        )
+        return Outcome(requeue_after=retry)
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """Keeps kopf's own bookkeeping off the SnapshotJob's status, under our finalizer."""
+    settings.peering.lifetime = _runtime(memo).settings.peering_lifetime_seconds
+    settings.persistence.finalizer = DEFAULT_FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = _NoDiffBase()
+    # Events are the decision's fixed reasons only; kopf's own go to the log.
+    settings.posting.enabled = False
+    # A watch the network silently dropped would leave jobs unsupervised: reopen regularly.
+    settings.watching.server_timeout = WATCH_SERVER_TIMEOUT_SECONDS
+    settings.watching.client_timeout = WATCH_SERVER_TIMEOUT_SECONDS + 30
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def job_changed(uid: str, memo: kopf.Memo, **_: Any) -> None:
+    """A SnapshotJob was created, changed (spec or status) or deleted: reconcile it."""
+    _waker(memo, uid).set()
+
+
+@kopf.on.event("v1", "pods", labels={LABEL_JOB_UID: kopf.PRESENT})
+async def driver_pod_changed(labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    """A driver Pod changed phase, exited or went away: reconcile its job."""
+    _waker(memo, labels[LABEL_JOB_UID]).set()
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=30.0)
+async def supervise(
+    namespace: str | None,
+    name: str,
+    uid: str,
+    memo: kopf.Memo,
+    stopped: kopf.DaemonStopped,
+    **_: Any,
+) -> None:
+    """Reconciles one SnapshotJob on every change and whenever the decision asked to."""
+    runtime = _runtime(memo)
+    waker = _waker(memo, uid)
+    log.info("Supervising job namespace=%s name=%s uid=%s", namespace, name, uid)
+    try:
+        while not stopped:
+            waker.clear()
+            outcome = await _reconcile(runtime, namespace, name)
+            if outcome.gone:
+                return
+            loop = asyncio.get_running_loop()
+            due = loop.time() + outcome.requeue_after
+            while not stopped and not waker.is_set():
+                remaining = due - loop.time()
+                if remaining <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waker.wait(), min(remaining, _STOP_POLL_SECONDS))
+    finally:
+        wakers: dict[str, asyncio.Event] = memo["wakers"]
+        wakers.pop(uid, None)
+        log.info("Stopped supervising job namespace=%s name=%s uid=%s", namespace, name, uid)
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+async def delete(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    """Keeps the finalizer until the driver is gone and the snapshot maps are destroyed.
+
+    Raises:
+        kopf.TemporaryError: While the cleanup is not done; kopf calls again after the delay.
+    """
+    outcome = await _reconcile(_runtime(memo), namespace, name)
+    if outcome.gone or outcome.finalizer_removable:
+        log.info("Cleanup done namespace=%s name=%s", namespace, name)
+        return
+    raise kopf.TemporaryError(
+        f"Cleanup not done namespace={namespace} name={name}", delay=outcome.requeue_after
+    )

@@ -1,0 +1,185 @@
+"""The operator's settings: where the snapshot store is and how the decisions are timed.
+
+Read once at start from the command line with environment fallbacks (``SJ_OPERATOR_*``), so
+the Helm chart configures the operator through its Deployment's environment and a developer
+through flags. The settings are immutable and handed to every handler through kopf's memo;
+nothing else carries configuration, which keeps the handlers free of globals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from snapshot_operator.reconcile import Settings
+
+ENV_PREFIX = "SJ_OPERATOR_"
+DEFAULT_CLUSTER_NAME = "snapshotjob"
+DEFAULT_FINALIZER = "snapshotjob.io/finalizer"
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    """Everything the operator is configured with.
+
+    Attributes:
+        namespaces: Namespaces to watch; empty with ``all_namespaces``.
+        all_namespaces: Watch every namespace (the chart's ClusterRole mode).
+        store_members: ``host:port`` of the installation's Hazelcast members; the health
+            endpoint is served on the same port.
+        store_cluster_name: The installation's Hazelcast cluster name.
+        health_timeout_seconds: How long one member may take to answer its health endpoint.
+        decision: Timings of the decision function.
+        standalone: Run without kopf peering (a single replica, or tests).
+        peering_name: Name of the KopfPeering object the replicas coordinate through.
+        priority: Peering priority; the replica with the highest one works, the others wait.
+        peering_lifetime_seconds: How long a replica that stopped renewing its peering entry
+            (e.g. killed) still holds the others back: the failover time.
+        liveness_endpoint: ``http://host:port/path`` for kopf's liveness probe, or None.
+        instance: This replica's name, reported in Events (the Pod name in a cluster).
+        log_level: Level of the operator's and kopf's logging.
+    """
+
+    namespaces: tuple[str, ...] = ()
+    all_namespaces: bool = False
+    store_members: tuple[str, ...] = ()
+    store_cluster_name: str = DEFAULT_CLUSTER_NAME
+    health_timeout_seconds: float = 2.0
+    decision: Settings = field(default_factory=Settings)
+    standalone: bool = False
+    peering_name: str = "snapshotjob-operator"
+    priority: int | None = None
+    peering_lifetime_seconds: int = 60
+    liveness_endpoint: str | None = None
+    instance: str = "snapshotjob-operator"
+    log_level: str = "INFO"
+
+    @property
+    def store_address(self) -> str | None:
+        """The members as the driver Pods get them (``SJ_HAZELCAST_ADDRESS``), or None."""
+        return ",".join(self.store_members) or None
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
+
+
+def parse_settings(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> OperatorSettings:
+    """Returns the settings from command-line arguments, falling back to the environment.
+
+    Args:
+        argv: Arguments without the program name; ``sys.argv[1:]`` if None.
+        environ: The environment; ``os.environ`` if None.
+
+    Raises:
+        SystemExit: If the arguments are invalid (argparse prints why).
+    """
+    env = os.environ if environ is None else environ
+
+    def default(name: str, fallback: str | None = None) -> str | None:
+        return env.get(ENV_PREFIX + name, fallback)
+
+    parser = argparse.ArgumentParser(
+        prog="python -m snapshot_operator",
+        description="Kubernetes operator for snapshot-protected PySpark jobs (SnapshotJob)",
+    )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=None,
+        help="Namespace to watch (repeatable; env SJ_OPERATOR_NAMESPACES, comma-separated)",
+    )
+    scope.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        default=(default("ALL_NAMESPACES", "false") or "").lower() == "true",
+        help="Watch every namespace (env SJ_OPERATOR_ALL_NAMESPACES=true)",
+    )
+    parser.add_argument(
+        "--store-members",
+        default=default("STORE_MEMBERS", ""),
+        help="host:port of the Hazelcast members, comma-separated (env SJ_OPERATOR_STORE_MEMBERS)",
+    )
+    parser.add_argument(
+        "--store-cluster-name",
+        default=default("STORE_CLUSTER_NAME", DEFAULT_CLUSTER_NAME),
+        help="Hazelcast cluster name (env SJ_OPERATOR_STORE_CLUSTER_NAME)",
+    )
+    parser.add_argument(
+        "--graceful-timeout",
+        type=int,
+        default=int(default("GRACEFUL_TIMEOUT_SECONDS", "300") or 300),
+        help="Seconds before a graceful termination is made forceful",
+    )
+    parser.add_argument(
+        "--store-retry",
+        type=int,
+        default=int(default("STORE_RETRY_SECONDS", "10") or 10),
+        help="Seconds between looks while the store holds back a start",
+    )
+    parser.add_argument(
+        "--resync",
+        type=int,
+        default=int(default("RESYNC_SECONDS", "60") or 60),
+        help="Seconds between looks when nothing is due",
+    )
+    parser.add_argument(
+        "--standalone",
+        action="store_true",
+        default=(default("STANDALONE", "false") or "").lower() == "true",
+        help="Run without peering (one replica only)",
+    )
+    parser.add_argument("--peering-name", default=default("PEERING_NAME", "snapshotjob-operator"))
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        help="Peering priority; random if omitted, so replicas never tie",
+    )
+    parser.add_argument(
+        "--peering-lifetime",
+        type=int,
+        default=int(default("PEERING_LIFETIME_SECONDS", "60") or 60),
+        help="Seconds before a silent replica's peering entry expires (the failover time)",
+    )
+    parser.add_argument("--liveness", default=default("LIVENESS_ENDPOINT"))
+    parser.add_argument(
+        "--instance", default=default("INSTANCE", env.get("HOSTNAME", "snapshotjob-operator"))
+    )
+    parser.add_argument(
+        "--log-level",
+        default=default("LOG_LEVEL", "INFO"),
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="Logging level (env SJ_OPERATOR_LOG_LEVEL)",
+    )
+    args = parser.parse_args(argv)
+    namespaces = tuple(args.namespace or ()) or (
+        () if args.all_namespaces else _split(default("NAMESPACES"))
+    )
+    if not namespaces and not args.all_namespaces:
+        parser.error("Give --namespace or --all-namespaces")
+    return OperatorSettings(
+        namespaces=namespaces,
+        all_namespaces=bool(args.all_namespaces) and not namespaces,
+        store_members=_split(args.store_members),
+        store_cluster_name=args.store_cluster_name,
+        decision=Settings(
+            graceful_timeout_seconds=args.graceful_timeout,
+            store_retry_seconds=args.store_retry,
+            resync_seconds=args.resync,
+        ),
+        standalone=args.standalone,
+        peering_name=args.peering_name,
+        priority=args.priority,
+        peering_lifetime_seconds=args.peering_lifetime,
+        liveness_endpoint=args.liveness,
+        instance=args.instance,
+        log_level=args.log_level,
+    )

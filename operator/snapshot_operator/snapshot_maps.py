@@ -1,0 +1,96 @@
+"""The operator's two store operations: copy a suspended job's snapshot to an export, and
+destroy a deleted job's automatic snapshot maps.
+
+Both go through the runtime's Hazelcast adapter (``spark_runtime.hazelcast_store``) rather
+than a second client of the operator's own: the copy must be exactly as strict as the
+driver's writes (single-key puts that fail on indeterminate state, the validation record
+written last, the copy validated before it counts), and keeping one implementation of that is
+the point. Clients are slow to connect, so one client per store is kept for the operator's
+lifetime and reused from the worker threads the handlers run blocking calls in.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hazelcast.client import HazelcastClient
+
+from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CopiedSnapshot:
+    """What a validated copy holds, for ``status.exportedSnapshots``.
+
+    Attributes:
+        snapshot_id: The snapshot copied.
+        num_bytes: Bytes of its chunks.
+    """
+
+    snapshot_id: int
+    num_bytes: int
+
+
+class SnapshotMaps:
+    """Copies and destroys snapshot maps on Hazelcast clusters, one cached client each."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clients: dict[tuple[tuple[str, ...], str], HazelcastClient] = {}
+
+    def _store(self, members: Sequence[str], cluster_name: str) -> HazelcastSnapshotStore:
+        key = (tuple(members), cluster_name)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                log.info(
+                    "Connecting to the snapshot store members=%s cluster=%s",
+                    ",".join(members),
+                    cluster_name,
+                )
+                client = connect(members, cluster_name, cluster_connect_timeout=30.0)
+                self._clients[key] = client
+        return HazelcastSnapshotStore(client)
+
+    def copy(
+        self,
+        members: Sequence[str],
+        cluster_name: str,
+        *,
+        source_map: str,
+        target_map: str,
+        snapshot_id: int,
+    ) -> CopiedSnapshot:
+        """Copies a snapshot to another map and validates the copy.
+
+        Raises:
+            SnapshotCorrupted: If the source or the copy fails validation.
+            SnapshotStoreError: If the store failed (including indeterminate puts).
+        """
+        record = self._store(members, cluster_name).copy_snapshot(
+            source_map, target_map, snapshot_id
+        )
+        return CopiedSnapshot(snapshot_id=record.snapshot_id, num_bytes=record.num_bytes)
+
+    def destroy(self, members: Sequence[str], cluster_name: str, map_names: Sequence[str]) -> None:
+        """Destroys maps with their data; destroying a map that does not exist is a no-op.
+
+        Raises:
+            SnapshotStoreError: If the store failed.
+        """
+        store = self._store(members, cluster_name)
+        for name in map_names:
+            store.destroy(name)
+
+    def close(self) -> None:
+        """Shuts every client down (at operator exit)."""
+        with self._lock:
+            clients = list(self._clients.values())
+            self._clients.clear()
+        for client in clients:
+            client.shutdown()

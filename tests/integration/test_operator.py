@@ -1,0 +1,892 @@
+"""The operator against a real API server and a real 3-member Hazelcast cluster.
+
+The operator runs as it does in production, ``python -m snapshot_operator``, in a subprocess
+watching one namespace of the control-plane testbed; restarting it is killing the process.
+The testbed has no kubelet, so the tests play the kubelet and the driver: they set the driver
+Pod's phase and its container's exit code, and write the execution record and snapshot data
+a driver would write. Everything the operator does is then read back from the API server
+(status, Pods, Events) and from Hazelcast (snapshot and export maps).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client, watch
+
+from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
+from snapshot_operator.manifests import LABEL_JOB_UID, driver_service_account_name
+from snapshot_operator.reconcile import JobRef
+from snapshot_operator.reconcile.observe import DRIVER_CONTAINER, LABEL_EXECUTION_ID
+from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
+from spark_runtime.protocol import export_map_name, snapshot_map_name
+from spark_runtime.protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot
+from tests.fixtures.hazelcast import HazelcastCluster
+from tests.fixtures.kube import KubeAPI
+from tests.fixtures.processes import ManagedProcess
+from tests.fixtures.snapshotjob_crd import install_crd
+from tests.unit.operator.specs import VALID_SPEC
+
+pytestmark = [pytest.mark.integration, pytest.mark.kube]
+
+ROOT = Path(__file__).resolve().parents[2]
+TERMINATED = 64
+WAIT = 30.0
+
+
+class Operator:
+    """The operator as a subprocess watching one namespace."""
+
+    def __init__(
+        self,
+        kube: KubeAPI,
+        namespace: str,
+        store: HazelcastCluster,
+        log_path: Path,
+        *extra: str,
+        standalone: bool = True,
+    ) -> None:
+        argv = [
+            sys.executable,
+            "-m",
+            "snapshot_operator",
+            "--namespace",
+            namespace,
+            *(["--standalone"] if standalone else []),
+            "--store-members",
+            ",".join(node.address for node in store.nodes),
+            "--store-cluster-name",
+            store.cluster_name,
+            "--store-retry",
+            "1",
+            "--instance",
+            f"test-{namespace}",
+            *extra,
+        ]
+        self.process = ManagedProcess(
+            f"operator-{namespace}",
+            argv,
+            log_path,
+            env={"KUBECONFIG": str(kube.kubeconfig), "PYTHONUNBUFFERED": "1"},
+            cwd=ROOT,
+        )
+
+    def start(self) -> None:
+        """Starts the operator."""
+        self.process.start()
+
+    def kill(self) -> None:
+        """Kills the operator outright, as a crashed or evicted replica."""
+        self.process.kill()
+
+    def stop(self) -> None:
+        """Stops the operator gracefully."""
+        self.process.stop()
+
+
+class Harness:
+    """Plays user, kubelet and driver against one namespace the operator watches."""
+
+    def __init__(self, kube: KubeAPI, namespace: str, operator: Operator) -> None:
+        self.api = kube.api_client()
+        self.namespace = namespace
+        self.operator = operator
+        self.objects = client.CustomObjectsApi(self.api)
+        self.core = client.CoreV1Api(self.api)
+
+    # --- the user ---------------------------------------------------------------------------
+
+    def create_job(self, name: str, **spec: Any) -> str:
+        """Creates a SnapshotJob from VALID_SPEC with top-level spec changes; returns its uid."""
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "SnapshotJob",
+            "metadata": {"name": name},
+            "spec": {**VALID_SPEC, **spec},
+        }
+        created = self.objects.create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, body
+        )
+        return str(created["metadata"]["uid"])
+
+    def patch_spec(self, name: str, **changes: Any) -> None:
+        """Merge-patches the spec."""
+        self.objects.patch_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, name, {"spec": changes}
+        )
+
+    def delete_job(self, name: str) -> None:
+        """Deletes the SnapshotJob (the operator's finalizer holds it until cleanup)."""
+        self.objects.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
+
+    def job(self, name: str) -> dict[str, Any] | None:
+        """Returns the SnapshotJob, or None once it is gone."""
+        try:
+            job: dict[str, Any] = self.objects.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, PLURAL, name
+            )
+        except client.exceptions.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return job
+
+    def status(self, name: str) -> dict[str, Any]:
+        """Returns the job's status ({} before the first one)."""
+        job = self.job(name)
+        assert job is not None, f"SnapshotJob {name} is gone"
+        return dict(job.get("status") or {})
+
+    def wait_status(
+        self, name: str, check: Callable[[dict[str, Any]], bool], what: str, timeout: float = WAIT
+    ) -> dict[str, Any]:
+        """Waits until the job's status passes ``check``; returns that status."""
+        deadline = time.monotonic() + timeout
+        status: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            status = self.status(name)
+            if check(status):
+                return status
+            time.sleep(0.1)
+        raise AssertionError(
+            f"Timed out waiting for {what}: status={json.dumps(status, indent=1)}\n"
+            f"operator log:\n{self.operator.process.log_tail(60)}"
+        )
+
+    def wait_phase(self, name: str, phase: str, timeout: float = WAIT) -> dict[str, Any]:
+        """Waits for a phase; returns the status."""
+        return self.wait_status(name, lambda s: s.get("phase") == phase, f"phase={phase}", timeout)
+
+    def event_sources(self, name: str) -> dict[str, set[str]]:
+        """Returns, per Event reason regarding the job, the replicas that emitted it."""
+        events = client.EventsV1Api(self.api).list_namespaced_event(
+            self.namespace, field_selector=f"regarding.name={name}"
+        )
+        sources: dict[str, set[str]] = {}
+        for event in events.items:
+            sources.setdefault(event.reason, set()).add(event.reporting_instance)
+        return sources
+
+    def events(self, name: str) -> list[str]:
+        """Returns the reasons of the Events regarding the job, oldest first."""
+        events = client.EventsV1Api(self.api).list_namespaced_event(
+            self.namespace, field_selector=f"regarding.name={name}"
+        )
+        ordered = sorted(events.items, key=lambda e: e.event_time or e.metadata.creation_timestamp)
+        return [event.reason for event in ordered]
+
+    def wait_event(self, name: str, reason: str, timeout: float = WAIT) -> None:
+        """Waits until an Event with the reason regards the job."""
+        deadline = time.monotonic() + timeout
+        while reason not in self.events(name):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"No {reason} Event, got {self.events(name)}")
+            time.sleep(0.1)
+
+    # --- the kubelet ------------------------------------------------------------------------
+
+    def pods(self, uid: str) -> list[client.V1Pod]:
+        """The job's driver Pods."""
+        listed = self.core.list_namespaced_pod(
+            self.namespace, label_selector=f"{LABEL_JOB_UID}={uid}"
+        )
+        return list(listed.items)
+
+    def pod_names(self, uid: str) -> list[str]:
+        """Names of the job's Pods, sorted."""
+        return sorted(pod.metadata.name for pod in self.pods(uid))
+
+    def wait_pods(self, uid: str, names: list[str], timeout: float = WAIT) -> None:
+        """Waits until exactly these Pods of the job exist."""
+        deadline = time.monotonic() + timeout
+        while self.pod_names(uid) != sorted(names):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"Pods {self.pod_names(uid)} != {sorted(names)}\n"
+                    f"operator log:\n{self.operator.process.log_tail(40)}"
+                )
+            time.sleep(0.1)
+
+    def run_pod(self, pod: str) -> None:
+        """Marks the driver Pod Running, as the kubelet would once the container started."""
+        self.core.patch_namespaced_pod_status(pod, self.namespace, {"status": {"phase": "Running"}})
+
+    def exit_pod(self, pod: str, code: int) -> None:
+        """Marks the driver container terminated with an exit code, and the Pod terminal."""
+        status = {
+            "phase": "Succeeded" if code == 0 else "Failed",
+            "containerStatuses": [
+                {
+                    "name": DRIVER_CONTAINER,
+                    "image": VALID_SPEC["image"],
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": code}},
+                }
+            ],
+        }
+        self.core.patch_namespaced_pod_status(pod, self.namespace, {"status": status})
+
+    # --- the driver -------------------------------------------------------------------------
+
+    def write_status(self, name: str, **fields: Any) -> None:
+        """Writes status fields as the driver does: a status patch under the lock."""
+        job = self.job(name)
+        assert job is not None
+        body = {
+            "metadata": {"resourceVersion": job["metadata"]["resourceVersion"]},
+            "status": fields,
+        }
+        self.objects.patch_namespaced_custom_object_status(
+            GROUP, VERSION, self.namespace, PLURAL, name, body
+        )
+
+    def record_phases(self, name: str) -> PhaseRecorder:
+        """Starts recording every phase the job's status passes through."""
+        return PhaseRecorder(self, name)
+
+    def start_running(self, name: str, **spec: Any) -> tuple[str, dict[str, Any]]:
+        """Creates a job and brings its first execution to RUNNING; returns uid and status."""
+        uid = self.create_job(name, **spec)
+        status = self.wait_phase(name, "STARTING")
+        self.wait_pods(uid, [status["execution"]["driverPod"]])
+        self.run_pod(status["execution"]["driverPod"])
+        return uid, self.wait_phase(name, "RUNNING")
+
+
+class PhaseRecorder:
+    """Watches one SnapshotJob and keeps every phase its status passed through, in order."""
+
+    def __init__(self, harness: Harness, name: str) -> None:
+        self.phases: list[str] = []
+        self._watch = watch.Watch()
+        job = harness.job(name)
+        assert job is not None
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(harness, name, job["metadata"]["resourceVersion"]),
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _run(self, harness: Harness, name: str, version: str) -> None:
+        stream = self._watch.stream(
+            harness.objects.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            harness.namespace,
+            PLURAL,
+            field_selector=f"metadata.name={name}",
+            resource_version=version,
+            timeout_seconds=120,
+        )
+        # Stopping the watch ends the stream mid-response; that is the normal end here.
+        with contextlib.suppress(urllib3.exceptions.ProtocolError):
+            for event in stream:
+                phase = (event["object"].get("status") or {}).get("phase")
+                if phase and (not self.phases or self.phases[-1] != phase):
+                    self.phases.append(phase)
+
+    def stop(self) -> list[str]:
+        """Stops watching; returns the phases seen."""
+        self._watch.stop()
+        return self.phases
+
+
+@pytest.fixture(scope="module")
+def crd(kube_api: KubeAPI) -> None:
+    """The generated CRD, installed once for the module."""
+    install_crd(kube_api.api_client())
+
+
+@pytest.fixture
+def namespace(kube_api: KubeAPI, crd: None) -> Iterator[str]:
+    """A fresh namespace per test, so tests never see each other's jobs."""
+    name = f"op-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(kube_api.api_client())
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture
+def operator_args() -> tuple[str, ...]:
+    """Extra operator flags; tests override it with ``parametrize``."""
+    return ()
+
+
+@pytest.fixture
+def operator(
+    kube_api: KubeAPI,
+    namespace: str,
+    healthy_hazelcast: HazelcastCluster,
+    tmp_path: Path,
+    operator_args: tuple[str, ...],
+) -> Iterator[Operator]:
+    """The operator, running for one test."""
+    running = Operator(
+        kube_api, namespace, healthy_hazelcast, tmp_path / "operator.log", *operator_args
+    )
+    running.start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def harness(kube_api: KubeAPI, namespace: str, operator: Operator) -> Harness:
+    """User, kubelet and driver for one namespace."""
+    return Harness(kube_api, namespace, operator)
+
+
+@pytest.fixture
+def store(healthy_hazelcast: HazelcastCluster) -> Iterator[HazelcastSnapshotStore]:
+    """A strict snapshot store client on the test cluster, as the driver has."""
+    hz = connect([node.address for node in healthy_hazelcast.nodes], healthy_hazelcast.cluster_name)
+    yield HazelcastSnapshotStore(hz)
+    hz.shutdown()
+
+
+def write_snapshot(
+    store: HazelcastSnapshotStore, map_name: str, uid: str, snapshot_id: int
+) -> None:
+    """Writes a small valid snapshot the way a driver's snapshot does (chunks, then record)."""
+    chunks = [
+        (ChunkKey(snapshot_id, "counts", partition, 0), bytes([partition]) * 100)
+        for partition in range(4)
+    ]
+    store.put_chunks(map_name, chunks)
+    store.put_validation_record(
+        map_name,
+        ValidationRecord(
+            snapshot_id=snapshot_id,
+            chunk_keys=tuple(key for key, _ in chunks),
+            num_bytes=sum(len(data) for _, data in chunks),
+            num_keys=len(chunks),
+            creation_time=int(time.time() * 1000),
+            job_uid=uid,
+            pipeline_fingerprint="test",
+        ),
+    )
+
+
+# --- the core loop ----------------------------------------------------------------------------
+
+
+def test_create_run_suspend_resume(harness: Harness) -> None:
+    uid, running = harness.start_running("wordcount")
+    first = running["execution"]
+    assert first["attempt"] == 1
+    assert first["id"].startswith(uid)
+    pod = harness.pods(uid)[0]
+    assert pod.metadata.labels[LABEL_EXECUTION_ID] == first["id"]
+    assert pod.spec.service_account_name == driver_service_account_name(
+        JobRef(harness.namespace, "wordcount", uid)
+    )
+    conditions = {c["type"]: c for c in running["conditions"]}
+    assert conditions["Ready"]["status"] == "True"
+    assert conditions["StoreReady"]["reason"] == "ClusterSafe"
+
+    harness.patch_spec("wordcount", suspend=True)
+    completing = harness.wait_status(
+        "wordcount",
+        lambda s: (s.get("termination") or {}).get("mode") == "SUSPEND_GRACEFUL",
+        "a SUSPEND_GRACEFUL request",
+    )
+    assert completing["phase"] == "COMPLETING"
+    harness.exit_pod(first["driverPod"], TERMINATED)
+    suspended = harness.wait_phase("wordcount", "SUSPENDED")
+    assert "termination" not in suspended
+    assert harness.pod_names(uid) == [first["driverPod"]], "the stopped Pod is kept for its log"
+
+    harness.patch_spec("wordcount", suspend=False)
+    resumed = harness.wait_phase("wordcount", "STARTING")
+    second = resumed["execution"]
+    assert second["attempt"] == 2
+    assert second["id"] != first["id"]
+    harness.wait_pods(uid, [second["driverPod"]])
+    for reason in ("ExecutionStarted", "TerminationRequested", "Suspended"):
+        harness.wait_event("wordcount", reason)
+
+
+def test_failures_back_off_then_fail(harness: Harness) -> None:
+    policy = {"maxRestarts": 1, "backoffSeconds": 1, "maxBackoffSeconds": 1}
+    uid, running = harness.start_running("flaky", restartPolicy=policy)
+    harness.exit_pod(running["execution"]["driverPod"], 1)
+    restarted = harness.wait_status(
+        "flaky",
+        lambda s: s.get("restarts") == 1 and s.get("execution", {}).get("attempt") == 2,
+        "a restart after the backoff",
+    )
+    assert restarted["lastFailure"]["reason"] == "DriverFailed"
+    second = restarted["execution"]["driverPod"]
+    harness.wait_pods(uid, [second])
+    harness.run_pod(second)
+    harness.wait_phase("flaky", "RUNNING")
+    harness.exit_pod(second, 1)
+    failed = harness.wait_phase("flaky", "FAILED")
+    assert failed["lastFailure"]["reason"] == "DriverFailed"
+    assert "exitCode=1" in failed["lastFailure"]["message"]
+    harness.wait_event("flaky", "RestartLimitReached")
+    time.sleep(2)
+    assert harness.status("flaky")["execution"]["attempt"] == 2, "FAILED must not restart"
+
+
+def test_suspend_on_failure(harness: Harness) -> None:
+    uid, running = harness.start_running("fragile", suspendOnFailure=True)
+    harness.exit_pod(running["execution"]["driverPod"], 3)
+    suspended = harness.wait_phase("fragile", "SUSPENDED")
+    assert suspended["termination"]["mode"] == "SUSPEND_FORCEFUL"
+    assert suspended["lastFailure"]["reason"] == "DriverFailed"
+    harness.wait_event("fragile", "SuspendedOnFailure")
+    time.sleep(2)
+    assert harness.status("fragile")["execution"]["attempt"] == 1, "held until the spec changes"
+    harness.patch_spec("fragile", snapshotIntervalSeconds=20)
+    assert harness.wait_phase("fragile", "STARTING")["execution"]["attempt"] == 2
+    del uid
+
+
+def test_delete_cancels_and_destroys_snapshot_maps(
+    harness: Harness, store: HazelcastSnapshotStore
+) -> None:
+    uid, running = harness.start_running("doomed")
+    own = snapshot_map_name(uid, 0)
+    export = export_map_name(harness.namespace, f"keep-{uid[:8]}")
+    write_snapshot(store, own, uid, 1)
+    write_snapshot(store, export, uid, 1)
+    assert harness.job("doomed")["metadata"]["finalizers"] == ["snapshotjob.io/finalizer"]
+
+    harness.delete_job("doomed")
+    deadline = time.monotonic() + WAIT
+    while harness.job("doomed") is not None:
+        assert time.monotonic() < deadline, harness.operator.process.log_tail(40)
+        time.sleep(0.1)
+    harness.wait_pods(uid, [])
+    names = {obj.name for obj in store._client.get_distributed_objects()}
+    assert own not in names
+    assert validate_snapshot(store, export, 1).snapshot_id == 1, "exports are kept"
+    store.destroy(export)
+    del running
+
+
+def test_operator_restart_during_suspend_starts_no_second_driver(
+    harness: Harness,
+) -> None:
+    uid, running = harness.start_running("steady")
+    driver = running["execution"]["driverPod"]
+    harness.patch_spec("steady", suspend=True)
+    harness.wait_status("steady", lambda s: "termination" in s, "the termination request")
+    harness.operator.kill()
+    request = harness.status("steady")["termination"]
+    harness.operator.start()
+    time.sleep(3)
+    after = harness.status("steady")
+    assert after["termination"] == request, "a restart must not re-request or drop the request"
+    assert after["execution"] == running["execution"]
+    assert harness.pod_names(uid) == [driver]
+
+    harness.operator.kill()
+    harness.exit_pod(driver, TERMINATED)
+    harness.operator.start()
+    harness.wait_phase("steady", "SUSPENDED")
+    time.sleep(2)
+    assert harness.pod_names(uid) == [driver]
+    assert harness.status("steady")["execution"]["attempt"] == 1
+
+
+# --- exports -----------------------------------------------------------------------------------
+
+
+def test_export_while_running_asks_the_driver(harness: Harness) -> None:
+    harness.start_running("exporter")
+    harness.patch_spec("exporter", exportSnapshot={"name": "nightly"})
+    requested = harness.wait_status(
+        "exporter", lambda s: "exportRequest" in s, "an export-only snapshot request"
+    )
+    assert requested["exportRequest"]["name"] == "nightly"
+    assert requested["phase"] == "RUNNING"
+    assert "termination" not in requested, "an export-only snapshot keeps the job running"
+    harness.wait_event("exporter", "ExportRequested")
+
+    exported = {
+        "name": "nightly",
+        "snapshotId": 7,
+        "numBytes": 1024,
+        "createdAt": "2026-01-01T00:00:00Z",
+        "terminal": False,
+    }
+    harness.write_status("exporter", exportedSnapshots=[exported])
+    done = harness.wait_status(
+        "exporter", lambda s: "exportRequest" not in s, "the export request cleared"
+    )
+    assert done["exportedSnapshots"] == [exported]
+    harness.wait_event("exporter", "SnapshotExported")
+
+
+def test_export_with_cancel_job_cancels_gracefully(harness: Harness) -> None:
+    _, running = harness.start_running("finale")
+    harness.patch_spec("finale", exportSnapshot={"name": "last", "cancelJob": True})
+    completing = harness.wait_status(
+        "finale", lambda s: "termination" in s, "a CANCEL_GRACEFUL request"
+    )
+    assert completing["termination"]["mode"] == "CANCEL_GRACEFUL"
+    assert completing["termination"]["exportName"] == "last"
+    harness.exit_pod(running["execution"]["driverPod"], TERMINATED)
+    failed = harness.wait_phase("finale", "FAILED")
+    assert failed["lastFailure"]["reason"] == "Cancelled"
+    harness.wait_event("finale", "Cancelled")
+
+
+def test_export_while_suspended_copies_and_validates(
+    harness: Harness, store: HazelcastSnapshotStore
+) -> None:
+    uid, running = harness.start_running("archive")
+    write_snapshot(store, snapshot_map_name(uid, 0), uid, 3)
+    harness.write_status(
+        "archive", executionRecord={"snapshotId": 3, "dataMapIndex": 0, "ongoingSnapshotId": 3}
+    )
+    harness.patch_spec("archive", suspend=True)
+    harness.wait_status("archive", lambda s: "termination" in s, "the suspend request")
+    harness.exit_pod(running["execution"]["driverPod"], TERMINATED)
+    harness.wait_phase("archive", "SUSPENDED")
+
+    recorder = harness.record_phases("archive")
+    harness.patch_spec("archive", exportSnapshot={"name": "cold"})
+    suspended = harness.wait_status(
+        "archive",
+        lambda s: s.get("phase") == "SUSPENDED" and bool(s.get("exportedSnapshots")),
+        "the export listed and the job suspended again",
+    )
+    time.sleep(0.5)
+    phases = recorder.stop()
+    # The watch may start with the job still SUSPENDED before the copy.
+    assert phases[phases.index("SUSPENDED_EXPORTING_SNAPSHOT") :] == [
+        "SUSPENDED_EXPORTING_SNAPSHOT",
+        "SUSPENDED",
+    ]
+    (export,) = suspended["exportedSnapshots"]
+    assert (export["name"], export["snapshotId"], export["terminal"]) == ("cold", 3, False)
+    assert export["numBytes"] == 400
+    target = export_map_name(harness.namespace, "cold")
+    assert validate_snapshot(store, target, 3).num_bytes == 400
+    for reason in ("ExportCopyStarted", "SnapshotExported"):
+        harness.wait_event("archive", reason)
+    store.destroy(target)
+    store.destroy(snapshot_map_name(uid, 0))
+
+
+# --- upgrades ----------------------------------------------------------------------------------
+
+
+def test_upgrade_with_snapshot_restarts_gracefully(harness: Harness) -> None:
+    uid, running = harness.start_running("rolling")
+    harness.patch_spec("rolling", snapshotIntervalSeconds=30)
+    completing = harness.wait_status(
+        "rolling", lambda s: "termination" in s, "a RESTART_GRACEFUL request"
+    )
+    assert completing["termination"]["mode"] == "RESTART_GRACEFUL"
+    assert completing["termination"]["reason"] == "SpecChanged"
+    harness.exit_pod(running["execution"]["driverPod"], TERMINATED)
+    started = harness.wait_status(
+        "rolling", lambda s: s["execution"]["attempt"] == 2, "the upgraded execution"
+    )
+    assert started["execution"]["specHash"] != running["execution"]["specHash"]
+    harness.wait_pods(uid, [started["execution"]["driverPod"]])
+    harness.wait_event("rolling", "Upgrading")
+
+
+@pytest.mark.parametrize("mode", ["last-snapshot", "stateless"])
+def test_upgrade_forceful_modes_replace_the_driver(harness: Harness, mode: str) -> None:
+    uid, running = harness.start_running("swift", upgradeMode=mode)
+    harness.write_status(
+        "swift", executionRecord={"snapshotId": 5, "dataMapIndex": 1, "ongoingSnapshotId": 5}
+    )
+    harness.patch_spec("swift", image="snapshotjob/runtime:v2")
+    started = harness.wait_status(
+        "swift", lambda s: s["execution"]["attempt"] == 2, "the upgraded execution"
+    )
+    assert "termination" not in started, "forceful modes need no request to the driver"
+    harness.wait_pods(uid, [started["execution"]["driverPod"]])
+    (pod,) = harness.pods(uid)
+    assert pod.spec.containers[0].image == "snapshotjob/runtime:v2"
+    record = started["executionRecord"]
+    if mode == "stateless":
+        assert record["snapshotId"] == -1, "stateless drops the job's state"
+        assert record["ongoingSnapshotId"] == 5, "snapshot ids are never reused"
+    else:
+        assert record["snapshotId"] == 5, "last-snapshot restores the last snapshot"
+    del running
+
+
+# --- deadlines and invalid input ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("operator_args", [("--graceful-timeout", "2")])
+def test_graceful_request_not_served_escalates(harness: Harness) -> None:
+    uid, running = harness.start_running("stuck")
+    harness.patch_spec("stuck", suspend=True)
+    harness.wait_status("stuck", lambda s: "termination" in s, "the suspend request")
+    suspended = harness.wait_phase("stuck", "SUSPENDED", timeout=15)
+    assert "termination" not in suspended
+    harness.wait_pods(uid, [])
+    harness.wait_event("stuck", "TerminationEscalated")
+    del running
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"exportSnapshot": {"cancelJob": True}}, "exportSnapshot.cancelJob needs"),
+        ({"snapshotIntervalSeconds": 0}, "spec.snapshotIntervalSeconds"),
+        ({"processingGuarantee": "NONE"}, "upgradeMode"),
+        ({"image": None}, "spec.image"),
+    ],
+)
+def test_invalid_specs_are_rejected_at_admission(
+    harness: Harness, spec: dict[str, Any], message: str
+) -> None:
+    body = {key: value for key, value in VALID_SPEC.items() if spec.get(key, 0) is not None}
+    body.update({key: value for key, value in spec.items() if value is not None})
+    with pytest.raises(client.exceptions.ApiException) as rejected:
+        harness.objects.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            harness.namespace,
+            PLURAL,
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "SnapshotJob",
+                "metadata": {"name": "bad"},
+                "spec": body,
+            },
+        )
+    assert rejected.value.status == 422
+    assert message in json.loads(rejected.value.body)["message"]
+
+
+def test_export_over_the_initial_snapshot_is_rejected(harness: Harness) -> None:
+    uid = harness.create_job(
+        "careful", initialSnapshotName="golden", exportSnapshot={"name": "golden"}
+    )
+    degraded = harness.wait_status(
+        "careful",
+        lambda s: any(
+            c["type"] == "Degraded" and c["reason"] == "ExportRejected"
+            for c in s.get("conditions", ())
+        ),
+        "the Degraded condition ExportRejected",
+    )
+    assert degraded["phase"] == "STARTING", "the job itself still starts"
+    harness.wait_event("careful", "ExportRejected")
+    (pod,) = harness.pods(uid)
+    env = {item.name: item.value for item in pod.spec.containers[0].env}
+    assert env["SJ_INITIAL_SNAPSHOT_NAME"] == "golden"
+
+
+# --- the store gates starts --------------------------------------------------------------------
+
+
+def test_no_start_while_the_store_cannot_hold_the_backups(harness: Harness) -> None:
+    uid = harness.create_job("greedy", hazelcast={"backupCount": 3})
+    waiting = harness.wait_status(
+        "greedy",
+        lambda s: any(c["reason"] == "TooFewMembers" for c in s.get("conditions", ())),
+        "StoreReady TooFewMembers",
+    )
+    assert waiting["phase"] == "NOT_RUNNING"
+    time.sleep(2)
+    assert harness.pods(uid) == []
+    harness.wait_event("greedy", "StoreNotReady")
+    harness.patch_spec("greedy", hazelcast={"backupCount": 2})
+    harness.wait_phase("greedy", "STARTING")
+
+
+def test_no_start_while_the_store_is_unreachable(harness: Harness) -> None:
+    uid = harness.create_job("lonely", hazelcast={"address": "127.0.0.1:1", "clusterName": "x"})
+    waiting = harness.wait_status(
+        "lonely",
+        lambda s: any(c["reason"] == "StoreUnreachable" for c in s.get("conditions", ())),
+        "StoreReady StoreUnreachable",
+    )
+    assert waiting["phase"] == "NOT_RUNNING"
+    assert harness.pods(uid) == []
+
+
+@pytest.mark.slow
+def test_split_brain_protection_waits_for_the_quorum(
+    harness: Harness, healthy_hazelcast: HazelcastCluster
+) -> None:
+    policy = {"maxRestarts": 5, "backoffSeconds": 1, "maxBackoffSeconds": 1}
+    uid, running = harness.start_running("guarded", splitBrainProtection=True, restartPolicy=policy)
+    assert running["executionRecord"]["quorumSize"] == 2, "more than half of 3 members"
+    # The driver saw all three members take part: it raises the quorum to all of them.
+    harness.write_status("guarded", executionRecord={**running["executionRecord"], "quorumSize": 3})
+    healthy_hazelcast.kill(2)
+    harness.exit_pod(running["execution"]["driverPod"], 1)
+    held = harness.wait_status(
+        "guarded",
+        lambda s: (
+            s.get("phase") == "RESTARTING"
+            and any(
+                c["type"] == "StoreReady" and c["reason"] in ("BelowQuorum", "NotClusterSafe")
+                for c in s.get("conditions", ())
+            )
+        ),
+        "the restart held back by the store",
+    )
+    time.sleep(5)
+    held = harness.status("guarded")
+    assert held["execution"]["attempt"] == 1, "no new execution below the quorum"
+    assert held["phase"] == "RESTARTING"
+    healthy_hazelcast.restart(2)
+    healthy_hazelcast.wait_cluster_safe(expected_size=3)
+    resumed = harness.wait_status(
+        "guarded", lambda s: s["execution"]["attempt"] == 2, "the restart once whole", timeout=60
+    )
+    harness.wait_pods(uid, [resumed["execution"]["driverPod"]])
+
+
+@pytest.mark.slow
+def test_no_start_while_the_store_is_not_cluster_safe(
+    harness: Harness, healthy_hazelcast: HazelcastCluster, store: HazelcastSnapshotStore
+) -> None:
+    # Enough data that the migration after losing a member takes a while to settle.
+    uid, running = harness.start_running(
+        "patient", restartPolicy={"maxRestarts": 5, "backoffSeconds": 1, "maxBackoffSeconds": 1}
+    )
+    ballast = f"__sj.snapshot.ballast-{uid}.0"
+    chunk = bytes(64 * 1024)
+    store.put_chunks(ballast, [(ChunkKey(1, "ballast", p, 0), chunk) for p in range(2000)])
+    observed: list[tuple[float, bool]] = []
+    healthy_hazelcast.kill(1)
+    harness.exit_pod(running["execution"]["driverPod"], 1)
+    deadline = time.monotonic() + 60
+    started_at = None
+    while time.monotonic() < deadline and started_at is None:
+        health = healthy_hazelcast.health(0) or {}
+        observed.append((time.monotonic(), health.get("clusterSafe") is True))
+        if harness.status("patient")["execution"]["attempt"] == 2:
+            started_at = time.monotonic()
+        time.sleep(0.05)
+    assert started_at is not None, harness.operator.process.log_tail(40)
+    reasons = [c["reason"] for c in harness.status("patient")["conditions"]]
+    assert "ClusterSafe" in reasons
+    unsafe = [at for at, safe in observed if not safe]
+    assert unsafe, "the member loss must make the store unsafe for a while"
+    assert all(at < started_at for at in unsafe), "the restart waited until cluster-safe"
+    store.destroy(ballast)
+
+
+# --- several replicas --------------------------------------------------------------------------
+
+PEERING_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "kopfpeerings.kopf.dev"},
+    "spec": {
+        "scope": "Namespaced",
+        "group": "kopf.dev",
+        "names": {"kind": "KopfPeering", "plural": "kopfpeerings", "singular": "kopfpeering"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "status": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            }
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+"""kopf's namespaced peering CRD, as the chart installs it."""
+
+
+@pytest.mark.slow
+def test_two_replicas_one_works_and_the_other_takes_over(
+    kube_api: KubeAPI, namespace: str, healthy_hazelcast: HazelcastCluster, tmp_path: Path
+) -> None:
+    api = kube_api.api_client()
+    try:
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(PEERING_CRD)
+    except client.exceptions.ApiException as exc:
+        if exc.status != 409:
+            raise
+    objects = client.CustomObjectsApi(api)
+    peering = {
+        "apiVersion": "kopf.dev/v1",
+        "kind": "KopfPeering",
+        "metadata": {"name": "snapshotjob-operator"},
+    }
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            objects.create_namespaced_custom_object(
+                "kopf.dev", "v1", namespace, "kopfpeerings", peering
+            )
+            break
+        except client.exceptions.ApiException as exc:
+            if exc.status != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)  # the CRD is not served yet
+
+    def replica(label: str, priority: int) -> Operator:
+        return Operator(
+            kube_api,
+            namespace,
+            healthy_hazelcast,
+            tmp_path / f"operator-{label}.log",
+            "--priority",
+            str(priority),
+            "--peering-lifetime",
+            "10",
+            "--instance",
+            f"replica-{label}",
+            standalone=False,
+        )
+
+    low, high = replica("low", 100), replica("high", 200)
+    low.start()
+    high.start()
+    try:
+        harness = Harness(kube_api, namespace, high)
+        time.sleep(3)  # both announced themselves; the low one pauses
+        uid, running = harness.start_running("shared")
+        harness.wait_event("shared", "ExecutionStarted")
+        assert harness.event_sources("shared") == {"ExecutionStarted": {"replica-high"}}
+        assert "Supervising job" not in low.process.log_path.read_text(), "the low one waits"
+
+        high.kill()
+        harness.operator = low
+        harness.patch_spec("shared", suspend=True)
+        requested = harness.wait_status(
+            "shared", lambda s: "termination" in s, "the takeover by the low replica", 40
+        )
+        assert requested["execution"] == running["execution"], "the takeover starts nothing"
+        harness.wait_event("shared", "TerminationRequested")
+        sources = harness.event_sources("shared")
+        assert sources["TerminationRequested"] == {"replica-low"}
+        assert sources["ExecutionStarted"] == {"replica-high"}
+        assert harness.pod_names(uid) == [running["execution"]["driverPod"]]
+        assert "Supervising job" in low.process.log_path.read_text()
+    finally:
+        high.stop()
+        low.stop()

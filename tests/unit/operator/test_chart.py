@@ -1,0 +1,197 @@
+"""The Helm chart: it lints, renders, and grants and configures what the operator relies on.
+
+Rendering with the real ``helm`` (built by ``hack/kube/build.sh`` with the rest of the
+Kubernetes binaries) checks the templates as users will run them; the assertions then tie the
+rendered objects to the code: the operator's permissions cover the driver Role it grants
+(Kubernetes refuses to grant more than the granter holds), the store members the operator is
+given are the StatefulSet's Pods, and the member config holds the protocol's settings.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from snapshot_operator.manifests import build_role
+from snapshot_operator.reconcile import JobRef
+from tests.fixtures.kube import controlplane
+
+CHART = Path(__file__).resolve().parents[3] / "charts" / "snapshotjob-operator"
+RELEASE = "sj"
+NAMESPACE = "snapshots"
+
+
+def helm(*args: str) -> str:
+    """Runs the built helm binary; fails the test with helm's message if it fails."""
+    binary = controlplane.default_bin_dir() / "helm"
+    assert binary.is_file(), f"helm not found at {binary}: run `make kube-binaries`"
+    result = subprocess.run(
+        [str(binary), *args], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def render(*sets: str) -> list[dict[str, Any]]:
+    """Renders the chart's templates with ``--set`` values."""
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    for value in sets:
+        args += ["--set", value]
+    return [doc for doc in yaml.safe_load_all(helm(*args)) if doc]
+
+
+def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """The rendered objects of one kind."""
+    return [obj for obj in objects if obj["kind"] == kind]
+
+
+def covers(rules: list[dict[str, Any]], wanted: dict[str, Any]) -> bool:
+    """Whether some rule grants every verb of ``wanted`` on each of its resources."""
+    for resource in wanted["resources"]:
+        for verb in wanted["verbs"]:
+            if not any(
+                set(wanted["apiGroups"]) <= set(rule["apiGroups"])
+                and resource in rule["resources"]
+                and verb in rule["verbs"]
+                and "resourceNames" not in rule
+                for rule in rules
+            ):
+                return False
+    return True
+
+
+def env_of(deployment: dict[str, Any]) -> dict[str, str]:
+    """The operator container's plain environment variables."""
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return {item["name"]: item["value"] for item in container["env"] if "value" in item}
+
+
+def test_chart_lints() -> None:
+    assert "0 chart(s) failed" in helm("lint", str(CHART), "--strict")
+
+
+def test_operator_holds_every_permission_it_grants_to_drivers() -> None:
+    objects = render()
+    (role,) = [
+        r
+        for r in by_kind(objects, "ClusterRole")
+        if r["metadata"]["name"] == RELEASE + "-snapshotjob-operator"
+    ]
+    driver_rules = build_role(JobRef("ns", "job", "uid"))["rules"]
+    for rule in driver_rules:
+        assert covers(role["rules"], rule), f"operator cannot grant {rule}"
+    for needed in (
+        {
+            "apiGroups": ["snapshotjob.io"],
+            "resources": ["snapshotjobs"],
+            "verbs": ["watch", "patch"],
+        },
+        {"apiGroups": ["snapshotjob.io"], "resources": ["snapshotjobs/status"], "verbs": ["patch"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["create"]},
+        {
+            "apiGroups": ["rbac.authorization.k8s.io"],
+            "resources": ["roles", "rolebindings"],
+            "verbs": ["create"],
+        },
+        {"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": ["patch"]},
+    ):
+        assert covers(role["rules"], needed), f"operator lacks {needed}"
+    (binding,) = [
+        b
+        for b in by_kind(objects, "ClusterRoleBinding")
+        if b["roleRef"]["name"] == role["metadata"]["name"]
+    ]
+    (account,) = by_kind(objects, "ServiceAccount")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}
+    ]
+    assert env_of(by_kind(objects, "Deployment")[0])["SJ_OPERATOR_ALL_NAMESPACES"] == "true"
+    assert [p["kind"] for p in objects if p["apiVersion"] == "kopf.dev/v1"] == [
+        "ClusterKopfPeering"
+    ]
+
+
+def test_namespaced_mode_grants_roles_only_where_it_watches() -> None:
+    objects = render("operator.allNamespaces=false", "operator.namespaces={team-a,team-b}")
+    roles = by_kind(objects, "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    for role in roles:
+        for rule in build_role(JobRef("ns", "job", "uid"))["rules"]:
+            assert covers(role["rules"], rule)
+    cluster_roles = by_kind(objects, "ClusterRole")
+    assert [r["metadata"]["name"] for r in cluster_roles] == [
+        f"{RELEASE}-snapshotjob-operator-discovery"
+    ]
+    assert not any(rule["resources"] == ["pods"] for r in cluster_roles for rule in r["rules"]), (
+        "no cluster-wide Pod access in namespaced mode"
+    )
+    env = env_of(by_kind(objects, "Deployment")[0])
+    assert env["SJ_OPERATOR_NAMESPACES"] == "team-a,team-b"
+    peerings = [p for p in objects if p["kind"] == "KopfPeering"]
+    assert sorted(p["metadata"]["namespace"] for p in peerings) == ["team-a", "team-b"]
+
+
+def test_namespaced_mode_without_namespaces_is_refused() -> None:
+    binary = controlplane.default_bin_dir() / "helm"
+    result = subprocess.run(
+        [str(binary), "template", RELEASE, str(CHART), "--set", "operator.allNamespaces=false"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "operator.namespaces must list namespaces" in result.stderr
+
+
+@pytest.mark.parametrize("replicas", [3, 5])
+def test_hazelcast_statefulset_and_operator_agree_on_the_members(replicas: int) -> None:
+    objects = render(f"hazelcast.replicas={replicas}")
+    (statefulset,) = by_kind(objects, "StatefulSet")
+    (service,) = by_kind(objects, "Service")
+    assert statefulset["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    assert statefulset["spec"]["replicas"] == replicas
+    assert service["spec"]["clusterIP"] == "None"
+    assert statefulset["spec"]["serviceName"] == service["metadata"]["name"]
+    name = statefulset["metadata"]["name"]
+    members = env_of(by_kind(objects, "Deployment")[0])["SJ_OPERATOR_STORE_MEMBERS"].split(",")
+    assert members == [f"{name}-{i}.{name}.{NAMESPACE}.svc:5701" for i in range(replicas)]
+    (pdb,) = by_kind(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == statefulset["spec"]["selector"]["matchLabels"]
+
+
+def test_hazelcast_member_config() -> None:
+    objects = render("hazelcast.backupCount=2", "hazelcast.clusterName=store-1")
+    (config_map,) = by_kind(objects, "ConfigMap")
+    config = yaml.safe_load(config_map["data"]["hazelcast.yaml"])["hazelcast"]
+    (service,) = by_kind(objects, "Service")
+    assert config["cluster-name"] == "store-1"
+    assert config["jet"]["enabled"] is False
+    assert config["map"]["__sj.*"]["backup-count"] == 2
+    assert config["map"]["__sj.*"]["async-backup-count"] == 0
+    network = config["network"]
+    assert network["rest-api"]["endpoint-groups"]["HEALTH_CHECK"]["enabled"] is True
+    assert network["join"]["multicast"]["enabled"] is False
+    kubernetes = network["join"]["kubernetes"]
+    assert kubernetes["enabled"] is True
+    assert kubernetes["service-dns"] == (
+        f"{service['metadata']['name']}.{NAMESPACE}.svc.cluster.local"
+    )
+    properties = config["properties"]
+    assert properties["hazelcast.operation.backup.timeout.millis"] == 5000
+    assert properties["hazelcast.shutdownhook.policy"] == "GRACEFUL"
+    env = env_of(by_kind(objects, "Deployment")[0])
+    assert env["SJ_OPERATOR_STORE_CLUSTER_NAME"] == "store-1"
+
+
+def test_without_peering_the_operator_runs_standalone() -> None:
+    objects = render("peering.enabled=false", "operator.replicas=1")
+    container = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    assert "--standalone" in container["args"]
+    assert not [obj for obj in objects if obj["apiVersion"] == "kopf.dev/v1"]
