@@ -426,3 +426,34 @@ def test_copy_into_an_export_is_validated(job: Job) -> None:
     job.store._map(taken.map_name).delete(str(lost)).result()
     with pytest.raises(SnapshotCorrupted, match=str(taken.snapshot_id)):
         job.store.copy_snapshot(taken.map_name, target + "-2", taken.snapshot_id)
+
+
+def test_an_automatic_snapshot_costs_two_status_writes(kube_api: KubeAPI, job: Job) -> None:
+    """The record's price per snapshot in API calls: steps 2 and 7, one read before each."""
+    api = kube_api.api_client()
+    install_crd(api)
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+
+    class CountingObjects(client.CustomObjectsApi):  # type: ignore[misc]
+        reads = 0
+        writes = 0
+
+        def get_namespaced_custom_object(self, *args: Any, **kwargs: Any) -> Any:
+            self.reads += 1
+            return super().get_namespaced_custom_object(*args, **kwargs)
+
+        def patch_namespaced_custom_object_status(self, *args: Any, **kwargs: Any) -> Any:
+            self.writes += 1
+            return super().patch_namespaced_custom_object_status(*args, **kwargs)
+
+    objects = CountingObjects(api)
+    records = KubernetesRecordStore(objects, "default", name, "exec-1")
+    coordinator, state = job.execution(records=records)
+    state.set_generation(1)
+    before = (objects.reads, objects.writes)
+    for _ in range(5):
+        assert snapshot(coordinator).successful
+    reads, writes = objects.reads - before[0], objects.writes - before[1]
+    print(f"API calls per automatic snapshot: writes={writes / 5} reads={reads / 5}")
+    assert (reads, writes) == (10, 10)
+    api.close()
