@@ -151,7 +151,7 @@ def measure(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512], help="MiB of state")
-    parser.add_argument("--repeat", type=int, default=3, help="passes per figure (best counts)")
+    parser.add_argument("--repeat", type=int, default=5, help="passes per figure (best counts)")
     parser.add_argument("--heap", default="2g", help="JVM heap of each member")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)

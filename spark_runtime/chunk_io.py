@@ -76,7 +76,7 @@ def encode_batches(schema: pa.Schema, batches: Sequence[pa.RecordBatch]) -> byte
     return sink.getvalue()
 
 
-def decode_batches(data: bytes) -> list[pa.RecordBatch]:
+def decode_batches(data: bytes | bytearray) -> list[pa.RecordBatch]:
     """Returns the record batches of an Arrow IPC stream written by :func:`encode_batches`."""
     with pa.ipc.open_stream(pa.BufferReader(data)) as reader:
         return list(reader)
