@@ -11,7 +11,6 @@ result is still exact.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -25,6 +24,7 @@ from pathlib import Path
 import psycopg
 
 from examples.sequence_sum import expected_sums
+from spark_runtime.devtools.driver_process import DriverHarness
 from tests.fixtures.hazelcast import HazelcastCluster
 from tests.fixtures.postgres import PostgresServer
 
@@ -40,29 +40,15 @@ WORDS_TEXT = [
 def driver_command(
     pipeline: str, args: dict[str, object], workdir: Path, cluster: HazelcastCluster, job: str
 ) -> list[str]:
-    """The local-mode driver command line for ``pipeline``."""
-    return [
-        sys.executable,
-        "-m",
-        "spark_runtime",
-        "run",
-        "--pipeline",
-        pipeline,
-        "--args-json",
-        json.dumps(args),
-        "--record-file",
-        str(workdir / "record.json"),
-        "--hazelcast",
-        ",".join(node.address for node in cluster.nodes),
-        "--cluster-name",
-        cluster.cluster_name,
-        "--job-uid",
-        job,
-        "--snapshot-interval-ms",
-        "1000",
-        "--state-partitions",
-        "4",
-    ]
+    """The local-mode driver command line for ``pipeline`` (the chaos harness's, too)."""
+    return DriverHarness(
+        workdir=workdir,
+        members=[node.address for node in cluster.nodes],
+        cluster_name=cluster.cluster_name,
+        job_uid=job,
+        pipeline=pipeline,
+        args=args,
+    ).command()
 
 
 def run_driver(command: list[str], crash_after: float | None) -> int:
