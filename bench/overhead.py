@@ -4,9 +4,10 @@ snapshot/restore time for 10 and 100 MiB of keyed state.
 Starts its own three Hazelcast members and PostgreSQL (the test fixtures' launchers) and runs
 everything in one local[2] SparkSession, so no JVM start is measured:
 
-1. ``overhead_ratio``: the sequence -> keyed sum -> PostgreSQL pipeline over the same rows,
-   EXACTLY_ONCE with a snapshot every second, divided by the same run with NONE.
-2. ``vs_structured_streaming``: the EXACTLY_ONCE run divided by Spark Structured Streaming
+1. ``overhead_ratio``: throughput of the sequence -> keyed sum -> PostgreSQL pipeline over the
+   same rows, EXACTLY_ONCE with a snapshot every second, divided by the same run with NONE.
+2. ``vs_structured_streaming``: throughput of the EXACTLY_ONCE run divided by Spark Structured
+   Streaming's
    doing the same keyed sum over the same micro-batches with the RocksDB state store
    (checkpointing every batch, as it always does) into a no-op sink.
 3. ``snapshot_s`` / ``restore_s``: one snapshot and one restore of a running-sum state of
@@ -233,8 +234,9 @@ def main() -> int:
         print(
             json.dumps(
                 {
-                    "overhead_ratio": round(exactly_once_s / none_s, 3),
-                    "vs_structured_streaming": round(exactly_once_s / streaming_s, 3),
+                    # Throughput ratios: the same rows in less time is a higher ratio.
+                    "overhead_ratio": round(none_s / exactly_once_s, 3),
+                    "vs_structured_streaming": round(streaming_s / exactly_once_s, 3),
                     "snapshot_s": snapshot_s,
                     "restore_s": restore_s,
                     "rows": ns.rows,
