@@ -93,7 +93,10 @@ def _run_to_completion(harness: DriverHarness, attempts: int = 5) -> int:
 
 
 def test_exactly_once_survives_driver_kills_failpoints_and_member_faults(
-    healthy_hazelcast: HazelcastCluster, postgres_dsn: str, tmp_path: Path
+    healthy_hazelcast: HazelcastCluster,
+    postgres_dsn: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     cluster = healthy_hazelcast
     harness = _harness(tmp_path, cluster, postgres_dsn, "EXACTLY_ONCE", "upsert", END)
@@ -147,18 +150,23 @@ def test_exactly_once_survives_driver_kills_failpoints_and_member_faults(
         rows = conn.execute("SELECT key, total, count FROM sums ORDER BY key").fetchall()
     actual = {key: (total, count) for key, total, count in rows}
     leftover = _prepared(postgres_dsn)
-    print(
-        f"\nexactly-once chaos: kills={kills} (random={RANDOM_KILLS}, "
-        f"failpoints={len(crash_points)}) restores={restores} executions={harness.starts} "
-        f"rows_checked={len(rows)} values_summed={END} exit_codes={harness.exit_codes} "
-        f"seconds={time.monotonic() - started:.0f}"
-    )
+    # The figures belong in the run's output (CI's log), not in pytest's captured stdout.
+    with capsys.disabled():
+        print(
+            f"\nexactly-once chaos: kills={kills} (random={RANDOM_KILLS}, "
+            f"failpoints={len(crash_points)}) restores={restores} executions={harness.starts} "
+            f"rows_checked={len(rows)} values_summed={END} exit_codes={harness.exit_codes} "
+            f"seconds={time.monotonic() - started:.0f}"
+        )
     assert actual == expected
     assert leftover == []
 
 
 def test_at_least_once_with_appending_sink_duplicates_output(
-    healthy_hazelcast: HazelcastCluster, postgres_dsn: str, tmp_path: Path
+    healthy_hazelcast: HazelcastCluster,
+    postgres_dsn: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     end = 60_000
     # Snapshots 5 s apart leave room for epochs between them, which a kill then makes replay.
@@ -185,7 +193,8 @@ def test_at_least_once_with_appending_sink_duplicates_output(
             "SELECT key, max(total), max(count) FROM sums GROUP BY key ORDER BY key"
         ).fetchall()
     duplicates = repeated[0] if repeated is not None else 0
-    print(f"\nat-least-once chaos: kills={kills} duplicated_rows={duplicates}")
+    with capsys.disabled():
+        print(f"\nat-least-once chaos: kills={kills} duplicated_rows={duplicates}")
     assert duplicates > 0
     # Replays repeat output but lose nothing: the last totals are still right.
     assert {k: (t, c) for k, t, c in final} == expected_sums(end, KEYS)
