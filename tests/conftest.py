@@ -7,6 +7,12 @@ plugins so every test module can ask for ``hazelcast_cluster``, ``postgres`` or 
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
+
+# Property tests assert outcomes, not speed: on a loaded 2-core CI machine one example may
+# take longer than hypothesis's default 200 ms deadline without anything being wrong.
+settings.register_profile("snapshotjob", deadline=None)
+settings.load_profile("snapshotjob")
 
 pytest_plugins = [
     "tests.fixtures.hazelcast",

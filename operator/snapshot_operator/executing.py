@@ -23,7 +23,7 @@ from typing import Any
 from kubernetes import client
 
 from snapshot_operator import creating, deleting, eventing, fetching, patching, store_health
-from snapshot_operator.api import ExportedSnapshot, SnapshotJobSpec
+from snapshot_operator.api import ExportedSnapshot, ExportFailureStatus, SnapshotJobSpec
 from snapshot_operator.manifests import build_driver_pod
 from snapshot_operator.reconcile import (
     Action,
@@ -44,6 +44,7 @@ from snapshot_operator.reconcile import (
 )
 from snapshot_operator.settings import OperatorSettings
 from snapshot_operator.snapshot_maps import SnapshotMaps
+from spark_runtime.protocol import SnapshotCorrupted, SnapshotStoreError
 
 log = logging.getLogger(__name__)
 
@@ -206,17 +207,25 @@ def _copy(
     status: dict[str, Any],
     action: CopySnapshotToExport,
 ) -> str:
-    """Copies the restore point to the export, then records the export in the status."""
+    """Copies the restore point to the export, then records the export in the status.
+
+    A copy the store failed or that did not validate is recorded in ``status.exportFailure``
+    (attempts counted per export name) instead of raised: the decision retries it with backoff
+    and gives up after a few attempts, which it can only do if it sees the outcome.
+    """
     job = observation.job
     spec = observation.spec
     members, cluster = store_of(runtime, spec if isinstance(spec, SnapshotJobSpec) else None)
-    copied = runtime.maps.copy(
-        members,
-        cluster,
-        source_map=action.source_map,
-        target_map=action.export_map,
-        snapshot_id=action.snapshot_id,
-    )
+    try:
+        copied = runtime.maps.copy(
+            members,
+            cluster,
+            source_map=action.source_map,
+            target_map=action.export_map,
+            snapshot_id=action.snapshot_id,
+        )
+    except (SnapshotStoreError, SnapshotCorrupted) as error:
+        return _copy_failed(runtime, observation, version, status, action, error)
     exported = ExportedSnapshot(
         name=action.export_name,
         snapshot_id=copied.snapshot_id,
@@ -239,5 +248,39 @@ def _copy(
         action.export_name,
         copied.snapshot_id,
         copied.num_bytes,
+    )
+    return version
+
+
+def _copy_failed(
+    runtime: Runtime,
+    observation: Observation,
+    version: str,
+    status: dict[str, Any],
+    action: CopySnapshotToExport,
+    error: Exception,
+) -> str:
+    """Records a failed copy in ``status.exportFailure``, counting attempts per export."""
+    job = observation.job
+    previous = status.get("exportFailure") or {}
+    attempts = (
+        int(previous.get("attempts", 0)) + 1 if previous.get("name") == action.export_name else 1
+    )
+    failure = ExportFailureStatus(
+        name=action.export_name,
+        attempts=attempts,
+        message=f"{type(error).__name__}: {error}",
+        time=datetime.now(UTC),
+    )
+    patch = {"exportFailure": failure.to_json()}
+    version = patching.patch_status(runtime.api, job.namespace, job.name, version, patch)
+    status.update(patch)
+    log.warning(
+        "Copy to export failed namespace=%s name=%s export=%s attempts=%d error=%s",
+        job.namespace,
+        job.name,
+        action.export_name,
+        attempts,
+        error,
     )
     return version

@@ -6,7 +6,10 @@ than a second client of the operator's own: the copy must be exactly as strict a
 driver's writes (single-key puts that fail on indeterminate state, the validation record
 written last, the copy validated before it counts), and keeping one implementation of that is
 the point. Clients are slow to connect, so one client per store is kept for the operator's
-lifetime and reused from the worker threads the handlers run blocking calls in.
+lifetime and reused from the worker threads the handlers run blocking calls in. Connecting is
+locked per store, not globally: a job whose external store is unreachable waits out its own
+connect timeout without holding back the other jobs' store operations (and the shared worker
+threads they run in).
 """
 
 from __future__ import annotations
@@ -42,19 +45,26 @@ class SnapshotMaps:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._clients: dict[tuple[tuple[str, ...], str], HazelcastClient] = {}
+        self._connecting: dict[tuple[tuple[str, ...], str], threading.Lock] = {}
 
     def _store(self, members: Sequence[str], cluster_name: str) -> HazelcastSnapshotStore:
         key = (tuple(members), cluster_name)
         with self._lock:
             client = self._clients.get(key)
-            if client is None:
-                log.info(
-                    "Connecting to the snapshot store members=%s cluster=%s",
-                    ",".join(members),
-                    cluster_name,
-                )
-                client = connect(members, cluster_name, cluster_connect_timeout=30.0)
-                self._clients[key] = client
+            connecting = self._connecting.setdefault(key, threading.Lock())
+        if client is None:
+            with connecting:
+                with self._lock:
+                    client = self._clients.get(key)
+                if client is None:
+                    log.info(
+                        "Connecting to the snapshot store members=%s cluster=%s",
+                        ",".join(members),
+                        cluster_name,
+                    )
+                    client = connect(members, cluster_name, cluster_connect_timeout=30.0)
+                    with self._lock:
+                        self._clients[key] = client
         return HazelcastSnapshotStore(client)
 
     def copy(

@@ -113,6 +113,7 @@ def test_the_status_the_operator_writes_is_stored_unchanged(
                 "startedAt": "2026-01-02T03:00:00Z",
                 "attempt": 1,
                 "specHash": "0123456789abcdef",
+                "statePartitions": 8,
             },
             "exportedSnapshots": [
                 {
@@ -131,6 +132,12 @@ def test_the_status_the_operator_writes_is_stored_unchanged(
                 "reason": "ExportAndCancelRequested",
             },
             "restarts": 0,
+            "exportFailure": {
+                "name": "cold",
+                "attempts": 2,
+                "message": "SnapshotStoreError: put indeterminate",
+                "time": "2026-01-02T03:06:00Z",
+            },
         }
     )
     written = status.model_dump(mode="json")
@@ -152,6 +159,8 @@ def test_kubectl_explain_describes_the_fields(
 
     assert "cancelJob" in explained
     assert "terminal snapshot" in explained
+    partitions = kube_api.kubectl("explain", "snapshotjobs.spec.statePartitions")
+    assert "Number of hash partitions of keyed state" in partitions
 
 
 def test_printer_columns_show_phase_snapshot_age_and_restarts(

@@ -41,11 +41,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.kube]
 
 ROOT = Path(__file__).resolve().parents[2]
 TERMINATED = 64
+FENCED = 77
+INTERRUPTED = 143
 WAIT = 30.0
 
 
 class Operator:
-    """The operator as a subprocess watching one namespace."""
+    """The operator as a subprocess watching one namespace (or every one)."""
 
     def __init__(
         self,
@@ -55,13 +57,13 @@ class Operator:
         log_path: Path,
         *extra: str,
         standalone: bool = True,
+        all_namespaces: bool = False,
     ) -> None:
         argv = [
             sys.executable,
             "-m",
             "snapshot_operator",
-            "--namespace",
-            namespace,
+            *(["--all-namespaces"] if all_namespaces else ["--namespace", namespace]),
             *(["--standalone"] if standalone else []),
             "--store-members",
             ",".join(node.address for node in store.nodes),
@@ -890,3 +892,92 @@ def test_two_replicas_one_works_and_the_other_takes_over(
     finally:
         high.stop()
         low.stop()
+
+
+# --- exit codes, scope --------------------------------------------------------------------
+
+
+def test_an_interrupted_driver_restarts_at_once_without_counting(harness: Harness) -> None:
+    uid, running = harness.start_running("drained")
+    first = running["execution"]
+
+    harness.exit_pod(first["driverPod"], INTERRUPTED)
+
+    restarted = harness.wait_status(
+        "drained",
+        lambda s: (s.get("execution") or {}).get("attempt") == 2,
+        "a second execution",
+    )
+    assert restarted.get("restarts", 0) == 0, "not counted in restarts"
+    assert "lastFailure" not in restarted, "an interruption is not a failure"
+    harness.wait_pods(uid, [restarted["execution"]["driverPod"]])
+    harness.wait_event("drained", "DriverInterrupted")
+    assert "ExecutionFailed" not in harness.events("drained")
+
+
+def test_a_fenced_driver_starts_nothing(harness: Harness) -> None:
+    uid, running = harness.start_running("zombie")
+    first = running["execution"]
+
+    harness.exit_pod(first["driverPod"], FENCED)
+
+    fenced = harness.wait_status(
+        "zombie",
+        lambda s: any(
+            c["type"] == "Degraded" and c["reason"] == "DriverFenced"
+            for c in s.get("conditions", ())
+        ),
+        "Degraded DriverFenced",
+    )
+    harness.wait_event("zombie", "DriverFenced")
+    time.sleep(2)  # several reconciles (store retry 1 s): none may start an execution
+    assert harness.status("zombie")["execution"] == first
+    assert "lastFailure" not in fenced
+    assert harness.pod_names(uid) == [first["driverPod"]]
+
+
+def _namespace(kube: KubeAPI) -> str:
+    name = f"op-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(kube.api_client()).create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def _started(harness: Harness, name: str, uid: str, timeout: float = WAIT) -> str:
+    status = harness.wait_phase(name, "STARTING", timeout)
+    pod = str(status["execution"]["driverPod"])
+    harness.wait_pods(uid, [pod])
+    return pod
+
+
+def test_all_namespaces_reconciles_jobs_everywhere_and_namespace_only_its_own(
+    kube_api: KubeAPI, namespace: str, healthy_hazelcast: HazelcastCluster, tmp_path: Path
+) -> None:
+    other = _namespace(kube_api)
+    everywhere = Operator(
+        kube_api, namespace, healthy_hazelcast, tmp_path / "all.log", all_namespaces=True
+    )
+    scoped = Operator(kube_api, namespace, healthy_hazelcast, tmp_path / "scoped.log")
+    try:
+        everywhere.start()
+        mine, theirs = (
+            Harness(kube_api, namespace, everywhere),
+            Harness(kube_api, other, everywhere),
+        )
+        for harness in (mine, theirs):
+            uid = harness.create_job("everywhere")
+            # Every namespace: it also takes up the jobs earlier tests left behind.
+            _started(harness, "everywhere", uid, timeout=2 * WAIT)
+        everywhere.stop()
+
+        scoped.start()
+        mine.operator = theirs.operator = scoped
+        ignored = theirs.create_job("scoped")
+        _started(mine, "scoped", mine.create_job("scoped"))
+        time.sleep(3)  # the scoped operator is up and working: the other job had its chance
+        assert theirs.status("scoped") == {}, "a job outside --namespace is left alone"
+        assert theirs.pods(ignored) == []
+        assert f"namespace={other}" not in scoped.process.log_path.read_text()
+    finally:
+        everywhere.stop()
+        scoped.stop()
+        client.CoreV1Api(kube_api.api_client()).delete_namespace(other)

@@ -28,6 +28,15 @@ class DriverExit(enum.IntEnum):
     """A record write was indeterminate after a snapshot's decision (seed, taking step 7a): the
     job must restart and restore at once. Not a failure; any pending graceful request is
     dropped. sysexits' EX_TEMPFAIL."""
+    FENCED = 77
+    """A newer execution owns the job (``status.execution.id`` is not the driver's): the driver
+    was a zombie and stopped without touching the record. Not a failure of the current
+    execution, and never a reason to start one: the operator waits for the status to show the
+    execution that fenced it."""
+    INTERRUPTED = 143
+    """The driver got SIGTERM or SIGINT (node drain, eviction, a deleted Pod), finished its
+    current step and stopped without a snapshot: the job restarts at once from its last
+    snapshot, not counted as a failure and without backoff."""
 
     @classmethod
     def of(cls, exit_code: int) -> DriverExit | None:

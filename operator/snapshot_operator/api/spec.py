@@ -24,6 +24,10 @@ from snapshot_operator.api.base import (
     CrossFieldRule,
 )
 
+DEFAULT_STATE_PARTITIONS = 8
+"""``spec.statePartitions`` when omitted; the runtime's own default, so jobs created before the
+field existed keep their partitioning."""
+
 SPARK_MEMORY_PATTERN = r"^[1-9][0-9]*[kKmMgGtT]?$"
 """Spark's memory strings as ``spark.driver.memory`` takes them, e.g. ``512m`` or ``2g``."""
 
@@ -209,6 +213,8 @@ class SnapshotJobSpec(ApiModel):
     every epoch; NONE takes no snapshots."""
     snapshot_interval_seconds: int = Field(default=10, ge=1)
     """Time from the end of one automatic snapshot to the start of the next."""
+    state_partitions: int = Field(default=DEFAULT_STATE_PARTITIONS, ge=1, le=1024)
+    """Number of hash partitions of keyed state; fixed for the life of the job's snapshots."""
     suspend: bool = False
     """Suspend the job with a terminal snapshot (true), or resume it from its last good
     snapshot (false)."""
@@ -219,8 +225,8 @@ class SnapshotJobSpec(ApiModel):
     )
     """Exported snapshot to start from while the job has no snapshot of its own."""
     upgrade_mode: UpgradeMode = UpgradeMode.SNAPSHOT
-    """How a change of the image, pipeline, Spark settings, guarantee, interval or store rolls
-    out: snapshot, last-snapshot or stateless."""
+    """How a change of the image, pipeline, Spark settings, guarantee, interval, state
+    partitions or store rolls out: snapshot, last-snapshot or stateless."""
     suspend_on_failure: bool = False
     """Suspend (without a snapshot) instead of restarting when an execution fails."""
     split_brain_protection: bool = False
@@ -237,6 +243,8 @@ class SnapshotJobSpec(ApiModel):
         ``suspend``, ``exportSnapshot`` and the operator-only fields (restart policy, upgrade
         mode, suspendOnFailure, splitBrainProtection, initialSnapshotName, which is read only at
         a first start) are left out: changing them needs no new execution.
+        ``statePartitions`` counts only when it is not the default, so jobs that existed before
+        the field keep their fingerprint and are not rolled out by an operator upgrade.
         """
         relevant = self.model_dump(
             mode="json",
@@ -250,5 +258,7 @@ class SnapshotJobSpec(ApiModel):
                 "hazelcast",
             },
         )
+        if self.state_partitions != DEFAULT_STATE_PARTITIONS:
+            relevant["state_partitions"] = self.state_partitions
         canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

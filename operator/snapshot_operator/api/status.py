@@ -201,6 +201,9 @@ class ExecutionStatus(StatusModel):
     """Sequence number of the execution within the job."""
     spec_hash: str = Field(min_length=1)
     """Fingerprint of the spec fields the execution runs with."""
+    state_partitions: int | None = Field(default=None, ge=1)
+    """``spec.statePartitions`` the execution runs with, so its snapshots' partitioning; absent
+    for executions started before the field existed."""
 
 
 class TerminationModeName(enum.StrEnum):
@@ -289,6 +292,19 @@ class FailureStatus(StatusModel):
     """When the operator saw the failure."""
 
 
+class ExportFailureStatus(StatusModel):
+    """A validated copy to an export (while suspended) that failed."""
+
+    name: str = Field(min_length=1)
+    """Export name."""
+    attempts: int = Field(ge=1)
+    """Failed copies of this export in a row."""
+    message: str
+    """The store's error of the last attempt."""
+    time: AwareDatetime
+    """When the last attempt failed."""
+
+
 class SnapshotJobStatus(StatusModel):
     """The observed state of a SnapshotJob."""
 
@@ -323,6 +339,9 @@ class SnapshotJobStatus(StatusModel):
     """Failed executions restarted in a row."""
     last_failure: FailureStatus | None = None
     """The last failure of an execution."""
+    export_failure: ExportFailureStatus | None = None
+    """The last failed copy to an export while suspended; retried with backoff a few times,
+    then given up until exportSnapshot.name changes."""
 
     def condition(self, condition_type: ConditionType) -> Condition | None:
         """Returns the condition of that type, if reported."""

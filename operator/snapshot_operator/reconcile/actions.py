@@ -34,6 +34,8 @@ class EventReason(enum.StrEnum):
     RESTART_LIMIT_REACHED = "RestartLimitReached"
     SUSPENDED_ON_FAILURE = "SuspendedOnFailure"
     FORCED_RESTART = "ForcedRestart"
+    DRIVER_INTERRUPTED = "DriverInterrupted"
+    DRIVER_FENCED = "DriverFenced"
     SNAPSHOT_CORRUPTED = "SnapshotCorrupted"
     TERMINATION_REQUESTED = "TerminationRequested"
     TERMINATION_ESCALATED = "TerminationEscalated"
@@ -46,6 +48,7 @@ class EventReason(enum.StrEnum):
     SNAPSHOT_EXPORTED = "SnapshotExported"
     EXPORT_TIMED_OUT = "ExportTimedOut"
     EXPORT_REJECTED = "ExportRejected"
+    EXPORT_FAILED = "ExportFailed"
     INVALID_SPEC = "InvalidSpec"
     STORE_NOT_READY = "StoreNotReady"
     STALE_DRIVER_DELETED = "StaleDriverDeleted"
@@ -64,10 +67,13 @@ _WARNINGS = frozenset(
         EventReason.RESTART_LIMIT_REACHED,
         EventReason.SUSPENDED_ON_FAILURE,
         EventReason.FORCED_RESTART,
+        EventReason.DRIVER_INTERRUPTED,
+        EventReason.DRIVER_FENCED,
         EventReason.SNAPSHOT_CORRUPTED,
         EventReason.TERMINATION_ESCALATED,
         EventReason.EXPORT_TIMED_OUT,
         EventReason.EXPORT_REJECTED,
+        EventReason.EXPORT_FAILED,
         EventReason.INVALID_SPEC,
         EventReason.STORE_NOT_READY,
         EventReason.STALE_DRIVER_DELETED,

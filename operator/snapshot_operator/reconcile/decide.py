@@ -23,6 +23,13 @@ The rules, and why:
   request is dropped, because the state may hold prepared transactions that only a restore
   resolves (seed, Assumptions). Until the new execution starts the status keeps a
   RESTART_FORCEFUL termination, so not even ``suspend`` skips that restore.
+* A driver that exits with :attr:`DriverExit.INTERRUPTED` (SIGTERM: a node drain, an
+  eviction, a deleted Pod) restarts at once from the last snapshot, in the same way: nothing
+  is wrong with the job, so it is neither a failure nor subject to backoff.
+* A driver that exits with :attr:`DriverExit.FENCED` saw a newer execution in the status
+  than the one observed here. It is never a failure and never starts anything by itself (that
+  could make two drivers); a fenced Pod of an older execution is simply ignored, a fenced
+  current driver is reported (Degraded ``DriverFenced``) until the status moves on.
 * Failures restart with exponential backoff up to ``maxRestarts``, then FAILED. With
   ``suspendOnFailure`` the job is suspended without a snapshot (SUSPEND_FORCEFUL) and held so
   until its spec changes; a FAILED or COMPLETED job also starts again only on a spec change.
@@ -34,16 +41,22 @@ The rules, and why:
   snapshot, or CANCEL_GRACEFUL with a terminal exported snapshot (``cancelJob``), or a
   validated copy while suspended; any change of the execution fingerprint -> ``upgradeMode``.
   Only one request is pending at a time; others wait for it.
-* A spec the operator cannot apply (invalid, or an export that would overwrite the job's own
-  restore point) is reported as the Degraded condition with an Event; the running execution
-  is left alone.
+* A validated copy to an export that fails is retried with backoff a few times, then given
+  up (back to SUSPENDED, Degraded ``ExportFailed``) until the export name changes; the
+  executor records each failure in ``status.exportFailure`` so that this stays level-based.
+* A spec the operator cannot apply (invalid, an export that would overwrite the job's own
+  restore point, or a ``statePartitions`` other than the one the job's snapshot was taken
+  with, unless the upgrade is stateless) is reported as the Degraded condition with an Event;
+  the running execution is left alone.
+* Condition messages hold nothing that changes with the clock alone, so a settled job's
+  resyncs patch nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -54,6 +67,7 @@ from snapshot_operator.api import (
     DriverExit,
     ExecutionRecordStatus,
     ExecutionStatus,
+    ExportFailureStatus,
     ExportRequestStatus,
     FailureStatus,
     Phase,
@@ -136,6 +150,18 @@ SUSPENDED_ON_FAILURE = "SuspendedOnFailure"
 JOB_WIDE = "job"
 """Stands for the execution id in request ids made while the job has no execution."""
 
+DRIVER_FENCED = "DriverFenced"
+"""Degraded reason while the current execution's driver reports a newer execution."""
+
+EXPORT_FAILED = "ExportFailed"
+"""Degraded reason of a failed copy to an export (retrying, or given up)."""
+
+INDETERMINATE_RECORD_WRITE = "IndeterminateRecordWrite"
+"""``termination.reason`` of a forced restart after :attr:`DriverExit.RESTART_FORCEFUL`."""
+
+DRIVER_INTERRUPTED = "DriverInterrupted"
+"""``termination.reason`` of a forced restart after :attr:`DriverExit.INTERRUPTED`."""
+
 _UPGRADE_MODES: Mapping[UpgradeMode, TerminationModeName] = MappingProxyType(
     {
         UpgradeMode.SNAPSHOT: TerminationModeName.RESTART_GRACEFUL,
@@ -204,6 +230,12 @@ def decide(observation: Observation, settings: Settings | None = None) -> tuple[
         plan.invalid_spec = spec.message
         plan.requeue(plan.settings.resync_seconds)
         return plan.actions(None)
+    partitions = _state_partitions_problem(spec, plan.status)
+    if partitions is not None:
+        # As an invalid spec: restoring the job's snapshot with it would fail.
+        plan.invalid_spec = partitions
+        plan.requeue(plan.settings.resync_seconds)
+        return plan.actions(None)
     plan.store_problem = _store_problem(spec, plan.status, observation.store)
     plan.export_problem = _export_problem(spec, plan.status)
     if plan.status.phase in LIVE_PHASES:
@@ -234,6 +266,7 @@ class _Plan:
         self.invalid_spec: str | None = None
         self.store_problem: _Problem | None = None
         self.export_problem: _Problem | None = None
+        self.fenced: str | None = None
 
     def update(self, **fields: Any) -> None:
         self.status = self.status.model_copy(update=fields)
@@ -306,7 +339,7 @@ class _Plan:
         computed = {
             ConditionType.READY: self._ready(spec),
             ConditionType.PROGRESSING: self._progressing(),
-            ConditionType.DEGRADED: self._degraded(),
+            ConditionType.DEGRADED: self._degraded(spec),
             ConditionType.SNAPSHOT_HEALTHY: self._snapshot_healthy(spec),
             ConditionType.STORE_READY: self._store_ready(),
         }
@@ -333,6 +366,8 @@ class _Plan:
             self.event(EventReason.INVALID_SPEC, message)
         elif condition_type is ConditionType.DEGRADED and reason == "ExportRejected":
             self.event(EventReason.EXPORT_REJECTED, message)
+        elif condition_type is ConditionType.DEGRADED and reason == DRIVER_FENCED:
+            self.event(EventReason.DRIVER_FENCED, message)
         elif condition_type is ConditionType.STORE_READY and reason != "ClusterSafe":
             self.event(EventReason.STORE_NOT_READY, message)
 
@@ -370,11 +405,16 @@ class _Plan:
             return ConditionStatus.TRUE, "ExportInProgress", f"Exporting name={request.name}"
         return ConditionStatus.FALSE, "Settled", f"Job is {phase.value}"
 
-    def _degraded(self) -> tuple[ConditionStatus, str, str]:
+    def _degraded(self, spec: SnapshotJobSpec | None) -> tuple[ConditionStatus, str, str]:
         if self.invalid_spec is not None:
             return ConditionStatus.TRUE, "InvalidSpec", f"Spec is invalid: {self.invalid_spec}"
+        if self.fenced is not None:
+            return ConditionStatus.TRUE, DRIVER_FENCED, self.fenced
         if self.export_problem is not None:
             return ConditionStatus.TRUE, self.export_problem.reason, self.export_problem.message
+        export_failed = _export_failure_message(spec, self.status, self.settings)
+        if export_failed is not None:
+            return ConditionStatus.TRUE, EXPORT_FAILED, export_failed
         failure = self.status.last_failure
         phase = self.status.phase
         if phase is Phase.FAILED and failure is not None and failure.reason != CANCELLED:
@@ -399,6 +439,9 @@ class _Plan:
         taken = self.status.last_snapshot_time
         if taken is None:
             return ConditionStatus.UNKNOWN, "NoSnapshotYet", "The job has no snapshot yet"
+        # No age in the messages: they must not change between snapshots, or every reconcile
+        # would patch the status (the age is the lastSnapshotTime printer column).
+        taken_at = _rfc3339(taken)
         age = (self.now - taken).total_seconds()
         if spec is not None and self.status.phase is Phase.RUNNING:
             bound = (
@@ -409,13 +452,13 @@ class _Plan:
                 return (
                     ConditionStatus.FALSE,
                     "SnapshotStale",
-                    f"Restore point is old snapshotId={record.snapshot_id} "
-                    f"ageSeconds={int(age)} boundSeconds={bound}",
+                    f"Restore point is older than boundSeconds={bound} "
+                    f"snapshotId={record.snapshot_id} takenAt={taken_at}",
                 )
         return (
             ConditionStatus.TRUE,
             "SnapshotRecent",
-            f"Restore point snapshotId={record.snapshot_id} ageSeconds={int(age)}",
+            f"Restore point snapshotId={record.snapshot_id} takenAt={taken_at}",
         )
 
     def _store_ready(self) -> tuple[ConditionStatus, str, str]:
@@ -716,7 +759,25 @@ def _execution_ended(plan: _Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None
             f"once exitCode={code} {context}{dropped}",
         )
         plan.update(termination=None, export_request=None)
-        _start_or_wait(plan, spec, forced=True)
+        _start_or_wait(plan, spec, forced=INDETERMINATE_RECORD_WRITE)
+    elif meaning is DriverExit.INTERRUPTED:
+        # SIGTERM from outside (drain, eviction, a deleted Pod): nothing wrong with the job.
+        dropped = f" droppedRequest={termination.mode.value}" if termination else ""
+        plan.event(
+            EventReason.DRIVER_INTERRUPTED,
+            f"Driver was interrupted (SIGTERM), restarting at once from the last snapshot "
+            f"exitCode={code} {context}{dropped}",
+        )
+        plan.update(termination=None, export_request=None)
+        _start_or_wait(plan, spec, forced=DRIVER_INTERRUPTED)
+    elif meaning is DriverExit.FENCED:
+        # The driver saw another execution id in the status than the one observed here: this
+        # view is older than the driver's. Nothing failed and nothing may start on its account.
+        plan.fenced = (
+            f"Driver stopped because a newer execution owns the job exitCode={code} {context}; "
+            "waiting for the status to show it (delete the driver Pod to start again)"
+        )
+        plan.requeue(plan.settings.store_retry_seconds)
     elif meaning is DriverExit.TERMINATED and termination is not None:
         _terminated_as_requested(plan, spec, termination, context)
     elif meaning is DriverExit.BAD_INPUT:
@@ -890,6 +951,12 @@ def _export_while_suspended(plan: _Plan, spec: SnapshotJobSpec, *, blocked: bool
         # A driver may still be stopping and move the restore point: copy once it has stopped.
         plan.requeue(plan.settings.store_retry_seconds)
         return
+    failure = plan.status.export_failure
+    if failure is not None and failure.name == name:
+        if failure.attempts >= plan.settings.export_copy_attempts:
+            return  # Given up until the name changes; Degraded says so.
+    elif failure is not None:
+        plan.update(export_failure=None)
     plan.update(phase=Phase.SUSPENDED_EXPORTING_SNAPSHOT)
     plan.event(
         EventReason.EXPORT_COPY_STARTED,
@@ -920,6 +987,8 @@ def _continue_copy(plan: _Plan, spec: SnapshotJobSpec, *, blocked: bool) -> None
     done = export.name if export is not None and export.name is not None else None
     exported = plan.status.exported(done) if done is not None else None
     if exported is not None and export is not None:
+        if plan.status.export_failure is not None:
+            plan.update(export_failure=None)
         plan.event(
             EventReason.SNAPSHOT_EXPORTED,
             f"Exported snapshot name={exported.name} snapshotId={exported.snapshot_id} "
@@ -935,11 +1004,101 @@ def _continue_copy(plan: _Plan, spec: SnapshotJobSpec, *, blocked: bool) -> None
     if name is None or record.snapshot_id == NO_SNAPSHOT or blocked:
         plan.update(phase=Phase.SUSPENDED)
         return
+    failure = plan.status.export_failure
+    if failure is not None and failure.name == name and not _retry_copy(plan, failure):
+        return
     _copy(plan, record, name)
 
 
-def _start_or_wait(plan: _Plan, spec: SnapshotJobSpec, *, forced: bool) -> None:
-    """Starts a new execution if no driver may run and the store allows it, else waits."""
+def _retry_copy(plan: _Plan, failure: ExportFailureStatus) -> bool:
+    """After a failed copy: whether to copy again now (else it waits, or gives up)."""
+    limit = plan.settings.export_copy_attempts
+    context = f"name={failure.name} attempts={failure.attempts} maxAttempts={limit}"
+    if failure.attempts >= limit:
+        plan.update(phase=Phase.SUSPENDED)
+        plan.event(
+            EventReason.EXPORT_FAILED,
+            f"Copy to the export failed, giving up until exportSnapshot.name changes {context} "
+            f"error={failure.message}",
+        )
+        return False
+    delay = plan.settings.export_retry_seconds * 2 ** (failure.attempts - 1)
+    due = failure.time + timedelta(seconds=delay)
+    if plan.now < due:
+        plan.requeue((due - plan.now).total_seconds())
+        return False
+    plan.event(
+        EventReason.EXPORT_FAILED,
+        f"Copy to the export failed, copying again {context} error={failure.message}",
+    )
+    return True
+
+
+def _export_failure_message(
+    spec: SnapshotJobSpec | None, status: SnapshotJobStatus, settings: Settings
+) -> str | None:
+    """Returns the Degraded message of a failed copy to the export the spec asks for, if any."""
+    failure = status.export_failure
+    export = spec.export_snapshot if spec is not None else None
+    if (
+        failure is None
+        or export is None
+        or export.name != failure.name
+        or status.exported(failure.name) is not None
+    ):
+        return None
+    limit = settings.export_copy_attempts
+    outcome = (
+        "gave up, set a new exportSnapshot.name to try again"
+        if failure.attempts >= limit
+        else "retrying"
+    )
+    return (
+        f"Copy to the export failed name={failure.name} attempts={failure.attempts} "
+        f"maxAttempts={limit}, {outcome}: {failure.message}"
+    )
+
+
+def _state_partitions_problem(spec: SnapshotJobSpec, status: SnapshotJobStatus) -> str | None:
+    """Returns why the spec's statePartitions cannot be applied, or None if it can.
+
+    Keyed state is hash-partitioned into that many partitions and snapshotted so; a restore
+    with another number would fail. Only a stateless upgrade, which drops the job's state,
+    may change it while the job has a snapshot. (A CEL transition rule cannot see whether the
+    job has a snapshot, so the operator checks it.)
+    """
+    execution = status.execution
+    if (
+        spec.upgrade_mode is UpgradeMode.STATELESS
+        or execution is None
+        or execution.state_partitions is None
+        or execution.state_partitions == spec.state_partitions
+        or status.record().snapshot_id == NO_SNAPSHOT
+    ):
+        return None
+    return (
+        f"spec.statePartitions cannot change while the job has a snapshot "
+        f"statePartitions={spec.state_partitions} "
+        f"snapshotStatePartitions={execution.state_partitions} "
+        f"snapshotId={status.record().snapshot_id}: set it back, or use upgradeMode stateless "
+        "to start without the job's state"
+    )
+
+
+def _rfc3339(moment: datetime) -> str:
+    """Returns the time as RFC 3339 in UTC, to the second (as Kubernetes prints times)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _start_or_wait(plan: _Plan, spec: SnapshotJobSpec, *, forced: bool | str) -> None:
+    """Starts a new execution if no driver may run and the store allows it, else waits.
+
+    Args:
+        plan: The decision.
+        spec: The job's spec.
+        forced: Whether the restart is a forced one (no backoff, not skipped by suspend); a
+            string is the reason the RESTART_FORCEFUL marker records while waiting.
+    """
     status = plan.status
     if plan.store_problem is not None or plan.pods_that_may_run():
         # NOT_RUNNING only until the first start; afterwards the job is between executions.
@@ -952,7 +1111,7 @@ def _start_or_wait(plan: _Plan, spec: SnapshotJobSpec, *, forced: bool) -> None:
                     mode=TerminationModeName.RESTART_FORCEFUL,
                     request_id=f"{execution.id if execution else JOB_WIDE}/RESTART_FORCEFUL",
                     requested_at=plan.now,
-                    reason="IndeterminateRecordWrite",
+                    reason=forced if isinstance(forced, str) else INDETERMINATE_RECORD_WRITE,
                 )
             )
         plan.requeue(plan.settings.store_retry_seconds)
@@ -1000,6 +1159,7 @@ def _start(plan: _Plan, spec: SnapshotJobSpec) -> None:
             started_at=plan.now,
             attempt=attempt,
             spec_hash=fingerprint,
+            state_partitions=spec.state_partitions,
         ),
         termination=None,
         export_request=None,

@@ -123,6 +123,10 @@ class Settings:
         stale_snapshot_intervals: SnapshotHealthy turns False when the restore point of a
             running job is older than this many snapshot intervals (plus the graceful slack).
         stale_snapshot_slack_seconds: Added to the staleness bound, for long snapshots.
+        export_copy_attempts: Failed copies to an export (while suspended) before the export
+            is given up; a new export name starts again.
+        export_retry_seconds: Delay before copying again after the first failed copy; it
+            doubles with every further failure.
     """
 
     graceful_timeout_seconds: int = 300
@@ -130,3 +134,5 @@ class Settings:
     resync_seconds: int = 60
     stale_snapshot_intervals: int = 3
     stale_snapshot_slack_seconds: int = field(default=60)
+    export_copy_attempts: int = 3
+    export_retry_seconds: int = 10

@@ -96,4 +96,6 @@ INVALID_SPECS = (
         "too-many-backups", {"hazelcast": {"backupCount": 7}}, "spec.hazelcast.backupCount"
     ),
     InvalidSpecCase("unknown-upgrade-mode", {"upgradeMode": "savepoint"}, "spec.upgradeMode"),
+    InvalidSpecCase("zero-state-partitions", {"statePartitions": 0}, "spec.statePartitions"),
+    InvalidSpecCase("too-many-state-partitions", {"statePartitions": 1025}, "spec.statePartitions"),
 )

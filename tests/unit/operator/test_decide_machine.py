@@ -1,8 +1,9 @@
 """The decision function in a loop with a simulated world: drivers, kubelet, store and users.
 
 A hypothesis state machine interleaves reconciles with everything that happens between them:
-drivers that start, snapshot, serve requests, crash or exit with RESTART_FORCEFUL; Pods that
-are stopped by the kubelet or vanish with their node; users who suspend, resume, export,
+drivers that start, snapshot, serve requests, crash, exit with RESTART_FORCEFUL, get SIGTERM
+(INTERRUPTED) or find themselves fenced (FENCED); Pods that are stopped by the kubelet, vanish
+with their node or are deleted by hand; users who suspend, resume, export,
 cancel and upgrade; a store that loses cluster safety; time that passes. After every step the
 safety invariants are checked on the whole world, not on a single decision.
 """
@@ -77,6 +78,7 @@ class JobWorld(RuleBasedStateMachine):
         self.now: datetime = NOW
         self.generation = 1
         self.forced_restart_pending = False
+        self.fenced_pod: str | None = None
         self.deleting = False
         self.deleted = False
         self.reconciles = 0
@@ -119,6 +121,12 @@ class JobWorld(RuleBasedStateMachine):
             assert phase in (Phase.STARTING, Phase.RESTARTING), "forced restart skipped"
             assert not any(isinstance(a, RequestTermination) for a in actions)
             assert self.status.restarts == before.restarts, "a forced restart is not a failure"
+        fenced = self.pods.get(self.fenced_pod) if self.fenced_pod is not None else None
+        current = before.execution.id if before.execution is not None else None
+        if fenced is not None and not self.deleting and fenced.execution_id == current:
+            assert not any(isinstance(a, CreateDriverPod) for a in actions), "fenced restart"
+            assert self.status.restarts == before.restarts, "fenced is not a failure"
+            assert self.status.last_failure == before.last_failure
         for action in actions:
             if isinstance(action, CreateDriverPod):
                 self._create(action)
@@ -245,7 +253,30 @@ class JobWorld(RuleBasedStateMachine):
             self._exit(pod, 75)
             self.forced_restart_pending = True
 
+    @rule()
+    @then_reconcile
+    def driver_is_interrupted(self) -> None:
+        pod = self._current()
+        if pod is not None and not pod.deleting:
+            self._exit(pod, 143)
+            self.forced_restart_pending = True
+
+    @rule()
+    @then_reconcile
+    def driver_finds_itself_fenced(self) -> None:
+        pod = self._current()
+        if pod is not None and not pod.deleting:
+            self._exit(pod, 77)
+            self.fenced_pod = pod.name
+
     # Kubernetes.
+
+    @rule()
+    @then_reconcile
+    def someone_removes_stopped_pods(self) -> None:
+        for name, pod in list(self.pods.items()):
+            if not pod.may_run:
+                del self.pods[name]
 
     @rule()
     @then_reconcile

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
@@ -22,6 +23,7 @@ from snapshot_operator.reconcile import EmitEvent, JobRef
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 from snapshot_operator.settings import OperatorSettings
 from snapshot_operator.snapshot_maps import CopiedSnapshot
+from spark_runtime.protocol import SnapshotCorrupted, SnapshotStoreError
 from tests.unit.operator.specs import VALID_SPEC
 
 HEALTHY = {
@@ -39,6 +41,7 @@ class FakeMaps:
     def __init__(self) -> None:
         self.copies: list[dict[str, Any]] = []
         self.destroyed: list[str] = []
+        self.failures: list[Exception] = []
 
     def copy(
         self,
@@ -50,6 +53,8 @@ class FakeMaps:
         snapshot_id: int,
     ) -> CopiedSnapshot:
         self.copies.append({"source": source_map, "target": target_map, "id": snapshot_id})
+        if self.failures:
+            raise self.failures.pop(0)
         return CopiedSnapshot(snapshot_id=snapshot_id, num_bytes=123)
 
     def destroy(self, members: Sequence[str], cluster_name: str, map_names: Sequence[str]) -> None:
@@ -246,6 +251,66 @@ def test_a_suspended_job_exports_by_a_validated_copy(
     run(runtime)
     assert api.status["phase"] == "SUSPENDED"
     assert len(maps.copies) == 1, "a listed export is not copied again"
+
+
+def test_a_failed_copy_is_recorded_and_retried_then_given_up(
+    monkeypatch: pytest.MonkeyPatch, runtime: Runtime, maps: FakeMaps
+) -> None:
+    api = FakeAPI(monkeypatch, {**VALID_SPEC, "suspend": True})
+    api.status.update(
+        {
+            "phase": "SUSPENDED",
+            "observedGeneration": 1,
+            "executionRecord": {"snapshotId": 4, "dataMapIndex": 1, "ongoingSnapshotId": 4},
+        }
+    )
+    assert api.job is not None
+    api.job["spec"]["exportSnapshot"] = {"name": "cold"}
+    api.job["metadata"]["generation"] = 2
+    maps.failures = [
+        SnapshotStoreError("put indeterminate"),
+        SnapshotCorrupted("__sj.export.default.cold", 4, "validation record missing"),
+        SnapshotStoreError("put indeterminate again"),
+    ]
+    clock = {"now": datetime(2026, 11, 21, 12, 0, tzinfo=UTC)}
+    monkeypatch.setattr(executing, "datetime", _Clock(clock))
+
+    first = run(runtime)
+
+    failure = api.status["exportFailure"]
+    assert (failure["name"], failure["attempts"]) == ("cold", 1)
+    assert "put indeterminate" in failure["message"]
+    assert api.status["phase"] == "SUSPENDED_EXPORTING_SNAPSHOT"
+    assert 0 < first.requeue_after <= runtime.settings.decision.export_retry_seconds
+    run(runtime)
+    assert len(maps.copies) == 1, "waits for the backoff"
+    degraded = next(c for c in api.status["conditions"] if c["type"] == "Degraded")
+    assert degraded["reason"] == "ExportFailed" and "name=cold" in degraded["message"]
+
+    for attempts in (2, 3):
+        clock["now"] += timedelta(minutes=5)
+        run(runtime)
+        assert api.status["exportFailure"]["attempts"] == attempts
+    assert api.status["exportFailure"]["message"].endswith("put indeterminate again")
+    clock["now"] += timedelta(minutes=5)
+    run(runtime)
+
+    assert len(maps.copies) == 3
+    assert api.status["phase"] == "SUSPENDED"
+    assert api.kinds().count("event") >= 3
+    assert ("event", "ExportFailed") in api.log
+    degraded = next(c for c in api.status["conditions"] if c["type"] == "Degraded")
+    assert "gave up" in degraded["message"]
+
+
+class _Clock:
+    """Stands in for ``datetime`` in the executor: ``now`` is the test's clock."""
+
+    def __init__(self, clock: dict[str, datetime]) -> None:
+        self._clock = clock
+
+    def now(self, tz: Any = None) -> datetime:
+        return self._clock["now"]
 
 
 def test_deletion_destroys_the_maps_then_releases_the_finalizer(

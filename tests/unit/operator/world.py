@@ -51,7 +51,7 @@ NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 JOB = JobRef(namespace="default", name="wordcount", uid="6f1c2d3e")
 EXPORT_NAMES = ("nightly", "before-upgrade", "seed")
 IMAGES = ("snapshotjob/runtime:1", "snapshotjob/runtime:2")
-EXIT_CODES = (None, 0, 1, 2, 64, 65, 75, 137)
+EXIT_CODES = (None, 0, 1, 2, 64, 65, 75, 77, 137, 143)
 OTHER_HASH = "0000000000000000"
 
 M = TypeVar("M", bound=BaseModel)
