@@ -2,9 +2,11 @@
 
 The operator learns how an execution ended from the driver container's exit code, so the
 codes are an API. The codes the operator acts on are those of
-``snapshot_operator.api.driver.DriverExit`` (0, 64, 65, 75) and are repeated here with the same
-values; the others tell a person (or a test) more precisely why a driver stopped, and the
-operator treats them as failures, except FENCED, after which a newer execution already runs.
+``snapshot_operator.api.driver.DriverExit`` (0, 64, 65, 75, 77, 143) and are repeated here with
+the same values. FENCED is never a failure: a newer execution owns the job. INTERRUPTED (a
+SIGTERM, e.g. a node drain) restarts at once from the last snapshot, like RESTART_FORCEFUL, and
+is not counted as a failure. The others tell a person (or a test) more precisely why a driver
+stopped, and the operator treats them as failures.
 
 ====  ==================  =================================================================
 code  name                meaning

@@ -18,6 +18,12 @@ def test_every_code_is_distinct_and_a_valid_exit_status() -> None:
 
 
 def test_codes_outside_the_operator_contract_read_as_failures_there() -> None:
-    # FAILPOINT_CRASH and INTERRUPTED must make the operator restart, not complete the job.
-    for code in (ExitCode.FAILED, ExitCode.FAILPOINT_CRASH, ExitCode.INTERRUPTED):
+    # FAILED and FAILPOINT_CRASH must make the operator restart, not complete the job.
+    for code in (ExitCode.FAILED, ExitCode.FAILPOINT_CRASH):
         assert DriverExit.of(code) is None
+
+
+def test_fenced_and_interrupted_are_part_of_the_operator_contract() -> None:
+    # 77 must never count as a failure and 143 must restart at once: the operator names both.
+    assert DriverExit.of(ExitCode.FENCED) is DriverExit.FENCED
+    assert DriverExit.of(ExitCode.INTERRUPTED) is DriverExit.INTERRUPTED
