@@ -4,8 +4,9 @@ Both modes run the same :class:`~spark_runtime.driver.Driver`; they differ only 
 job's settings and the execution record come from. Local mode takes everything from the
 command line and keeps the record in a file (:class:`FileRecordStore`), so a pipeline can be
 developed and its snapshots tested without a cluster. Kubernetes mode reads its SnapshotJob,
-keeps the record in the job's status and watches ``status.termination`` for the operator's
-requests.
+keeps the record in the job's status, watches ``status.termination`` and
+``status.exportRequest`` for the operator's requests and lists its exports in
+``status.exportedSnapshots``.
 
 A :class:`FailpointCrash` (from ``SJ_FAILPOINTS``) ends the process with ``os._exit`` at once,
 skipping every cleanup, because it stands for the process dying at that point.
@@ -24,13 +25,21 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
 from pyspark.sql import SparkSession
 
 from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.driver import Build, Driver, DriverSettings, StopSignals
+from spark_runtime.driver import (
+    Build,
+    Driver,
+    DriverSettings,
+    ExportedSnapshot,
+    ExportRequest,
+    StopSignals,
+)
 from spark_runtime.exit_codes import ExitCode
 from spark_runtime.file_record_store import FileRecordStore
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
@@ -50,8 +59,10 @@ JAR_DIR = Path(os.environ.get("SJ_CACHE", Path.home() / ".cache" / "snapshotjob"
 """Where ``hack/install.sh`` puts JDBC drivers; every jar there goes on Spark's classpath."""
 
 DEFAULT_STATE_PARTITIONS = 8
-STATE_PARTITIONS_CONF = "snapshotjob.statePartitions"
-"""``spec.spark.conf`` key for the number of state partitions in Kubernetes mode."""
+"""``spec.statePartitions`` when the SnapshotJob does not set it."""
+
+ENV_INITIAL_SNAPSHOT_NAME = "SJ_INITIAL_SNAPSHOT_NAME"
+"""Set by the operator on the first execution's driver Pod while the job has no snapshot."""
 
 
 class BadInput(Exception):  # noqa: N818 - names the condition, like the protocol's errors
@@ -102,6 +113,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--guarantee", choices=[g.value for g in Guarantee], default="EXACTLY_ONCE")
     run.add_argument("--snapshot-interval-ms", type=int, default=10_000)
     run.add_argument("--state-partitions", type=int, default=DEFAULT_STATE_PARTITIONS)
+    run.add_argument(
+        "--initial-snapshot-name",
+        help="local mode: restore from this exported snapshot while the record has none",
+    )
     run.add_argument("--suspend-on-failure", action="store_true")
     run.add_argument("--log-level", default="INFO")
     return root
@@ -149,6 +164,7 @@ def local_config(ns: argparse.Namespace) -> JobConfig:
         state_partitions=ns.state_partitions,
         store=StoreAddress(tuple(ns.hazelcast.split(",")), ns.cluster_name),
         suspend_on_failure=ns.suspend_on_failure,
+        initial_snapshot_name=ns.initial_snapshot_name or None,
     )
     return JobConfig(ns.pipeline, args, settings, ns.master, _pairs(ns.conf, "--conf"))
 
@@ -158,6 +174,7 @@ def kubernetes_config(job: Mapping[str, Any]) -> JobConfig:
 
     The Hazelcast address comes from ``spec.hazelcast`` or, for the installation's own
     cluster, from ``SJ_HAZELCAST_ADDRESS`` / ``SJ_HAZELCAST_CLUSTER`` set by the operator.
+    ``SJ_INITIAL_SNAPSHOT_NAME``, also from the operator, names the export to start from.
 
     Raises:
         BadInput: If the spec lacks what the driver needs.
@@ -173,7 +190,12 @@ def kubernetes_config(job: Mapping[str, Any]) -> JobConfig:
     cluster = store.get("clusterName") or os.environ.get("SJ_HAZELCAST_CLUSTER", "dev")
     spark = spec.get("spark") or {}
     conf = {str(k): str(v) for k, v in (spark.get("conf") or {}).items()}
-    partitions = int(conf.pop(STATE_PARTITIONS_CONF, DEFAULT_STATE_PARTITIONS))
+    try:
+        partitions = int(spec.get("statePartitions") or DEFAULT_STATE_PARTITIONS)
+    except (TypeError, ValueError) as error:
+        raise BadInput(f"spec.statePartitions is not an integer: {error}") from error
+    if partitions < 1:
+        raise BadInput(f"spec.statePartitions must be at least 1, not {partitions}")
     fingerprint = json.dumps(pipeline, sort_keys=True)
     settings = DriverSettings(
         job=JobIdentity(str(metadata["uid"]), str(metadata["namespace"]), fingerprint),
@@ -182,6 +204,7 @@ def kubernetes_config(job: Mapping[str, Any]) -> JobConfig:
         state_partitions=partitions,
         store=StoreAddress(tuple(address.split(",")), cluster),
         suspend_on_failure=bool(spec.get("suspendOnFailure", False)),
+        initial_snapshot_name=os.environ.get(ENV_INITIAL_SNAPSHOT_NAME) or None,
     )
     return JobConfig(
         pipeline["module"],
@@ -193,10 +216,11 @@ def kubernetes_config(job: Mapping[str, Any]) -> JobConfig:
 
 
 class TerminationWatcher:
-    """Polls ``status.termination`` of the SnapshotJob in a background thread.
+    """Polls ``status.termination`` and ``status.exportRequest`` in a background thread.
 
-    Each request (by ``requestId``) is handed to the driver once; the operator clears the
-    field when the execution has stopped.
+    Each request (by ``requestId``) is handed to the driver once; the operator clears
+    ``termination`` when the execution has stopped and ``exportRequest`` once the export is
+    listed in ``exportedSnapshots`` (or timed out, when it asks again with a new id).
 
     Args:
         fetch: Returns the SnapshotJob object.
@@ -207,7 +231,9 @@ class TerminationWatcher:
         self._fetch = fetch
         self._interval_s = interval_s
         self._request: TerminationRequest | None = None
+        self._export: ExportRequest | None = None
         self._seen: set[str] = set()
+        self._seen_exports: set[str] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="termination-watch", daemon=True)
@@ -226,9 +252,17 @@ class TerminationWatcher:
             request, self._request = self._request, None
             return request
 
+    def poll_export(self) -> ExportRequest | None:
+        """Returns a new export request once; None otherwise."""
+        with self._lock:
+            request, self._export = self._export, None
+            return request
+
     def observe(self, job: Mapping[str, Any]) -> None:
-        """Takes the request out of one read of the SnapshotJob."""
-        termination = (job.get("status") or {}).get("termination")
+        """Takes the requests out of one read of the SnapshotJob."""
+        status = job.get("status") or {}
+        self._observe_export(status.get("exportRequest"))
+        termination = status.get("termination")
         if not termination:
             return
         request_id = str(termination.get("requestId", ""))
@@ -245,6 +279,21 @@ class TerminationWatcher:
         _log.info("Termination requested requestId=%s mode=%s", request_id, request.mode.name)
         with self._lock:
             self._request = request
+
+    def _observe_export(self, export: Mapping[str, Any] | None) -> None:
+        if not export:
+            return
+        request_id = str(export.get("requestId", ""))
+        if request_id in self._seen_exports:
+            return
+        self._seen_exports.add(request_id)
+        name = export.get("name")
+        if not name:
+            _log.error("Ignoring export request without a name requestId=%s", request_id)
+            return
+        _log.info("Export requested requestId=%s name=%s", request_id, name)
+        with self._lock:
+            self._export = ExportRequest(str(name), request_id)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
@@ -309,6 +358,7 @@ def run(ns: argparse.Namespace) -> ExitCode:
         BadInput: If the input cannot be run.
     """
     watcher: TerminationWatcher | None = None
+    publish_export: Callable[[ExportedSnapshot], None] | None = None
     records: RecordStore
     if ns.kubernetes:
         from kubernetes import client as kube_client
@@ -329,7 +379,18 @@ def run(ns: argparse.Namespace) -> ExitCode:
             return cast(Mapping[str, Any], job)
 
         config = kubernetes_config(fetch())
-        records = KubernetesRecordStore(api, ns.namespace, ns.name, ns.execution_id)
+        kube_records = KubernetesRecordStore(api, ns.namespace, ns.name, ns.execution_id)
+        records = kube_records
+
+        def publish_export(export: ExportedSnapshot) -> None:
+            kube_records.append_exported_snapshot(
+                name=export.name,
+                snapshot_id=export.snapshot_id,
+                num_bytes=export.num_bytes,
+                created_at=datetime.fromtimestamp(export.created_at / 1000, UTC),
+                terminal=export.terminal,
+            )
+
         watcher = TerminationWatcher(fetch)
         app_name = f"snapshotjob-{ns.namespace}-{ns.name}"
     else:
@@ -353,6 +414,8 @@ def run(ns: argparse.Namespace) -> ExitCode:
                 snapshots,
                 failpoints=failpoints,
                 poll_termination=watcher.poll if watcher is not None else None,
+                poll_export=watcher.poll_export if watcher is not None else None,
+                publish_export=publish_export,
                 signals=signals,
             )
             if watcher is not None:

@@ -4,9 +4,14 @@ The loop owns the order of things the seed's correctness depends on: restore bef
 epoch; snapshots only at epoch boundaries (a barrier, in Jet's terms), so state, source offsets
 and buffered sink output in a snapshot all describe the same point of the stream; the 2nd
 phase of a snapshot before the next epoch (so the next snapshot can only start after it,
-mechanism 3); and termination requests served only at boundaries. Everything the seed decides
-is decided by :class:`~spark_runtime.protocol.SnapshotCoordinator`; the loop maps its final
-state to an exit code.
+mechanism 3); and termination and export requests served only at boundaries. Everything the
+seed decides is decided by :class:`~spark_runtime.protocol.SnapshotCoordinator`; the loop maps
+its final state to an exit code.
+
+Exports are reported through a callback (:data:`PublishExport`) rather than the record store
+port: the protocol core only knows export maps, while listing them in
+``status.exportedSnapshots`` is the Kubernetes mode's business (the operator clears its
+``exportRequest`` once the name appears there).
 """
 
 from __future__ import annotations
@@ -45,6 +50,43 @@ _log = logging.getLogger(__name__)
 Build = Callable[[Pipeline], None]
 TerminationPoll = Callable[[], TerminationRequest | None]
 
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """The operator's request for an export-only snapshot (``status.exportRequest``).
+
+    Attributes:
+        name: The export name.
+        request_id: Unique id of the request; each is served once.
+    """
+
+    name: str
+    request_id: str
+
+
+@dataclass(frozen=True)
+class ExportedSnapshot:
+    """A successful export, as listed in ``status.exportedSnapshots``.
+
+    Attributes:
+        name: The export name.
+        snapshot_id: The snapshot's id.
+        num_bytes: Total bytes of its chunks (its validation record's figure).
+        created_at: When the export completed, epoch milliseconds.
+        terminal: Whether the execution stopped after it (a terminal exported snapshot).
+    """
+
+    name: str
+    snapshot_id: int
+    num_bytes: int
+    created_at: int
+    terminal: bool
+
+
+ExportPoll = Callable[[], ExportRequest | None]
+PublishExport = Callable[[ExportedSnapshot], None]
+"""Reports a successful export; may raise ZombieExecution, other errors are logged."""
+
 _FINAL_SNAPSHOT_ATTEMPTS = 10
 
 
@@ -60,6 +102,8 @@ class DriverSettings:
         store: The snapshot store executors write to.
         idle_sleep_s: Pause when no source has new data.
         suspend_on_failure: Suspend instead of failing (``spec.suspendOnFailure``).
+        initial_snapshot_name: Restore from this exported snapshot while the job has no
+            snapshot of its own (``spec.initialSnapshotName``).
     """
 
     job: JobIdentity
@@ -69,6 +113,7 @@ class DriverSettings:
     store: StoreAddress
     idle_sleep_s: float = 0.2
     suspend_on_failure: bool = False
+    initial_snapshot_name: str | None = None
 
 
 class StopSignals:
@@ -109,6 +154,8 @@ class Driver:
         snapshots: The snapshot store (driver side).
         failpoints: Failpoints armed for this process.
         poll_termination: Returns a termination request once the operator made one.
+        poll_export: Returns an export request once the operator made one.
+        publish_export: Reports each successful export (none in local mode).
         signals: Stop signals to honour.
         clock: Current time in epoch milliseconds.
     """
@@ -124,6 +171,8 @@ class Driver:
         *,
         failpoints: Failpoints | None = None,
         poll_termination: TerminationPoll | None = None,
+        poll_export: ExportPoll | None = None,
+        publish_export: PublishExport | None = None,
         signals: StopSignals | None = None,
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
@@ -134,6 +183,8 @@ class Driver:
         self._snapshots = snapshots
         self._failpoints = failpoints
         self._poll = poll_termination or (lambda: None)
+        self._poll_export = poll_export or (lambda: None)
+        self._publish_export = publish_export
         self._signals = signals or StopSignals()
         self._clock = clock
         self.pipeline = Pipeline(
@@ -145,6 +196,7 @@ class Driver:
         )
         self.epochs = 0
         self.snapshots_taken = 0
+        self.exports: list[ExportedSnapshot] = []
         self.coordinator: SnapshotCoordinator | None = None
         self._requested: TerminationMode | None = None
 
@@ -169,6 +221,7 @@ class Driver:
                 self._settings.job,
                 self._settings.snapshot_interval_ms,
                 self._settings.suspend_on_failure,
+                self._settings.initial_snapshot_name,
             ),
             self._records,
             self._snapshots,
@@ -203,6 +256,11 @@ class Driver:
             request = self._poll()
             if request is not None:
                 return self._terminate(coordinator, request)
+            export = self._poll_export()
+            if export is not None:
+                self._export(coordinator, export)
+                if coordinator.state is not CoordinatorState.RUNNING:
+                    return self._exit_code()
             plan = self.pipeline.plan_epoch()
             if plan is None:
                 if self.pipeline.exhausted():
@@ -260,6 +318,56 @@ class Driver:
             )
         return outcome.successful and coordinator.state is CoordinatorState.RUNNING
 
+    def _export(self, coordinator: SnapshotCoordinator, request: ExportRequest) -> None:
+        """Takes an export-only snapshot; a failed one is logged, the operator asks again."""
+        started = time.monotonic()
+        try:
+            outcome = coordinator.take_snapshot(export_name=request.name)
+        except ValueError as error:
+            _log.error(
+                "Export refused name=%s requestId=%s error=%s",
+                request.name,
+                request.request_id,
+                error,
+            )
+            return
+        if coordinator.state is CoordinatorState.PHASE_2_PENDING:
+            coordinator.finish_snapshot()
+        if not outcome.successful:
+            _log.error(
+                "Export failed name=%s requestId=%s snapshotId=%d failure=%s",
+                request.name,
+                request.request_id,
+                outcome.snapshot_id,
+                outcome.failure,
+            )
+            return
+        _log.info(
+            "Export done name=%s snapshotId=%d map=%s numBytes=%d seconds=%.2f",
+            request.name,
+            outcome.snapshot_id,
+            outcome.map_name,
+            outcome.num_bytes,
+            time.monotonic() - started,
+        )
+        self._publish(
+            ExportedSnapshot(
+                request.name, outcome.snapshot_id, outcome.num_bytes, self._clock(), False
+            )
+        )
+
+    def _publish(self, export: ExportedSnapshot) -> None:
+        """Reports an export; only fencing is fatal, since the export map itself is complete."""
+        self.exports.append(export)
+        if self._publish_export is None:
+            return
+        try:
+            self._publish_export(export)
+        except ZombieExecution:
+            raise
+        except Exception as error:
+            _log.error("Could not report export name=%s error=%s", export.name, error)
+
     def _terminate(self, coordinator: SnapshotCoordinator, request: TerminationRequest) -> ExitCode:
         mode, export_name = request.mode, request.export_name
         if self._settings.guarantee is Guarantee.NONE and mode.terminal_snapshot:
@@ -268,6 +376,21 @@ class Driver:
         _log.info("Serving termination mode=%s exportName=%s", mode.name, export_name)
         self._requested = mode
         coordinator.request_termination(mode, export_name)
+        outcome = coordinator.last_outcome
+        if (
+            export_name is not None
+            and outcome is not None
+            and outcome.export_name == export_name
+            and outcome.kind.is_terminal
+            and outcome.successful
+            and coordinator.termination is not None
+            and coordinator.termination.mode is mode
+        ):
+            self._publish(
+                ExportedSnapshot(
+                    export_name, outcome.snapshot_id, outcome.num_bytes, self._clock(), True
+                )
+            )
         return self._exit_code()
 
     def _exit_code(self) -> ExitCode:

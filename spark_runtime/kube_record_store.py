@@ -15,7 +15,11 @@ is safe once the API server answered 2xx (DESIGN.md section 4). What remains of 
   zombie. Checking the id and writing happen against the same ``resourceVersion``, so the fence
   is atomic.
 
-Only this module talks to the API server on the runtime's behalf for the record.
+The driver also appends the snapshots it exports to ``status.exportedSnapshots``
+(:meth:`KubernetesRecordStore.append_exported_snapshot`), with the same optimistic lock and
+fence, so a zombie can never report an export as the current execution's.
+
+Only this module writes to the API server on the runtime's behalf.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import urllib3.exceptions
@@ -175,6 +180,89 @@ class KubernetesRecordStore:
                 "Ignored failed record write job=%s/%s error=%s", self.namespace, self.name, exc
             )
 
+    def append_exported_snapshot(
+        self,
+        *,
+        name: str,
+        snapshot_id: int,
+        num_bytes: int,
+        created_at: datetime,
+        terminal: bool,
+    ) -> None:
+        """Adds an export to ``status.exportedSnapshots``, replacing one of the same name.
+
+        The list is a map keyed by ``name``: other entries are kept. The patch replaces the
+        whole list, so it carries the ``resourceVersion`` of the read it was built from (a 409
+        means someone else changed the status: re-read and rebuild), and it is fenced by
+        ``status.execution.id`` like the record writes. After a write in doubt the re-read
+        shows whether the entry is already there.
+
+        Args:
+            name: The export name.
+            snapshot_id: The exported snapshot's id.
+            num_bytes: Total bytes of its chunks.
+            created_at: When the export completed (stored as RFC 3339 UTC).
+            terminal: Whether the execution stops after it (a terminal exported snapshot).
+
+        Raises:
+            ZombieExecution: If the job belongs to another execution.
+            RecordStoreError: If the write was refused, or not done by the deadline.
+        """
+        entry = {
+            "name": name,
+            "snapshotId": snapshot_id,
+            "numBytes": num_bytes,
+            "createdAt": created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "terminal": terminal,
+        }
+        deadline = time.monotonic() + self._deadline_s
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                current = self._get()
+                status = current["status"]
+                self._check_fence(status)
+                exported = [dict(e) for e in status.get("exportedSnapshots") or []]
+                if entry in exported:
+                    break
+                exported = [e for e in exported if e.get("name") != name] + [entry]
+                self._patch_status({"exportedSnapshots": exported}, current["resourceVersion"])
+                break
+            except ApiException as exc:
+                retry = exc.status == 409 or (exc.status is not None and exc.status >= 500)
+                if not retry:
+                    raise RecordStoreError(
+                        f"The API server refused the export entry for SnapshotJob "
+                        f"{self.namespace}/{self.name}: {exc.status} {exc.reason}"
+                    ) from exc
+                error: Exception = exc
+            except (RecordStoreError, *_IN_DOUBT) as exc:
+                error = exc
+            log.info(
+                "Export entry write not done, retrying job=%s/%s name=%s attempt=%d error=%s",
+                self.namespace,
+                self.name,
+                name,
+                attempt,
+                error,
+            )
+            if time.monotonic() >= deadline:
+                raise RecordStoreError(
+                    f"Could not add export '{name}' to SnapshotJob {self.namespace}/{self.name} "
+                    f"after {attempt} attempts in {self._deadline_s:.0f}s: {error}"
+                )
+            self._sleep(_backoff(attempt))
+        log.info(
+            "Exported snapshot recorded job=%s/%s name=%s snapshotId=%d numBytes=%d terminal=%s",
+            self.namespace,
+            self.name,
+            name,
+            snapshot_id,
+            num_bytes,
+            terminal,
+        )
+
     # --- plumbing -----------------------------------------------------------------------------
 
     def _get(self) -> dict[str, Any]:
@@ -210,10 +298,10 @@ class KubernetesRecordStore:
             )
 
     def _patch(self, record: dict[str, Any], resource_version: str) -> None:
-        body = {
-            "metadata": {"resourceVersion": resource_version},
-            "status": {"executionRecord": record},
-        }
+        self._patch_status({"executionRecord": record}, resource_version)
+
+    def _patch_status(self, status: dict[str, Any], resource_version: str) -> None:
+        body = {"metadata": {"resourceVersion": resource_version}, "status": status}
         self._api.patch_namespaced_custom_object_status(
             GROUP,
             VERSION,

@@ -44,7 +44,13 @@ from spark_runtime.protocol.errors import (
 from spark_runtime.protocol.failpoints import RESTORE, TAKE, Failpoints, failpoint_name
 from spark_runtime.protocol.modes import ActionAfter, SnapshotKind, TerminationMode
 from spark_runtime.protocol.ports import Clock, Participant, RecordStore, SnapshotStore
-from spark_runtime.protocol.record import ExecutionRecord, JobIdentity, snapshot_map_name
+from spark_runtime.protocol.record import (
+    NO_SNAPSHOT,
+    ExecutionRecord,
+    JobIdentity,
+    export_map_name,
+    snapshot_map_name,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -123,11 +129,14 @@ class CoordinatorConfig:
         job: Names the job's maps and tags its validation records.
         snapshot_interval_ms: From the end of one automatic snapshot to the start of the next.
         suspend_on_failure: Suspend (SUSPEND_FORCEFUL, no snapshot) instead of failing.
+        initial_snapshot_name: Restore from this exported snapshot while the record has no
+            snapshot of its own (Jet's ``JobConfig.initialSnapshotName``).
     """
 
     job: JobIdentity
     snapshot_interval_ms: int
     suspend_on_failure: bool = False
+    initial_snapshot_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +184,7 @@ class SnapshotOutcome:
         successful: Seed, definition 3: all data and the validation record were written
             without error and the 1st phase succeeded.
         failure: Why it failed, if it did.
+        num_bytes: Total bytes of the chunks written (as in the validation record).
     """
 
     snapshot_id: int
@@ -183,6 +193,7 @@ class SnapshotOutcome:
     export_name: str | None
     successful: bool
     failure: str | None
+    num_bytes: int = 0
 
 
 class SnapshotCoordinator:
@@ -221,6 +232,7 @@ class SnapshotCoordinator:
         self._pending: TerminationRequest | None = None
         self._terminating: TerminationRequest | None = None
         self._in_flight: SnapshotOutcome | None = None
+        self._last_outcome: SnapshotOutcome | None = None
         self._next_snapshot_at = 0
 
     @property
@@ -237,6 +249,11 @@ class SnapshotCoordinator:
     def termination(self) -> Termination | None:
         """Why the execution stopped, once it has."""
         return self._termination
+
+    @property
+    def last_outcome(self) -> SnapshotOutcome | None:
+        """The outcome of the last snapshot that reached taking step 6, of any kind."""
+        return self._last_outcome
 
     @property
     def pending_termination(self) -> TerminationRequest | None:
@@ -288,12 +305,21 @@ class SnapshotCoordinator:
                 f"execution record could not be written safely before restore: {error}",
             )
             return
+        initial = self._config.initial_snapshot_name
         with self._step(RESTORE, 3):
             map_name = record.successful_snapshot_map_name(self._config.job)
+            from_initial = map_name is None and initial is not None
+            if from_initial:
+                # Jet: a job without a snapshot of its own starts from initialSnapshotName.
+                assert initial is not None
+                map_name = export_map_name(self._config.job.namespace, initial)
         validation: ValidationRecord | None = None
         try:
             with self._step(RESTORE, 4):
-                if map_name is not None:
+                if from_initial:
+                    assert map_name is not None and initial is not None
+                    validation = self._validate_initial(map_name, initial)
+                elif map_name is not None:
                     validation = validate_snapshot(self._snapshots, map_name, record.snapshot_id)
         except SnapshotCorrupted as corrupted:
             self._transition(_S.FAILED)
@@ -318,6 +344,28 @@ class SnapshotCoordinator:
             return
         self._next_snapshot_at = self._clock() + self._config.snapshot_interval_ms
         self._transition(_S.RUNNING)
+
+    def _validate_initial(self, map_name: str, name: str) -> ValidationRecord:
+        """Restore step 4 for the initial snapshot, whose id only its validation record knows.
+
+        Raises:
+            SnapshotCorrupted: If the export is missing or fails validation.
+            SnapshotStoreError: If the store could not be read.
+        """
+        found = self._snapshots.get_validation_record(map_name)
+        if found is None:
+            raise SnapshotCorrupted(
+                map_name,
+                NO_SNAPSHOT,
+                f"the initial snapshot '{name}' does not exist (no validation record)",
+            )
+        _log.info(
+            "Restoring from initial snapshot name=%s map=%s snapshotId=%d",
+            name,
+            map_name,
+            found.snapshot_id,
+        )
+        return validate_snapshot(self._snapshots, map_name, found.snapshot_id)
 
     # Snapshot taking procedure
 
@@ -506,7 +554,10 @@ class SnapshotCoordinator:
                 now=now,
             ).stamped(now)
             self._record = record
-        outcome = SnapshotOutcome(snapshot_id, kind, map_name, export_name, successful, failure)
+        outcome = SnapshotOutcome(
+            snapshot_id, kind, map_name, export_name, successful, failure, num_bytes
+        )
+        self._last_outcome = outcome
 
         if successful and not kind.is_export_only:
             try:

@@ -1,4 +1,5 @@
-"""The execution record store on a real API server: safe writes, conflicts, doubt, fencing.
+"""The execution record store on a real API server: safe writes, conflicts, doubt, fencing,
+and the exports the driver lists in ``status.exportedSnapshots``.
 
 Runs against the control-plane test bed (real etcd and kube-apiserver). Where a test needs a
 network fault at an exact moment (a response lost after the server applied the patch), it
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -202,3 +204,98 @@ def test_zombie_fenced_even_when_new_execution_claims_between_read_and_patch(
         store.write_safe(_record(4))
     assert objects.patches == 1
     assert _status(api, name).get("executionRecord") is None
+
+
+# --- status.exportedSnapshots ------------------------------------------------------------------
+
+_EXPORTED_AT = datetime(2026, 3, 1, 12, 30, 5, 250_000, tzinfo=UTC)
+
+
+def _export(store: KubernetesRecordStore, name: str, snapshot_id: int, terminal: bool) -> None:
+    store.append_exported_snapshot(
+        name=name,
+        snapshot_id=snapshot_id,
+        num_bytes=100 * snapshot_id,
+        created_at=_EXPORTED_AT,
+        terminal=terminal,
+    )
+
+
+def test_exports_are_a_map_by_name(api: client.ApiClient) -> None:
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    store = KubernetesRecordStore(client.CustomObjectsApi(api), NAMESPACE, name, "exec-1")
+
+    _export(store, "nightly", 3, terminal=False)
+    _export(store, "weekly", 4, terminal=False)
+    _export(store, "nightly", 7, terminal=True)
+
+    assert _status(api, name)["exportedSnapshots"] == [
+        {
+            "name": "weekly",
+            "snapshotId": 4,
+            "numBytes": 400,
+            "createdAt": "2026-03-01T12:30:05Z",
+            "terminal": False,
+        },
+        {
+            "name": "nightly",
+            "snapshotId": 7,
+            "numBytes": 700,
+            "createdAt": "2026-03-01T12:30:05Z",
+            "terminal": True,
+        },
+    ]
+
+
+def test_export_entry_conflict_keeps_the_operators_change(api: client.ApiClient) -> None:
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    objects = FaultyObjects(api)
+
+    def operator_writes_an_export_request(n: int) -> None:
+        if n == 1:
+            _patch_status(
+                api,
+                name,
+                {
+                    "exportRequest": {
+                        "name": "weekly",
+                        "requestId": "r-1",
+                        "requestedAt": "2026-03-01T12:00:00Z",
+                    }
+                },
+            )
+
+    objects.before_patch = operator_writes_an_export_request
+    store = KubernetesRecordStore(objects, NAMESPACE, name, "exec-1", sleep=_no_sleep)
+    _export(store, "nightly", 2, terminal=False)
+
+    assert objects.patches == 2, "the first patch should have met a 409 and been repeated"
+    status = _status(api, name)
+    assert [e["name"] for e in status["exportedSnapshots"]] == ["nightly"]
+    assert status["exportRequest"]["name"] == "weekly"
+
+
+def test_export_entry_after_a_lost_response_is_written_once(api: client.ApiClient) -> None:
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    objects = FaultyObjects(api)
+
+    def response_lost(n: int) -> None:
+        if n == 1:
+            raise urllib3.exceptions.ReadTimeoutError(None, "/status", "Read timed out")
+
+    objects.after_patch = response_lost
+    store = KubernetesRecordStore(objects, NAMESPACE, name, "exec-1", sleep=_no_sleep)
+    _export(store, "nightly", 5, terminal=False)
+
+    assert objects.patches == 1, "the re-read should have shown the entry was written"
+    assert len(_status(api, name)["exportedSnapshots"]) == 1
+
+
+def test_zombie_cannot_report_exports(api: client.ApiClient) -> None:
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    store = KubernetesRecordStore(client.CustomObjectsApi(api), NAMESPACE, name, "exec-1")
+    _patch_status(api, name, {"execution": {"id": "exec-2"}})
+
+    with pytest.raises(ZombieExecution, match="exec-2"):
+        _export(store, "nightly", 1, terminal=False)
+    assert _status(api, name).get("exportedSnapshots") in (None, [])

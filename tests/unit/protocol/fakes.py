@@ -510,13 +510,16 @@ class Cluster:
         self.export_only_snapshots: set[int] = set()
 
     def start_driver(
-        self, failpoints: Failpoints | None = None, suspend_on_failure: bool = False
+        self,
+        failpoints: Failpoints | None = None,
+        suspend_on_failure: bool = False,
+        initial_snapshot_name: str | None = None,
     ) -> Driver:
         """Starts a new execution (a new driver process), fencing off the previous ones."""
         pipeline = Pipeline(self.snapshots, self.database, self.export_only_snapshots)
         records = self.records.start_execution()
         coordinator = SnapshotCoordinator(
-            CoordinatorConfig(self.job, INTERVAL_MS, suspend_on_failure),
+            CoordinatorConfig(self.job, INTERVAL_MS, suspend_on_failure, initial_snapshot_name),
             records,
             self.snapshots,
             pipeline.participants,

@@ -1,4 +1,4 @@
-"""The driver's command line, SnapshotJob reading and termination requests."""
+"""The driver's command line, SnapshotJob reading, termination and export requests."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from spark_runtime.cli import (
-    STATE_PARTITIONS_CONF,
+    DEFAULT_STATE_PARTITIONS,
+    ENV_INITIAL_SNAPSHOT_NAME,
     BadInput,
     TerminationWatcher,
     kubernetes_config,
@@ -16,6 +17,7 @@ from spark_runtime.cli import (
     local_config,
     parser,
 )
+from spark_runtime.driver import ExportRequest
 from spark_runtime.pipeline import Guarantee
 from spark_runtime.protocol import TerminationMode
 
@@ -48,6 +50,12 @@ def test_local_mode_takes_everything_from_the_command_line() -> None:
     assert config.settings.store.members == ("127.0.0.1:5701", "127.0.0.1:5702")
     assert config.settings.job.uid == "job-1"
     assert ns.record_file == Path("/tmp/record.json")
+    assert config.settings.initial_snapshot_name is None
+
+
+def test_local_mode_can_start_from_an_exported_snapshot() -> None:
+    config = local_config(parser().parse_args(_local("--initial-snapshot-name", "golden")))
+    assert config.settings.initial_snapshot_name == "golden"
 
 
 def test_local_mode_names_every_missing_option() -> None:
@@ -74,7 +82,8 @@ def test_kubernetes_mode_reads_the_snapshotjob() -> None:
             processingGuarantee="AT_LEAST_ONCE",
             snapshotIntervalSeconds=3,
             hazelcast={"address": "hz:5701", "clusterName": "prod"},
-            spark={"master": "local[2]", "conf": {STATE_PARTITIONS_CONF: "16", "a": "b"}},
+            statePartitions=16,
+            spark={"master": "local[2]", "conf": {"snapshotjob.statePartitions": "4", "a": "b"}},
         )
     )
     assert config.settings.job.uid == "u-1"
@@ -82,9 +91,27 @@ def test_kubernetes_mode_reads_the_snapshotjob() -> None:
     assert config.settings.guarantee is Guarantee.AT_LEAST_ONCE
     assert config.settings.snapshot_interval_ms == 3000
     assert config.settings.state_partitions == 16
-    assert config.spark_conf == {"a": "b"}
+    # The old conf key means nothing any more: it is passed to Spark like any other.
+    assert config.spark_conf == {"snapshotjob.statePartitions": "4", "a": "b"}
     assert config.master == "local[2]"
     assert config.args == {"end": 5}
+
+
+def test_state_partitions_default_and_validation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SJ_HAZELCAST_ADDRESS", "hz:5701")
+    assert kubernetes_config(_job()).settings.state_partitions == DEFAULT_STATE_PARTITIONS == 8
+    with pytest.raises(BadInput, match="statePartitions"):
+        kubernetes_config(_job(statePartitions="many"))
+    with pytest.raises(BadInput, match="at least 1"):
+        kubernetes_config(_job(statePartitions=-2))
+
+
+def test_initial_snapshot_name_comes_from_the_operator_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SJ_HAZELCAST_ADDRESS", "hz:5701")
+    monkeypatch.delenv(ENV_INITIAL_SNAPSHOT_NAME, raising=False)
+    assert kubernetes_config(_job()).settings.initial_snapshot_name is None
+    monkeypatch.setenv(ENV_INITIAL_SNAPSHOT_NAME, "golden")
+    assert kubernetes_config(_job()).settings.initial_snapshot_name == "golden"
 
 
 def test_kubernetes_mode_needs_a_store_address(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,3 +153,43 @@ def test_pipeline_modules_must_exist_and_define_build() -> None:
     with pytest.raises(BadInput, match="no build"):
         load_build("examples")
     assert callable(load_build("examples.sequence_sum"))
+
+
+def _export_status(request_id: str, name: str) -> dict[str, Any]:
+    return {
+        "status": {
+            "exportRequest": {
+                "name": name,
+                "requestId": request_id,
+                "requestedAt": "2026-01-01T00:00:00Z",
+            }
+        }
+    }
+
+
+def test_each_export_request_is_handed_over_once() -> None:
+    watcher = TerminationWatcher(dict)
+    watcher.observe(_export_status("e1", "nightly"))
+    assert watcher.poll_export() == ExportRequest("nightly", "e1")
+    assert watcher.poll() is None  # not a termination request
+    watcher.observe(_export_status("e1", "nightly"))
+    assert watcher.poll_export() is None
+    # The operator timed out and asks again under a new id.
+    watcher.observe(_export_status("e2", "nightly"))
+    assert watcher.poll_export() == ExportRequest("nightly", "e2")
+
+
+def test_export_and_termination_requests_are_read_from_one_status() -> None:
+    watcher = TerminationWatcher(dict)
+    both = _export_status("e1", "nightly")
+    both["status"]["termination"] = {"mode": "SUSPEND_GRACEFUL", "requestId": "t1"}
+    watcher.observe(both)
+    request = watcher.poll()
+    assert request is not None and request.mode is TerminationMode.SUSPEND_GRACEFUL
+    assert watcher.poll_export() == ExportRequest("nightly", "e1")
+
+
+def test_export_request_without_a_name_is_ignored() -> None:
+    watcher = TerminationWatcher(dict)
+    watcher.observe({"status": {"exportRequest": {"requestId": "e1"}}})
+    assert watcher.poll_export() is None

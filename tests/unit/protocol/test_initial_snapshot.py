@@ -1,0 +1,121 @@
+"""Starting a job from ``initialSnapshotName``: Jet's ``JobConfig.initialSnapshotName``.
+
+A job whose record has no snapshot of its own restores from the named exported snapshot,
+validated as strictly as any restore point; once the job has taken a snapshot of its own, the
+initial snapshot is never looked at again.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_runtime.protocol import (
+    CoordinatorState,
+    JobIdentity,
+    SnapshotCorrupted,
+    TerminationMode,
+    export_map_name,
+)
+
+from .fakes import VALIDATION_KEY, Cluster, FakeKeyedState
+
+pytestmark = pytest.mark.unit
+
+S = CoordinatorState
+OTHER_JOB = JobIdentity(uid="7c1d-uid", namespace="team-a", pipeline_fingerprint="fp-1")
+GOLDEN_MAP = export_map_name("team-a", "golden")
+
+
+def exported_job(terminal: bool = False) -> Cluster:
+    """A job that processed 0..9, exported 'golden' and then processed 10..14."""
+    cluster = Cluster()
+    driver = cluster.start_driver()
+    driver.coordinator.restore()
+    driver.pipeline.process(4)
+    driver.coordinator.take_snapshot()
+    driver.coordinator.finish_snapshot()
+    driver.pipeline.process(6)
+    if terminal:
+        driver.coordinator.request_termination(TerminationMode.CANCEL_GRACEFUL, "golden")
+        assert driver.coordinator.state is S.CANCELLED
+    else:
+        outcome = driver.coordinator.take_snapshot("golden")
+        driver.coordinator.finish_snapshot()
+        assert outcome.successful
+        driver.pipeline.process(5)
+    return cluster
+
+
+def new_job_with(exported: Cluster) -> Cluster:
+    """A second job in the same namespace that can see the first one's export map."""
+    cluster = Cluster(OTHER_JOB)
+    cluster.snapshots.maps[GOLDEN_MAP] = dict(exported.snapshots.maps[GOLDEN_MAP])
+    return cluster
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["export-only", "terminal-export"])
+def test_new_job_restores_from_the_initial_snapshot(terminal: bool) -> None:
+    cluster = new_job_with(exported_job(terminal))
+    driver = cluster.start_driver(initial_snapshot_name="golden")
+    driver.coordinator.restore()
+    assert driver.coordinator.state is S.RUNNING
+    assert driver.pipeline.source.offset == 10
+    assert driver.pipeline.state.counts == FakeKeyedState.expected_counts(range(10))
+    # The record still has no snapshot of its own; the first one gets the job's first id.
+    assert cluster.records.record.snapshot_id == -1
+    driver.pipeline.process(3)
+    outcome = driver.coordinator.take_snapshot()
+    driver.coordinator.finish_snapshot()
+    assert (outcome.snapshot_id, outcome.map_name) == (0, "__sj.snapshot.7c1d-uid.0")
+    assert cluster.database.committed_items() == [10, 11, 12]
+
+
+def test_once_the_job_has_its_own_snapshot_the_initial_one_is_ignored() -> None:
+    cluster = new_job_with(exported_job())
+    driver = cluster.start_driver(initial_snapshot_name="golden")
+    driver.coordinator.restore()
+    driver.pipeline.process(2)  # items 10, 11
+    driver.coordinator.take_snapshot()
+    driver.coordinator.finish_snapshot()
+    cluster.snapshots.maps[GOLDEN_MAP].clear()  # would fail validation if it were read
+    again = cluster.start_driver(initial_snapshot_name="golden")
+    again.coordinator.restore()
+    assert again.coordinator.state is S.RUNNING
+    assert again.pipeline.source.offset == 12
+    assert again.pipeline.state.counts == FakeKeyedState.expected_counts(range(12))
+
+
+def test_missing_initial_snapshot_fails_permanently_naming_it() -> None:
+    cluster = Cluster(OTHER_JOB)
+    driver = cluster.start_driver(initial_snapshot_name="golden")
+    with pytest.raises(SnapshotCorrupted, match="initial snapshot 'golden' does not exist"):
+        driver.coordinator.restore()
+    assert driver.coordinator.state is S.FAILED
+    termination = driver.coordinator.termination
+    assert termination is not None and GOLDEN_MAP in termination.reason
+
+
+def test_initial_snapshot_with_a_missing_chunk_is_corrupted() -> None:
+    cluster = new_job_with(exported_job())
+    entries = cluster.snapshots.maps[GOLDEN_MAP]
+    chunk = next(key for key in sorted(entries) if key != VALIDATION_KEY)
+    del entries[chunk]
+    driver = cluster.start_driver(initial_snapshot_name="golden")
+    with pytest.raises(SnapshotCorrupted, match="1 of its 6 chunks are missing") as raised:
+        driver.coordinator.restore()
+    assert GOLDEN_MAP in str(raised.value)
+    assert driver.coordinator.state is S.FAILED
+    assert driver.pipeline.source.offset == 0  # nothing was restored
+
+
+def test_outcome_reports_the_bytes_of_the_validation_record() -> None:
+    cluster = Cluster()
+    driver = cluster.start_driver()
+    driver.coordinator.restore()
+    driver.pipeline.process(5)
+    outcome = driver.coordinator.take_snapshot("golden")
+    driver.coordinator.finish_snapshot()
+    validation = cluster.snapshots.get_validation_record(GOLDEN_MAP)
+    assert validation is not None and validation.num_bytes > 0
+    assert outcome.num_bytes == validation.num_bytes
+    assert driver.coordinator.last_outcome == outcome
