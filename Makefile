@@ -70,3 +70,4 @@ clean: ## Remove the virtualenv and caches inside the repository
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
 
 include mk/kube.mk
+include mk/images.mk

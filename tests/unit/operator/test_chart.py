@@ -195,3 +195,26 @@ def test_without_peering_the_operator_runs_standalone() -> None:
     container = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
     assert "--standalone" in container["args"]
     assert not [obj for obj in objects if obj["apiVersion"] == "kopf.dev/v1"]
+
+
+def test_hazelcast_members_may_run_another_image_with_its_launcher() -> None:
+    (default,) = by_kind(render(), "StatefulSet")
+    container = default["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "hazelcast/hazelcast:5.6.0"
+    assert "command" not in container and "args" not in container
+    objects = render(
+        "hazelcast.image.repository=snapshotjob/runtime",
+        "hazelcast.image.tag=dev",
+        "hazelcast.command={hazelcast-member}",
+        "hazelcast.args={--verbose}",
+        "hazelcast.heap=256m",
+        "hazelcast.javaOpts=-XX:+UseSerialGC",
+    )
+    container = by_kind(objects, "StatefulSet")[0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "snapshotjob/runtime:dev"
+    assert container["command"] == ["hazelcast-member"]
+    assert container["args"] == ["--verbose"]
+    java_opts = {e["name"]: e["value"] for e in container["env"]}["JAVA_OPTS"]
+    assert java_opts == (
+        "-Dhazelcast.config=/etc/hazelcast/hazelcast.yaml -Xms256m -Xmx256m -XX:+UseSerialGC"
+    )

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Build the project's container images locally, without any container registry.
+#
+# Why this way: the machines this project runs on reach PyPI, Maven Central and Debian's
+# archive but no container registry, so the images start from the debootstrap base image of
+# hack/kube/images.sh and get everything else from those package registries. The slow parts
+# (Debian packages, a 450 MB PySpark wheel) sit in lower images that are cached by the hash
+# of their inputs, so a source change only rebuilds the small top layer.
+#
+# Images (one image serves the operator, the Spark driver and the Hazelcast members):
+#   snapshotjob/runtime-system:bookworm  debian-base + python3, python3-venv, Java 17 JRE
+#   snapshotjob/runtime-deps:bookworm    + /opt/venv with the third-party wheels of
+#                                         .[operator,runtime] (versions pinned to .venv's)
+#   snapshotjob/runtime:dev              + this repository's package, examples/, the
+#                                         Hazelcast jar and the `hazelcast-member` launcher
+#   snapshotjob/runtime-e2e:dev          + tests/e2e/pipelines (the end-to-end tests' code)
+#
+# Usage: hack/images/build.sh [app|e2e]...   (default: app)
+# FORCE=1 rebuilds every image whose inputs are hashed (not debian-base).
+set -euo pipefail
+IMAGES_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "${IMAGES_DIR}/../.." && pwd)"
+# shellcheck source=hack/kube/lib.sh
+source "${REPO_ROOT}/hack/kube/lib.sh"
+
+SJ_CACHE="${SJ_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/snapshotjob}"
+HAZELCAST_VERSION="${HAZELCAST_VERSION:-5.6.0}"
+HAZELCAST_JAR="${SJ_HAZELCAST_JAR:-${SJ_CACHE}/jars/hazelcast-${HAZELCAST_VERSION}.jar}"
+WHEEL_ROOT="${SJ_CACHE}/wheels"
+VENV_PY="${REPO_ROOT}/${VENV:-.venv}/bin/python"
+
+SYSTEM_IMAGE="snapshotjob/runtime-system:${DEBIAN_SUITE}"
+DEPS_IMAGE="snapshotjob/runtime-deps:${DEBIAN_SUITE}"
+APP_IMAGE="${APP_IMAGE:-snapshotjob/runtime:dev}"
+E2E_IMAGE="${E2E_IMAGE:-snapshotjob/runtime-e2e:dev}"
+SYSTEM_PACKAGES="python3 python3-venv openjdk-17-jre-headless procps"
+APP_UID=10001
+
+timed() {
+  local what="$1" start
+  shift
+  start=$(date +%s)
+  "$@"
+  log "Step done step=${what} seconds=$(( $(date +%s) - start ))"
+}
+
+image_id() { docker image inspect --format '{{.Id}}' "$1"; }
+
+# run_and_commit TAG FROM INPUTS SCRIPT [DOCKER_RUN_ARGS...] : run SCRIPT (bash) in FROM and
+# commit the container as TAG with the inputs label. Used where a Dockerfile would have to
+# send hundreds of MB of build context: the wheelhouse is bind-mounted instead.
+run_and_commit() {
+  local tag="$1" from="$2" inputs="$3" script="$4" name out
+  shift 4
+  name="sj-image-build-$$"
+  out="$(mktemp)"
+  docker rm -f "${name}" >/dev/null 2>&1 || true
+  if ! docker run --name "${name}" --network host "$@" "${from}" bash -euxc "${script}" \
+      >"${out}" 2>&1; then
+    cat "${out}" >&2
+    rm -f "${out}"
+    docker rm -f "${name}" >/dev/null 2>&1 || true
+    die "Build step failed image=${tag}"
+  fi
+  rm -f "${out}"
+  docker commit -c "LABEL snapshotjob.inputs=${inputs}" -c 'CMD ["/bin/bash"]' \
+    "${name}" "${tag}" >/dev/null
+  docker rm -f "${name}" >/dev/null
+}
+
+# System layer: Debian's Python 3.11 and Java 17 (Spark's JVM and the Hazelcast members).
+build_system() {
+  local inputs
+  debootstrap_image "${BASE_IMAGE}" "ca-certificates,tzdata"
+  inputs="$(printf '%s\n%s\n%s' "$(image_id "${BASE_IMAGE}")" "${SYSTEM_PACKAGES}" \
+    "$(declare -f build_system)" | sha256sum | cut -d' ' -f1)"
+  if image_fresh "${SYSTEM_IMAGE}" "${inputs}"; then
+    log "Image up to date image=${SYSTEM_IMAGE}"
+    return 0
+  fi
+  log "Building image=${SYSTEM_IMAGE} packages='${SYSTEM_PACKAGES}'"
+  run_and_commit "${SYSTEM_IMAGE}" "${BASE_IMAGE}" "${inputs}" "
+    export DEBIAN_FRONTEND=noninteractive
+    # ca-certificates-java's postinst wants this directory on minbase.
+    mkdir -p /usr/share/man/man1
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends ${SYSTEM_PACKAGES}
+    apt-get clean
+    rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log
+    python3 -m venv /opt/venv
+    groupadd --gid ${APP_UID} app
+    useradd --uid ${APP_UID} --gid ${APP_UID} --home-dir /home/app --create-home \
+      --shell /usr/sbin/nologin app
+    java -version
+  "
+  log "Built image=${SYSTEM_IMAGE}"
+}
+
+# The third-party wheels, pinned to the versions installed in the repository's .venv (the
+# versions every test ran with), built with the host's pip cache: warm, this takes seconds.
+wheelhouse() {
+  local constraints hash dir
+  [[ -x "${VENV_PY}" ]] || die "No virtualenv at ${VENV_PY}: run 'make install'"
+  constraints="$("${VENV_PY}" -m pip freeze --exclude-editable | grep -v '^snapshotjob' || true)"
+  hash="$(printf '%s\n%s' "${constraints}" "$(cat "${REPO_ROOT}/pyproject.toml")" \
+    | sha256sum | cut -c1-16)"
+  dir="${WHEEL_ROOT}/${hash}"
+  if [[ ! -f "${dir}/.complete" ]]; then
+    log "Building wheelhouse dir=${dir}"
+    rm -rf "${dir}"
+    mkdir -p "${dir}/wheels"
+    printf '%s\n' "${constraints}" >"${dir}/constraints.txt"
+    "${VENV_PY}" -m pip wheel --quiet --wheel-dir "${dir}/wheels" \
+      --constraint "${dir}/constraints.txt" "${REPO_ROOT}[operator,runtime]" >&2 \
+      || die "pip wheel failed"
+    # The project itself goes into the top image; only its dependencies stay here.
+    rm -f "${dir}"/wheels/snapshotjob-*.whl
+    touch "${dir}/.complete"
+  fi
+  echo "${dir}"
+}
+
+build_deps() {
+  local dir inputs
+  dir="$(wheelhouse)"
+  inputs="$(printf '%s\n%s\n%s' "$(image_id "${SYSTEM_IMAGE}")" "${dir##*/}" \
+    "$(declare -f build_deps)" | sha256sum | cut -d' ' -f1)"
+  if image_fresh "${DEPS_IMAGE}" "${inputs}"; then
+    log "Image up to date image=${DEPS_IMAGE}"
+    return 0
+  fi
+  log "Building image=${DEPS_IMAGE} wheelhouse=${dir}"
+  run_and_commit "${DEPS_IMAGE}" "${SYSTEM_IMAGE}" "${inputs}" "
+    /opt/venv/bin/pip install --quiet --no-cache-dir --no-index --find-links /wheels \
+      --constraint /wheelhouse/constraints.txt /wheels/*.whl
+    find /opt/venv -name __pycache__ -prune -exec rm -rf {} +
+    /opt/venv/bin/python -m compileall -q /opt/venv/lib >/dev/null || true
+  " -v "${dir}/wheels:/wheels:ro" -v "${dir}:/wheelhouse:ro"
+  log "Built image=${DEPS_IMAGE}"
+}
+
+# What the top image is made from: the package sources, pyproject, examples, the jar, this
+# directory's files and the deps image.
+app_inputs() {
+  {
+    image_id "${DEPS_IMAGE}"
+    (cd "${REPO_ROOT}" && find operator/snapshot_operator spark_runtime examples \
+      -name '*.py' -type f | LC_ALL=C sort | xargs sha256sum)
+    sha256sum "${REPO_ROOT}/pyproject.toml" "${HAZELCAST_JAR}" "${IMAGES_DIR}"/*
+  } | sha256sum | cut -d' ' -f1
+}
+
+build_app() {
+  local inputs ctx
+  [[ -f "${HAZELCAST_JAR}" ]] || die "Hazelcast jar missing jar=${HAZELCAST_JAR}: run 'make install'"
+  build_system
+  build_deps
+  inputs="$(app_inputs)"
+  if image_fresh "${APP_IMAGE}" "${inputs}"; then
+    log "Image up to date image=${APP_IMAGE}"
+    return 0
+  fi
+  ctx="$(mktemp -d)"
+  "${VENV_PY}" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "${ctx}" \
+    "${REPO_ROOT}" >&2 || die "pip wheel of the project failed"
+  mkdir -p "${ctx}/app"
+  cp -r "${REPO_ROOT}/examples" "${ctx}/app/examples"
+  find "${ctx}/app" -name __pycache__ -prune -exec rm -rf {} +
+  cp "${HAZELCAST_JAR}" "${ctx}/hazelcast.jar"
+  cp "${IMAGES_DIR}/hazelcast-member" "${ctx}/hazelcast-member"
+  sed "s/@INPUTS@/${inputs}/; s/@UID@/${APP_UID}/g; s|@DEPS_IMAGE@|${DEPS_IMAGE}|" \
+    "${IMAGES_DIR}/runtime.Dockerfile" >"${ctx}/Dockerfile"
+  docker_build "${APP_IMAGE}" "${ctx}"
+  rm -rf "${ctx}"
+  log "Built image=${APP_IMAGE}"
+}
+
+# The e2e image adds the end-to-end tests' pipeline modules; it is the one loaded into kind.
+build_e2e() {
+  local inputs ctx
+  build_app
+  inputs="$( { image_id "${APP_IMAGE}"; (cd "${REPO_ROOT}" && find tests/e2e/pipelines \
+    -name '*.py' -type f | LC_ALL=C sort | xargs sha256sum); } | sha256sum | cut -d' ' -f1)"
+  if image_fresh "${E2E_IMAGE}" "${inputs}"; then
+    log "Image up to date image=${E2E_IMAGE}"
+    return 0
+  fi
+  ctx="$(mktemp -d)"
+  mkdir -p "${ctx}/e2e_pipelines"
+  cp "${REPO_ROOT}"/tests/e2e/pipelines/*.py "${ctx}/e2e_pipelines/"
+  cat >"${ctx}/Dockerfile" <<EOF
+FROM ${APP_IMAGE}
+COPY e2e_pipelines/ /opt/snapshotjob/app/e2e_pipelines/
+LABEL snapshotjob.inputs=${inputs}
+EOF
+  docker_build "${E2E_IMAGE}" "${ctx}"
+  rm -rf "${ctx}"
+  log "Built image=${E2E_IMAGE}"
+}
+
+main() {
+  local targets=("$@") t start
+  [[ ${#targets[@]} -gt 0 ]] || targets=(app)
+  start=$(date +%s)
+  ensure_docker
+  for t in "${targets[@]}"; do
+    case "${t}" in
+      app) timed app build_app ;;
+      e2e) timed e2e build_e2e ;;
+      *) die "Unknown target=${t}" ;;
+    esac
+  done
+  log "Images ready targets='${targets[*]}' seconds=$(( $(date +%s) - start ))"
+}
+
+main "$@"

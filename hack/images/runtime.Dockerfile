@@ -1,0 +1,20 @@
+# The project image: operator, Spark driver (and executors) and Hazelcast member in one.
+# Rendered by hack/images/build.sh (@...@ placeholders); the build context is a temporary
+# directory holding the project's wheel, examples/, the Hazelcast jar and the launcher.
+FROM @DEPS_IMAGE@
+COPY snapshotjob-*.whl /tmp/wheel/
+RUN /opt/venv/bin/pip install --quiet --no-deps --no-index --no-cache-dir /tmp/wheel/*.whl \
+    && rm -rf /tmp/wheel
+COPY app/ /opt/snapshotjob/app/
+COPY hazelcast.jar /opt/snapshotjob/jars/hazelcast.jar
+COPY hazelcast-member /usr/local/bin/hazelcast-member
+ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PYTHONPATH=/opt/snapshotjob/app \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    HOME=/home/app \
+    LANG=C.UTF-8
+WORKDIR /home/app
+USER @UID@:@UID@
+LABEL snapshotjob.inputs=@INPUTS@
+CMD ["python", "-m", "snapshot_operator", "--help"]

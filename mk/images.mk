@@ -1,0 +1,18 @@
+# Project image targets (included from the top-level Makefile). See docs/e2e.md.
+#
+# Images are built locally from the debootstrap base of hack/kube/images.sh plus packages
+# from Debian, PyPI and Maven Central (no container registry), each cached by the hash of
+# its inputs, so running a target twice is cheap.
+
+IMAGES_HACK := hack/images
+
+.PHONY: images-app images-e2e e2e-images
+
+images-app: ## the project image snapshotjob/runtime:dev (operator, Spark driver, Hazelcast member)
+	bash $(IMAGES_HACK)/build.sh app
+
+images-e2e: ## snapshotjob/runtime-e2e:dev: the project image plus the e2e tests' pipelines
+	bash $(IMAGES_HACK)/build.sh e2e
+
+e2e-images: images-e2e ## load the e2e image into the kind cluster (make cluster-up first)
+	bash hack/kube/cluster.sh load snapshotjob/runtime-e2e:dev
