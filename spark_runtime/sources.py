@@ -132,6 +132,9 @@ class SequenceSource(Source):
         self.max_rows_per_epoch = max_rows_per_epoch
         self.event_time_step_ms = event_time_step_ms
         self.partitions = partitions
+        # A paced sequence's clock, from the first look at an offset that has none: the offset
+        # only carries it once a row was read, so it must outlive the epochs that read nothing.
+        self._clock_started_ms: int | None = None
 
     def schema(self, spark: SparkSession) -> StructType:
         """``value long, timestamp timestamp``."""
@@ -152,7 +155,9 @@ class SequenceSource(Source):
         else:
             assert self.rows_per_second is not None
             if started is None:
-                started = int(time.time() * 1000)
+                if self._clock_started_ms is None:
+                    self._clock_started_ms = int(time.time() * 1000)
+                started = self._clock_started_ms
             elapsed_s = max(0.0, time.time() - started / 1000)
             last = int(elapsed_s * self.rows_per_second)
         last = min(last, first + self.max_rows_per_epoch)

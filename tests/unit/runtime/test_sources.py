@@ -42,6 +42,20 @@ def test_paced_sequence_keeps_its_start_time_in_the_offset(
     assert source.next_offset(second) == {"next": 1000, "startedMs": 1_000_000}
 
 
+def test_paced_sequence_starts_its_clock_on_the_first_look(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The driver keeps the initial offset until an epoch reads a row, so the clock must not
+    # restart on every look (it did: the sequence never produced a row).
+    now = [1000.0]
+    monkeypatch.setattr(sources.time, "time", lambda: now[0])
+    source = SequenceSource(rows_per_second=100)
+    offset = source.initial_offset()
+    assert source.next_offset(offset) is None
+    now[0] = 1000.5
+    assert source.next_offset(offset) == {"next": 50, "startedMs": 1_000_000}
+
+
 def test_paced_sequence_caps_an_epoch_when_catching_up(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sources.time, "time", lambda: 2000.0)
     source = SequenceSource(rows_per_second=1000, max_rows_per_epoch=50)
