@@ -171,9 +171,17 @@ _Node = TypeVar("_Node")
 
 @dataclass(frozen=True)
 class EpochPlan:
-    """The ranges one epoch reads: source name -> (start offset, end offset)."""
+    """The ranges one epoch reads: source name -> (start offset, end offset).
+
+    Attributes:
+        ranges: Source name -> (start offset, end offset); sources not named read nothing.
+        end_of_input: The closing epoch of a bounded job: every source is exhausted, and
+            state operators release what they hold open (a window's watermark goes to
+            +infinity) so it is emitted before the final snapshot.
+    """
 
     ranges: Mapping[str, tuple[Offset, Offset]]
+    end_of_input: bool = False
 
 
 class Pipeline:
@@ -345,13 +353,24 @@ class Pipeline:
             raise ValueError("A pipeline must read at least one source and write one sink")
 
     def plan_epoch(self) -> EpochPlan | None:
-        """Decides the next epoch's ranges; None if no source has anything new."""
+        """Decides the next epoch's ranges; None if no source has anything new.
+
+        Once every source is exhausted and a state operator still holds open output (a
+        tumbling window not yet closed), returns a closing plan without ranges: its epoch
+        emits that output, and the operators save that they did so with the next snapshot.
+        So the driver runs the closing epoch before the final snapshot, exactly once per
+        snapshot lineage, without knowing about it.
+        """
         ranges = {}
         for name, participant in self._sources.items():
             end = participant.source.next_offset(participant.offset)
             if end is not None:
                 ranges[name] = (participant.offset, end)
-        return EpochPlan(ranges) if ranges else None
+        if ranges:
+            return EpochPlan(ranges)
+        if self.exhausted() and any(s.holds_open_output for s in self._states.values()):
+            return EpochPlan({}, end_of_input=True)
+        return None
 
     def exhausted(self) -> bool:
         """Whether every source has reached its end."""
@@ -369,6 +388,15 @@ class Pipeline:
                 self._batches[name] = self.spark.createDataFrame(
                     [], participant.source.schema(self.spark)
                 )
+        if plan.end_of_input:
+            open_states = [s for s in self._states.values() if s.holds_open_output]
+            _log.info(
+                "Closing epoch at end of input epoch=%d operators=%s",
+                epoch,
+                ",".join(s.name for s in open_states),
+            )
+            for operator in open_states:
+                operator.end_input()
         self._counters = {}
         build(self)
         for name, (_start, end) in plan.ranges.items():

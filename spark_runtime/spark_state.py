@@ -41,12 +41,21 @@ class Checkpointed:
 
 
 def checkpoint(frame: DataFrame) -> Checkpointed:
-    """Materialises ``frame`` now and returns it with the RDD ids that hold its data."""
-    persistent = frame.sparkSession.sparkContext._jsc.getPersistentRDDs()
-    before = set(persistent.keySet())
+    """Materialises ``frame`` now and returns it with the RDD ids that hold its data.
+
+    The persisted RDD is the one the new frame's plan (a ``LogicalRDD``) scans, so reading its
+    id takes a few py4j calls; diffing ``getPersistentRDDs`` before and after would cost a
+    round trip per persisted RDD, which grows with the buffered epochs.
+
+    Raises:
+        RuntimeError: If this Spark does not plan a local checkpoint as a ``LogicalRDD``.
+    """
     materialised = frame.localCheckpoint(eager=True)
-    after = set(frame.sparkSession.sparkContext._jsc.getPersistentRDDs().keySet())
-    return Checkpointed(materialised, {int(rdd_id) for rdd_id in after - before})
+    plan = materialised._jdf.queryExecution().analyzed()
+    kind = plan.getClass().getSimpleName()
+    if kind != "LogicalRDD":
+        raise RuntimeError(f"A local checkpoint was planned as {kind}, not LogicalRDD")
+    return Checkpointed(materialised, {int(plan.rdd().id())})
 
 
 def empty_frame(spark: SparkSession, schema: StructType) -> Checkpointed:

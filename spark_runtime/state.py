@@ -47,8 +47,13 @@ AGGREGATES = ("count", "sum", "min", "max")
 """The running aggregates: each merges a batch's partial result into the stored one."""
 
 DRIVER_RESTORE_MAX_CHUNKS = 16
-"""A state of at most this many chunks (64 MiB at most) is restored through the driver: that
-saves starting Python workers, which on a small machine costs more than reading the chunks."""
+"""A state of at most this many chunks is read by the driver first, to see if it is small."""
+
+DRIVER_RESTORE_MAX_BYTES = 1024 * 1024
+"""A state of at most this many bytes is restored through the driver: that saves starting
+Python workers. A larger one is restored in executor tasks, since a DataFrame built from a
+driver-side Arrow table is slow to repartition and materialise: ``bench.profile_restore``
+measured a 10 MiB state taking several times longer through the driver."""
 
 _FLAG = "_sj_flag"
 _META_SEQ = 0
@@ -197,9 +202,12 @@ class KeyedState(ABC):
             )
         self.load_driver_values(json.loads(reader.read_chunk(snapshot.map_name, meta_keys[0])))
         state_keys = sorted(k for k in snapshot.chunk_keys if k.partition < partitions)
+        restored = None
         if len(state_keys) <= DRIVER_RESTORE_MAX_CHUNKS:
-            restored = self._read_on_driver(snapshot.map_name, state_keys, reader)
-        else:
+            chunks = [reader.read_chunk(snapshot.map_name, key) for key in state_keys]
+            if sum(len(chunk) for chunk in chunks) <= DRIVER_RESTORE_MAX_BYTES:
+                restored = self._read_on_driver(chunks)
+        if restored is None:
             restored = self._read_on_executors(snapshot.map_name, state_keys)
         self._replace_state(checkpoint(self._partitioned(restored)))
         _log.info(
@@ -209,13 +217,9 @@ class KeyedState(ABC):
             len(snapshot.chunk_keys),
         )
 
-    def _read_on_driver(
-        self, map_name: str, keys: Sequence[ChunkKey], reader: ChunkReader
-    ) -> DataFrame:
-        """Reads a small state through the driver: no Python worker has to start for it."""
-        batches = [
-            batch for key in keys for batch in decode_batches(reader.read_chunk(map_name, key))
-        ]
+    def _read_on_driver(self, chunks: Sequence[bytes]) -> DataFrame:
+        """Builds a small state from chunks the driver read: no Python worker has to start."""
+        batches = [batch for chunk in chunks for batch in decode_batches(chunk)]
         if not batches:
             return empty_frame(self._context.spark, self.state_schema).frame
         table = self._context.spark.createDataFrame(pa.Table.from_batches(batches))
@@ -246,6 +250,22 @@ class KeyedState(ABC):
         """Sets driver values for a start without snapshot; subclasses with some override."""
         return
 
+    # End of a bounded input
+
+    @property
+    def holds_open_output(self) -> bool:
+        """Whether state still holds output that only the end of the input would release.
+
+        A tumbling window emits a window once the watermark passes it; at the end of bounded
+        input no later event moves the watermark, so the pipeline runs one more epoch after
+        :meth:`end_input` to emit the rest. False for operators that emit as they go.
+        """
+        return False
+
+    def end_input(self) -> None:
+        """Marks the input as ended: the next :meth:`update` releases everything held open."""
+        return
+
     @property
     def output_schema(self) -> StructType:
         """The schema of :meth:`update`'s output; by default the state's."""
@@ -273,13 +293,23 @@ def _aggregate(function: str, column: str | None) -> Column:
     return {"sum": F.sum, "min": F.min, "max": F.max}[function](F.col(column))
 
 
-def _merge(function: str, stored: Column, batch: Column) -> Column:
+def _contribution(function: str, column: str | None) -> Column:
+    """What one input row adds to a running aggregate (a count adds 1 per non-null value)."""
     if function == "count":
-        return F.coalesce(stored, F.lit(0)) + F.coalesce(batch, F.lit(0))
-    if function == "sum":
-        return F.when(stored.isNull(), batch).when(batch.isNull(), stored).otherwise(stored + batch)
-    # least/greatest skip nulls, which is what a running min/max over sparse data needs.
-    return F.least(stored, batch) if function == "min" else F.greatest(stored, batch)
+        if column is None:
+            return F.lit(1)
+        return F.when(F.col(column).isNull(), F.lit(0)).otherwise(F.lit(1))
+    if column is None:
+        raise ValueError(f"Aggregate {function} needs a column")
+    return F.col(column)
+
+
+def _combine(function: str, column: Column) -> Column:
+    """Aggregates stored values and row contributions of one group into the new value."""
+    if function == "count":
+        return F.coalesce(F.sum(column), F.lit(0))
+    # sum/min/max skip nulls, which is what a running aggregate over sparse data needs.
+    return {"sum": F.sum, "min": F.min, "max": F.max}[function](column)
 
 
 def _check_aggregates(aggs: Mapping[str, tuple[str, str | None]]) -> None:
@@ -300,25 +330,40 @@ def _partial(
 
 def _merged(
     state: DataFrame,
-    partial: DataFrame,
+    rows: DataFrame,
     groups: Sequence[str],
     aggs: Mapping[str, tuple[str, str | None]],
+    state_schema: StructType,
+    partitions: int,
+    partition_keys: Sequence[str],
 ) -> DataFrame:
-    """Full outer join of stored and batch aggregates; ``_FLAG`` marks groups in the batch."""
-    stored = state.select(*groups, *[F.col(out).alias(f"_s_{out}") for out in aggs])
-    fresh = partial.select(
-        *groups, *[F.col(out).alias(f"_b_{out}") for out in aggs], F.lit(True).alias(_FLAG)
+    """The new aggregates of every group; ``_FLAG`` marks the groups ``rows`` touched.
+
+    The stored aggregates and the batch's rows are unioned, hash-partitioned by
+    ``partition_keys`` into the state's ``partitions`` and aggregated per group: one shuffle,
+    whose partitioning the aggregation reuses, so the new state comes out partitioned as
+    the state must be. (A full outer join of the state with the batch's partial aggregates
+    needs three: the batch's, the state's, and the join output's repartitioning.)
+    """
+    types = {f.name: f.dataType for f in state_schema.fields}
+    stored = state.select(
+        *groups, *[F.col(out).alias(f"_v_{out}") for out in aggs], F.lit(False).alias(_FLAG)
     )
-    joined = stored.join(fresh, list(groups), "full_outer")
-    return joined.select(
-        *groups,
+    fresh = rows.select(
+        *[F.col(g).cast(types[g]).alias(g) for g in groups],
         *[
-            _merge(fn, F.col(f"_s_{out}"), F.col(f"_b_{out}"))
-            .cast(partial.schema[out].dataType)
-            .alias(out)
-            for out, (fn, _col) in aggs.items()
+            _contribution(fn, col).cast(types[out]).alias(f"_v_{out}")
+            for out, (fn, col) in aggs.items()
         ],
-        F.coalesce(F.col(_FLAG), F.lit(False)).alias(_FLAG),
+        F.lit(True).alias(_FLAG),
+    )
+    combined = stored.unionByName(fresh).repartition(partitions, *partition_keys)
+    return combined.groupBy(*groups).agg(
+        *[
+            _combine(fn, F.col(f"_v_{out}")).cast(types[out]).alias(out)
+            for out, (fn, _c) in aggs.items()
+        ],
+        F.max(F.col(_FLAG)).alias(_FLAG),
     )
 
 
@@ -349,8 +394,14 @@ class RunningAggregate(KeyedState):
     def update(self, batch: DataFrame) -> DataFrame:
         """Adds the batch to the totals; returns ``keys + aggs`` of every key in the batch."""
         merged = checkpoint(
-            self._partitioned(
-                _merged(self.state, _partial(batch, self.keys, self.aggs), self.keys, self.aggs)
+            _merged(
+                self.state,
+                batch,
+                self.keys,
+                self.aggs,
+                self.state_schema,
+                self._context.partitions,
+                self.keys,
             )
         )
         self._replace_state(Checkpointed(merged.frame.drop(_FLAG), merged.rdd_ids))
@@ -394,6 +445,9 @@ class TumblingWindow(KeyedState):
     The watermark is the highest event time seen minus ``watermark_delay_s``; rows of windows
     already closed by the watermark are dropped as late. The watermark is driver-side state,
     saved with the snapshot so a restore closes windows exactly where the original run did.
+    When a bounded input ends, the pipeline runs one closing epoch in which the watermark is
+    +infinity (:meth:`end_input`), so the windows still open are emitted once, before the final
+    snapshot.
 
     Args:
         name: Operator name.
@@ -432,22 +486,42 @@ class TumblingWindow(KeyedState):
         probe = _partial(empty, self._groups, self.aggs)
         super().__init__(name, context, keys, probe.schema)
         self.watermark_s: float | None = None
+        self.input_ended = False
 
     def _windowed(self, batch: DataFrame) -> DataFrame:
         start = F.window(F.col(self.time_column), f"{self.window_s} seconds").start
         return batch.withColumn(self.WINDOW_START, start)
 
     def driver_values(self) -> dict[str, Any]:
-        """Adds the watermark (epoch seconds or None)."""
-        return {**super().driver_values(), "watermark": self.watermark_s}
+        """Adds the watermark (epoch seconds or None) and whether the input ended."""
+        return {
+            **super().driver_values(),
+            "watermark": self.watermark_s,
+            "inputEnded": self.input_ended,
+        }
 
     def load_driver_values(self, values: Mapping[str, Any]) -> None:
-        """Restores the watermark."""
+        """Restores the watermark and the end-of-input flag (absent in older snapshots)."""
         super().load_driver_values(values)
         self.watermark_s = values["watermark"]
+        self.input_ended = bool(values.get("inputEnded", False))
 
     def _reset_driver_values(self) -> None:
         self.watermark_s = None
+        self.input_ended = False
+
+    @property
+    def holds_open_output(self) -> bool:
+        """Open windows wait for the end of the input until :meth:`end_input` was served.
+
+        Saved with the snapshot: a restore from a snapshot taken after the closing epoch does
+        not emit the windows again, one taken before it emits them in its own closing epoch.
+        """
+        return not self.input_ended
+
+    def end_input(self) -> None:
+        """Moves the watermark to +infinity: the next update closes and emits every window."""
+        self.input_ended = True
 
     @property
     def output_schema(self) -> StructType:
@@ -468,14 +542,22 @@ class TumblingWindow(KeyedState):
             if self.watermark_s is None or candidate > self.watermark_s:
                 self.watermark_s = candidate
         merged = _merged(
-            self.state, _partial(windowed, self._groups, self.aggs), self._groups, self.aggs
+            self.state,
+            windowed,
+            self._groups,
+            self.aggs,
+            self.state_schema,
+            self._context.partitions,
+            self.keys,
         ).drop(_FLAG)
-        closed_flag = (
-            F.lit(False)
-            if self.watermark_s is None
-            else start_s + self.window_s <= F.lit(self.watermark_s)
-        )
-        combined = checkpoint(self._partitioned(merged.withColumn(_FLAG, closed_flag)))
+        if self.input_ended:
+            closed_flag = F.lit(True)
+        elif self.watermark_s is None:
+            closed_flag = F.lit(False)
+        else:
+            closed_flag = start_s + self.window_s <= F.lit(self.watermark_s)
+        # _merged's output is partitioned as the state must be: no repartition needed.
+        combined = checkpoint(merged.withColumn(_FLAG, closed_flag))
         self._replace_state(
             Checkpointed(combined.frame.filter(~F.col(_FLAG)).drop(_FLAG), combined.rdd_ids)
         )

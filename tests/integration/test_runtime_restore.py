@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from examples.sequence_sum import expected_sums
+from spark_runtime import state as state_module
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.cli import JAR_DIR
 from spark_runtime.driver import Driver, DriverSettings
@@ -32,9 +33,10 @@ from spark_runtime.exit_codes import ExitCode
 from spark_runtime.file_record_store import FileRecordStore
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.pipeline import Guarantee, Pipeline
-from spark_runtime.protocol import JobIdentity
+from spark_runtime.protocol import ChunkWriter, JobIdentity, SnapshotRef
 from spark_runtime.sinks import ConsoleSink, FileSink, HazelcastMapSink, PostgresSink
 from spark_runtime.sources import FileSource, PostgresSource, SequenceSource
+from spark_runtime.state import RunningAggregate, StateContext
 from tests.fixtures.hazelcast import HazelcastCluster
 
 Build = Callable[[Pipeline], None]
@@ -237,11 +239,51 @@ def test_tumbling_window_to_hazelcast_map(runner: Runner) -> None:
     expected = dict(runner.client.get_map(reference).blocking().entry_set())
     actual = dict(runner.client.get_map(restored).blocking().entry_set())
     assert actual == expected
-    # Values 0..449 seconds, watermark 444 s: windows ending by 420 s closed, 3 keys each.
-    assert len(actual) == 7 * 3
+    # Values 0..449 seconds: the watermark (444 s) closed the windows ending by 420 s, and the
+    # end of the bounded input closed the last one (420-480 s); 3 keys each.
+    assert len(actual) == 8 * 3
     (first_key,) = [k for k in actual if k.startswith("0|1970-01-01 00:00:00")]
     first = json.loads(actual[first_key])
     assert (first["n"], first["total"]) == (20, sum(range(0, 60, 3)))
+    (last_key,) = [k for k in actual if k.startswith("0|1970-01-01 00:07:00")]
+    last = json.loads(actual[last_key])
+    assert (last["n"], last["total"]) == (10, sum(range(420, 450, 3)))
+
+
+def test_bounded_tumbling_window_emits_open_windows_once_across_restores(
+    runner: Runner, postgres_dsn: str
+) -> None:
+    def build(p: Pipeline) -> None:
+        numbers = p.read(SequenceSource(rows_per_epoch=45, end=450, event_time_step_ms=1000))
+        keyed = numbers.select((F.col("value") % 3).alias("key"), "value", "timestamp")
+        windows = p.tumbling_window(
+            keyed, "key", "timestamp", 60, {"n": ("count", None)}, watermark_delay_seconds=5
+        )
+        # Appending: a window emitted twice would show up as a duplicate row.
+        p.write(windows, PostgresSink(postgres_dsn, "windows"))
+
+    def published() -> list[tuple[Any, ...]]:
+        return _rows(postgres_dsn, "SELECT key, extract(epoch FROM window_start), n FROM windows")
+
+    job = _job()
+    # All 10 epochs of input, a snapshot after each: the watermark (444 s) closed 7 windows.
+    assert runner.run(build, job, 0, 10) is ExitCode.INTERRUPTED
+    assert len(published()) == 7 * 3
+    # The closing epoch emits the open window, but no snapshot commits it.
+    assert runner.run(build, job, 10**9, 1) is ExitCode.INTERRUPTED
+    assert len(published()) == 7 * 3
+    # Restored from before the closing epoch: it runs again and the final snapshot commits it.
+    assert runner.run(build, job, 10**9, None) is ExitCode.COMPLETED
+    # Restored from the final snapshot: nothing is emitted again.
+    assert runner.run(build, job, 10**9, None) is ExitCode.COMPLETED
+    rows = published()
+    assert len(rows) == len(set(rows)) == 8 * 3
+    assert sorted((k, int(start), n) for k, start, n in rows if start == 420) == [
+        (0, 420, 10),
+        (1, 420, 10),
+        (2, 420, 10),
+    ]
+    assert _prepared(postgres_dsn) == []
 
 
 def test_postgres_table_source(runner: Runner, postgres_dsn: str) -> None:
@@ -278,3 +320,29 @@ def test_console_sink_prints_every_epoch_at_least_once(
     assert set(printed) == set(range(100))
     # Epochs after the last snapshot were printed again after the restore.
     assert len(printed) > 100
+
+
+@pytest.mark.parametrize("through_driver", [True, False])
+def test_state_restore_paths_read_back_the_saved_partitions(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch, through_driver: bool
+) -> None:
+    # Small states are rebuilt on the driver, larger ones in executor tasks; both must give
+    # back the saved rows, hash-partitioned as the state must be.
+    monkeypatch.setattr(state_module, "DRIVER_RESTORE_MAX_BYTES", 2**40 if through_driver else 0)
+    spark = runner.spark
+    context = StateContext(spark, 4, runner.address)
+    batch = spark.range(5000).select((F.col("id") % 613).alias("key"), F.col("id").alias("v"))
+    aggs = {"total": ("sum", "v"), "n": ("count", None)}
+    operator = RunningAggregate("paths", context, ["key"], aggs, batch.schema)
+    operator.update(batch)
+    map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
+    descriptors = operator.save_and_prepare(
+        1, ChunkWriter(runner.store, map_name, 1, operator.name), False
+    )
+    restored = RunningAggregate("paths", context, ["key"], aggs, batch.schema)
+    restored.restore(SnapshotRef(map_name, 1, tuple(d.key for d in descriptors)), runner.store)
+    runner.store.destroy(map_name)
+    assert restored.state.schema == operator.state_schema
+    assert sorted(restored.state.collect()) == sorted(operator.state.collect())
+    misplaced = restored.state.filter(F.spark_partition_id() != F.pmod(F.hash("key"), F.lit(4)))
+    assert misplaced.count() == 0
