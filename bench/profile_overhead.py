@@ -38,9 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from bench.overhead import KEYS, STATE_PARTITIONS, run_pipeline
+from bench.overhead import STATE_PARTITIONS, run_pipeline, structured_streaming_sums
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.pipeline import Guarantee
@@ -167,21 +166,7 @@ def structured_streaming(
     spark: SparkSession, workdir: Path, rows: int, rows_per_epoch: int
 ) -> dict[str, Any]:
     """The benchmark's Structured Streaming query; returns its averaged progress breakdown."""
-    spark.conf.set(
-        "spark.sql.streaming.stateStore.providerClass",
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    )
-    stream = (
-        spark.readStream.format("rate-micro-batch")
-        .option("rowsPerBatch", rows_per_epoch)
-        .option("numPartitions", 2)
-        .load()
-    )
-    sums = (
-        stream.select((F.col("value") % KEYS).alias("key"), "value")
-        .groupBy("key")
-        .agg(F.sum("value").alias("total"))
-    )
+    sums = structured_streaming_sums(spark, rows_per_epoch)
     batches = rows // rows_per_epoch
     seen: list[int] = []
 
