@@ -15,6 +15,13 @@ The daemon covers the same ground without writing anything: it starts for every 
 job when the operator starts (resume), the watch events cover create and update, and its
 wait covers the timer. Deletion is kopf's ``on.delete`` with the finalizer
 ``snapshotjob.io/finalizer``: the job is kept until the decision says its cleanup is done.
+
+The store's members are restarted by one background loop started with the operator
+(``--store-statefulset``), not by a kopf daemon or timer on the StatefulSet: those would put
+kopf's finalizer on the Hazelcast StatefulSet (blocking its deletion whenever the operator is
+gone) and need the store's namespace among the watched ones. The loop polls instead; each
+step is planned from fresh reads and its one deletion is preconditioned, see
+:mod:`snapshot_operator.restarting`.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ import kopf
 from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
 from snapshot_operator.executing import Outcome, Runtime, reconcile
 from snapshot_operator.manifests import LABEL_JOB_UID
+from snapshot_operator.restarting import restart_step
+from snapshot_operator.rollout import Delete, Step, Wait
 from snapshot_operator.settings import DEFAULT_FINALIZER
 
 log = logging.getLogger(__name__)
@@ -93,6 +102,53 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     # A watch the network silently dropped would leave jobs unsupervised: reopen regularly.
     settings.watching.server_timeout = WATCH_SERVER_TIMEOUT_SECONDS
     settings.watching.client_timeout = WATCH_SERVER_TIMEOUT_SECONDS + 30
+
+
+async def _restart_store_members(runtime: Runtime, namespace: str, name: str) -> None:
+    settings = runtime.settings
+    log.info("Watching store members for restarts namespace=%s statefulset=%s", namespace, name)
+    step: Step | None = None
+    while True:
+        try:
+            step = await asyncio.to_thread(
+                restart_step,
+                runtime.api,
+                namespace,
+                name,
+                settings.store_members,
+                settings.health_timeout_seconds,
+                settings.instance,
+                step,
+            )
+        except Exception:
+            log.exception("Store restart step failed namespace=%s statefulset=%s", namespace, name)
+            step = Wait("step failed")
+        # A rollout in progress is looked at as often as a held-back start; an idle one
+        # only at the resync interval.
+        busy = isinstance(step, Wait | Delete)
+        decision = settings.decision
+        await asyncio.sleep(decision.store_retry_seconds if busy else decision.resync_seconds)
+
+
+@kopf.on.startup()
+async def start_store_restarts(memo: kopf.Memo, **_: Any) -> None:
+    """Starts the loop that restarts outdated store members, if a StatefulSet is given."""
+    runtime = _runtime(memo)
+    namespace = runtime.settings.store_namespace
+    name = runtime.settings.store_statefulset
+    if name is None or namespace is None:
+        return
+    memo["store_restarts"] = asyncio.create_task(_restart_store_members(runtime, namespace, name))
+
+
+@kopf.on.cleanup()
+async def stop_store_restarts(memo: kopf.Memo, **_: Any) -> None:
+    """Stops the store restart loop (a step under way in its thread runs to its end)."""
+    task: asyncio.Task[None] | None = memo.get("store_restarts")
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

@@ -31,6 +31,9 @@ class OperatorSettings:
             endpoint is served on the same port.
         store_cluster_name: The installation's Hazelcast cluster name.
         health_timeout_seconds: How long one member may take to answer its health endpoint.
+        store_statefulset: Name of the store's StatefulSet whose members the operator
+            restarts one at a time after their template changed; None disables that.
+        store_namespace: Namespace of that StatefulSet.
         decision: Timings of the decision function.
         standalone: Run without kopf peering (a single replica, or tests).
         peering_name: Name of the KopfPeering object the replicas coordinate through.
@@ -47,6 +50,8 @@ class OperatorSettings:
     store_members: tuple[str, ...] = ()
     store_cluster_name: str = DEFAULT_CLUSTER_NAME
     health_timeout_seconds: float = 2.0
+    store_statefulset: str | None = None
+    store_namespace: str | None = None
     decision: Settings = field(default_factory=Settings)
     standalone: bool = False
     peering_name: str = "snapshotjob-operator"
@@ -113,6 +118,17 @@ def parse_settings(
         help="Hazelcast cluster name (env SJ_OPERATOR_STORE_CLUSTER_NAME)",
     )
     parser.add_argument(
+        "--store-statefulset",
+        default=default("STORE_STATEFULSET"),
+        help="StatefulSet of the Hazelcast members to restart one at a time when its template "
+        "changes; disabled if not set (env SJ_OPERATOR_STORE_STATEFULSET)",
+    )
+    parser.add_argument(
+        "--store-namespace",
+        default=default("STORE_NAMESPACE"),
+        help="Namespace of --store-statefulset (env SJ_OPERATOR_STORE_NAMESPACE)",
+    )
+    parser.add_argument(
         "--graceful-timeout",
         type=int,
         default=int(default("GRACEFUL_TIMEOUT_SECONDS", "300") or 300),
@@ -165,11 +181,17 @@ def parse_settings(
     )
     if not namespaces and not args.all_namespaces:
         parser.error("Give --namespace or --all-namespaces")
+    if args.store_statefulset and not args.store_namespace:
+        parser.error("Give --store-namespace with --store-statefulset")
+    if args.store_statefulset and not _split(args.store_members):
+        parser.error("Give --store-members with --store-statefulset (its health gates restarts)")
     return OperatorSettings(
         namespaces=namespaces,
         all_namespaces=bool(args.all_namespaces) and not namespaces,
         store_members=_split(args.store_members),
         store_cluster_name=args.store_cluster_name,
+        store_statefulset=args.store_statefulset or None,
+        store_namespace=args.store_namespace or None,
         decision=Settings(
             graceful_timeout_seconds=args.graceful_timeout,
             store_retry_seconds=args.store_retry,

@@ -118,7 +118,11 @@ def test_operator_holds_every_permission_it_grants_to_drivers() -> None:
 
 def test_namespaced_mode_grants_roles_only_where_it_watches() -> None:
     objects = render("operator.allNamespaces=false", "operator.namespaces={team-a,team-b}")
-    roles = by_kind(objects, "Role")
+    roles = [
+        r
+        for r in by_kind(objects, "Role")
+        if r["metadata"]["name"] == f"{RELEASE}-snapshotjob-operator"
+    ]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     for role in roles:
         for rule in build_role(JobRef("ns", "job", "uid"))["rules"]:
@@ -218,3 +222,65 @@ def test_hazelcast_members_may_run_another_image_with_its_launcher() -> None:
     assert java_opts == (
         "-Dhazelcast.config=/etc/hazelcast/hazelcast.yaml -Xms256m -Xmx256m -XX:+UseSerialGC"
     )
+
+
+def _store_role(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (role,) = [
+        r
+        for r in by_kind(objects, "Role")
+        if r["metadata"]["name"] == f"{RELEASE}-snapshotjob-operator-store"
+    ]
+    return role
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [(), ("operator.allNamespaces=false", "operator.namespaces={team-a}", "hazelcast.replicas=5")],
+)
+def test_operator_restarts_the_store_members_with_least_privilege(sets: tuple[str, ...]) -> None:
+    objects = render(*sets)
+    (statefulset,) = by_kind(objects, "StatefulSet")
+    name = statefulset["metadata"]["name"]
+    env = env_of(by_kind(objects, "Deployment")[0])
+    assert env["SJ_OPERATOR_STORE_STATEFULSET"] == name
+    assert env["SJ_OPERATOR_STORE_NAMESPACE"] == NAMESPACE == statefulset["metadata"]["namespace"]
+
+    # Its own Role in the release namespace, watched or not, bound to the operator.
+    role = _store_role(objects)
+    assert role["metadata"]["namespace"] == NAMESPACE
+    rules = {
+        (rule["apiGroups"][0], rule["resources"][0], *rule["verbs"]): rule for rule in role["rules"]
+    }
+    assert rules.keys() == {
+        ("apps", "statefulsets", "get"),
+        ("", "pods", "list"),
+        ("", "pods", "delete"),
+        ("events.k8s.io", "events", "create"),
+    }
+    assert rules[("apps", "statefulsets", "get")]["resourceNames"] == [name]
+    replicas = statefulset["spec"]["replicas"]
+    assert rules[("", "pods", "delete")]["resourceNames"] == [
+        f"{name}-{i}" for i in range(replicas)
+    ]
+    (binding,) = [
+        b
+        for b in by_kind(objects, "RoleBinding")
+        if b["roleRef"]
+        == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": role["metadata"]["name"],
+        }
+    ]
+    (account,) = by_kind(objects, "ServiceAccount")
+    assert binding["metadata"]["namespace"] == NAMESPACE
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}
+    ]
+
+
+def test_without_hazelcast_no_store_restarts() -> None:
+    objects = render("hazelcast.enabled=false")
+    env = env_of(by_kind(objects, "Deployment")[0])
+    assert "SJ_OPERATOR_STORE_STATEFULSET" not in env
+    assert not [r for r in by_kind(objects, "Role") if r["metadata"]["name"].endswith("-store")]
