@@ -8,8 +8,11 @@ a real 3-member Hazelcast cluster, as ``tests/integration/test_operator.py`` doe
 the driver between the rounds (exit with TERMINATED, resume, Pod Running again).
 
 Each round: the job RUNNING, then ``suspend: true`` is patched; the time runs from the
-moment the patch is sent to the first watch event showing the new request. Prints every figure; the
-last line is JSON with ``median_ms``, ``p99_ms`` and ``rounds``.
+moment the patch is sent to the first watch event showing the new request. The baseline, in
+the same round and the same watch, is the API's own floor: from sending a patch of an
+annotation to the watch event showing it, with no operator involved. Prints every figure;
+the last line is JSON with ``median_ms``, ``p99_ms``, ``rounds``, ``baseline_median_ms`` and
+``ratio_to_baseline`` (median over the baseline's median).
 
 Run: ``.venv/bin/python bench/reconcile_latency.py`` (``--rounds 20`` for a quick pass).
 """
@@ -25,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,7 @@ from tests.fixtures.snapshotjob_crd import install_crd
 from tests.integration.test_operator import TERMINATED, Harness, Operator
 
 JOB = "latency"
+PROBE_ANNOTATION = "bench.snapshotjob.io/probe"
 
 
 class RequestWatch:
@@ -46,6 +51,7 @@ class RequestWatch:
 
     def __init__(self, harness: Harness) -> None:
         self.seen: dict[str, float] = {}
+        self.probes: dict[str, float] = {}
         self._stopping = threading.Event()
         self._changed = threading.Condition()
         self._watch = watch.Watch()
@@ -65,11 +71,15 @@ class RequestWatch:
                     timeout_seconds=600,
                 ):
                     now = time.perf_counter()
-                    request = (event["object"].get("status") or {}).get("termination")
-                    if request is not None:
-                        with self._changed:
+                    job = event["object"]
+                    request = (job.get("status") or {}).get("termination")
+                    probe = (job["metadata"].get("annotations") or {}).get(PROBE_ANNOTATION)
+                    with self._changed:
+                        if request is not None:
                             self.seen.setdefault(request["requestId"], now)
-                            self._changed.notify_all()
+                        if probe is not None:
+                            self.probes.setdefault(probe, now)
+                        self._changed.notify_all()
             except Exception as error:  # a dropped stream is reopened, as kopf does
                 logging.getLogger(__name__).debug("Watch reopened error=%s", error)
 
@@ -81,22 +91,44 @@ class RequestWatch:
 
     def wait_for(self, request_id_prefix: str, timeout: float = 30.0) -> float:
         """Returns when a request whose id starts with the prefix was first seen."""
+        return self._wait(self.seen, request_id_prefix, timeout)
+
+    def wait_for_probe(self, value: str, timeout: float = 30.0) -> float:
+        """Returns when the probe annotation with this value was first seen."""
+        return self._wait(self.probes, value, timeout)
+
+    def _wait(self, seen: dict[str, float], prefix: str, timeout: float) -> float:
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
-                for request_id, at in self.seen.items():
-                    if request_id.startswith(request_id_prefix):
+                for key, at in seen.items():
+                    if key.startswith(prefix):
                         return at
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(f"No termination request id={request_id_prefix}*")
+                    raise TimeoutError(f"Not seen in the job's watch key={prefix}*")
                 self._changed.wait(remaining)
 
 
-def run_round(harness: Harness, requests: RequestWatch, uid: str) -> float:
-    """One suspend of a running job; returns the latency in seconds, then resumes it."""
+def run_round(harness: Harness, requests: RequestWatch, uid: str) -> tuple[float, float]:
+    """One suspend of a running job, then resumes it.
+
+    Returns:
+        The latency and the baseline (the API's patch-to-watch floor), in seconds.
+    """
     status = harness.wait_phase(JOB, "RUNNING")
     execution = status["execution"]
+    probe = uuid.uuid4().hex
+    probe_sent = time.perf_counter()
+    harness.objects.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        harness.namespace,
+        PLURAL,
+        JOB,
+        {"metadata": {"annotations": {PROBE_ANNOTATION: probe}}},
+    )
+    baseline = requests.wait_for_probe(probe) - probe_sent
     # From sending the patch: the figure includes the API server accepting the change.
     sent = time.perf_counter()
     harness.patch_spec(JOB, suspend=True)
@@ -112,7 +144,7 @@ def run_round(harness: Harness, requests: RequestWatch, uid: str) -> float:
     pod = started["execution"]["driverPod"]
     harness.wait_pods(uid, [pod])
     harness.run_pod(pod)
-    return seen - sent
+    return seen - sent, baseline
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -159,17 +191,24 @@ def main() -> None:
         harness.wait_pods(uid, [status["execution"]["driverPod"]])
         harness.run_pod(status["execution"]["driverPod"])
         latencies: list[float] = []
+        baselines: list[float] = []
         for index in range(args.rounds):
-            latencies.append(run_round(harness, requests, uid))
+            latency, baseline = run_round(harness, requests, uid)
+            latencies.append(latency)
+            baselines.append(baseline)
             if (index + 1) % 10 == 0:
                 print(f"rounds={index + 1} lastMs={latencies[-1] * 1000:.1f}", flush=True)
         millis = [value * 1000 for value in latencies]
+        floor = [value * 1000 for value in baselines]
         result = {
             "rounds": len(millis),
             "median_ms": round(statistics.median(millis), 1),
             "p99_ms": round(percentile(millis, 0.99), 1),
             "min_ms": round(min(millis), 1),
             "max_ms": round(max(millis), 1),
+            "baseline_median_ms": round(statistics.median(floor), 1),
+            "baseline_p99_ms": round(percentile(floor, 0.99), 1),
+            "ratio_to_baseline": round(statistics.median(millis) / statistics.median(floor), 1),
         }
     finally:
         if requests is not None:
@@ -183,6 +222,11 @@ def main() -> None:
         f"Spec change to termination request: median={result['median_ms']}ms "
         f"p99={result['p99_ms']}ms min={result['min_ms']}ms max={result['max_ms']}ms "
         f"rounds={result['rounds']}"
+    )
+    print(
+        f"Baseline, patch to watch event without the operator: "
+        f"median={result['baseline_median_ms']}ms p99={result['baseline_p99_ms']}ms "
+        f"ratio={result['ratio_to_baseline']}"
     )
     print(json.dumps(result))
 
