@@ -1,4 +1,4 @@
-"""Emits Kubernetes Events (``events.k8s.io/v1``) on a SnapshotJob.
+"""Emits Kubernetes Events (``events.k8s.io/v1``) on a SnapshotJob or the store.
 
 Events are what ``kubectl describe sj`` shows and what alerting watches; the Hazelcast
 operator's users missed them most. The reasons are the decision's fixed set, the type follows
@@ -26,34 +26,66 @@ _MAX_NOTE = 1024
 
 def emit_event(api: client.ApiClient, job: JobRef, event: EmitEvent, instance: str) -> None:
     """Creates one Event regarding the job; failures are logged, not raised."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    body = {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {"name": f"{job.name}.{uuid.uuid4().hex[:16]}", "namespace": job.namespace},
-        "eventTime": now,
-        "reportingController": REPORTING_CONTROLLER,
-        "reportingInstance": instance[:128],
-        "action": "Reconcile",
-        "reason": event.reason.value,
-        "type": event.event_type.value,
-        "note": event.message[:_MAX_NOTE],
-        "regarding": {
+    create_event(
+        api,
+        {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": KIND,
             "namespace": job.namespace,
             "name": job.name,
             "uid": job.uid,
         },
+        action="Reconcile",
+        reason=event.reason.value,
+        event_type=event.event_type.value,
+        note=event.message,
+        instance=instance,
+    )
+
+
+def create_event(
+    api: client.ApiClient,
+    regarding: dict[str, str],
+    *,
+    action: str,
+    reason: str,
+    event_type: str,
+    note: str,
+    instance: str,
+) -> None:
+    """Creates one Event regarding any object; failures are logged, not raised.
+
+    Args:
+        api: Kubernetes API client.
+        regarding: The object reference (apiVersion, kind, namespace, name, uid).
+        action: What the operator did, e.g. Reconcile.
+        reason: The CamelCase reason.
+        event_type: Normal or Warning.
+        note: The human-readable message (cut to 1024 characters).
+        instance: This operator replica, for ``reportingInstance``.
+    """
+    namespace, name = regarding["namespace"], regarding["name"]
+    body = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+        "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": REPORTING_CONTROLLER,
+        "reportingInstance": instance[:128],
+        "action": action,
+        "reason": reason,
+        "type": event_type,
+        "note": note[:_MAX_NOTE],
+        "regarding": regarding,
     }
     try:
         events: Any = client.EventsV1Api(api)
-        events.create_namespaced_event(job.namespace, body)
+        events.create_namespaced_event(namespace, body)
     except client.exceptions.ApiException as error:
         log.warning(
             "Cannot emit event namespace=%s name=%s reason=%s status=%s",
-            job.namespace,
-            job.name,
-            event.reason.value,
+            namespace,
+            name,
+            reason,
             error.status,
         )

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
 
+from snapshot_operator.eventing import create_event
 from snapshot_operator.reconcile.observe import read_store_health
 from snapshot_operator.rollout import (
     Delete,
@@ -34,7 +33,6 @@ from snapshot_operator.store_health import read_health
 log = logging.getLogger(__name__)
 
 EVENT_REASON = "StoreMemberRestarted"
-REPORTING_CONTROLLER = "snapshotjob.io/operator"
 
 
 def _read_statefulset(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
@@ -85,43 +83,24 @@ def _delete(api: client.ApiClient, statefulset: StoreStatefulSet, step: Delete) 
 def _emit_event(
     api: client.ApiClient, statefulset: StoreStatefulSet, step: Delete, instance: str
 ) -> None:
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    body = {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {
-            "name": f"{statefulset.name}.{uuid.uuid4().hex[:16]}",
-            "namespace": statefulset.namespace,
-        },
-        "eventTime": now,
-        "reportingController": REPORTING_CONTROLLER,
-        "reportingInstance": instance[:128],
-        "action": "RestartStoreMember",
-        "reason": EVENT_REASON,
-        "type": "Normal",
-        "note": (
-            f"Restarted store member pod={step.pod.name} revision={step.pod.revision} "
-            f"updateRevision={step.update_revision}"
-        ),
-        "regarding": {
+    create_event(
+        api,
+        {
             "apiVersion": "apps/v1",
             "kind": "StatefulSet",
             "namespace": statefulset.namespace,
             "name": statefulset.name,
             "uid": statefulset.uid,
         },
-    }
-    try:
-        events: Any = client.EventsV1Api(api)
-        events.create_namespaced_event(statefulset.namespace, body)
-    except client.exceptions.ApiException as error:
-        log.warning(
-            "Cannot emit event namespace=%s name=%s reason=%s status=%s",
-            statefulset.namespace,
-            statefulset.name,
-            EVENT_REASON,
-            error.status,
-        )
+        action="RestartStoreMember",
+        reason=EVENT_REASON,
+        event_type="Normal",
+        note=(
+            f"Restarted store member pod={step.pod.name} revision={step.pod.revision} "
+            f"updateRevision={step.update_revision}"
+        ),
+        instance=instance,
+    )
 
 
 def restart_step(
