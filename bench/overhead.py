@@ -34,7 +34,9 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -254,6 +256,44 @@ def snapshot_and_restore(
     return snapshot_s, restore_s
 
 
+@dataclass(frozen=True)
+class BenchServers:
+    """The servers a benchmark run measures against, started once for the run."""
+
+    workdir: Path
+    dsn: str
+    address: StoreAddress
+    store: HazelcastSnapshotStore
+
+
+@contextmanager
+def bench_servers(prefix: str) -> Iterator[BenchServers]:
+    """Starts 3 Hazelcast members and PostgreSQL; stops them and removes their files after."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+    (workdir / "hazelcast").mkdir()
+    cluster = HazelcastCluster(workdir / "hazelcast", size=3, heap="1g")
+    postgres = PostgresServer(Path(tempfile.mkdtemp(prefix=f"{prefix}-postgres-")))
+    client = None
+    try:
+        cluster.start()
+        postgres.start()
+        members = [node.address for node in cluster.nodes]
+        client = connect(members, cluster.cluster_name)
+        yield BenchServers(
+            workdir,
+            postgres.create_database("bench"),
+            StoreAddress(tuple(members), cluster.cluster_name),
+            HazelcastSnapshotStore(client),
+        )
+    finally:
+        if client is not None:
+            client.shutdown()
+        cluster.stop()
+        postgres.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(postgres.workdir, ignore_errors=True)
+
+
 def main() -> int:
     """Starts the servers, runs the measurements and prints the JSON line."""
     options = argparse.ArgumentParser(description=__doc__)
@@ -261,19 +301,13 @@ def main() -> int:
     options.add_argument("--rows-per-epoch", type=int, default=10_000)
     options.add_argument("--state-mib", type=int, nargs="+", default=[10, 100])
     ns = options.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="sj-bench-"))
-    (workdir / "hazelcast").mkdir()
-    cluster = HazelcastCluster(workdir / "hazelcast", size=3, heap="1g")
-    postgres = PostgresServer(Path(tempfile.mkdtemp(prefix="sj-bench-postgres-")))
-    client = None
-    try:
-        cluster.start()
-        postgres.start()
-        dsn = postgres.create_database("bench")
-        members = [node.address for node in cluster.nodes]
-        address = StoreAddress(tuple(members), cluster.cluster_name)
-        client = connect(members, cluster.cluster_name)
-        store = HazelcastSnapshotStore(client)
+    with bench_servers("sj-bench") as servers:
+        workdir, dsn, address, store = (
+            servers.workdir,
+            servers.dsn,
+            servers.address,
+            servers.store,
+        )
         spark = _session()
         # Warm-up: JIT, Python workers and connections, so the first measured run is not slower.
         run_pipeline(spark, address, store, workdir, dsn, Guarantee.NONE, 20_000, 10_000)
@@ -328,14 +362,7 @@ def main() -> int:
                 }
             )
         )
-        return 0
-    finally:
-        if client is not None:
-            client.shutdown()
-        cluster.stop()
-        postgres.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-        shutil.rmtree(postgres.workdir, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -26,9 +26,7 @@ import json
 import os
 import pstats
 import re
-import shutil
 import sys
-import tempfile
 import time
 import urllib.request
 from collections import defaultdict
@@ -39,12 +37,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from bench.overhead import STATE_PARTITIONS, run_pipeline, structured_streaming_sums
-from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
+from bench.overhead import STATE_PARTITIONS, bench_servers, run_pipeline, structured_streaming_sums
 from spark_runtime.pipeline import Guarantee
-from tests.fixtures.hazelcast import HazelcastCluster
-from tests.fixtures.postgres import PostgresServer
 
 _OWN_CODE = re.compile(r"spark_runtime/(?!protocol/)")
 
@@ -206,19 +200,13 @@ def main() -> int:
     options.add_argument("--rows-per-epoch", type=int, default=10_000)
     options.add_argument("--top", type=int, default=25)
     ns = options.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="sj-profile-"))
-    (workdir / "hazelcast").mkdir()
-    cluster = HazelcastCluster(workdir / "hazelcast", size=3, heap="1g")
-    postgres = PostgresServer(Path(tempfile.mkdtemp(prefix="sj-profile-postgres-")))
-    client = None
-    try:
-        cluster.start()
-        postgres.start()
-        dsn = postgres.create_database("bench")
-        members = [node.address for node in cluster.nodes]
-        address = StoreAddress(tuple(members), cluster.cluster_name)
-        client = connect(members, cluster.cluster_name)
-        store = HazelcastSnapshotStore(client)
+    with bench_servers("sj-profile") as servers:
+        workdir, dsn, address, store = (
+            servers.workdir,
+            servers.dsn,
+            servers.address,
+            servers.store,
+        )
         spark = _session()
         run_pipeline(spark, address, store, workdir, dsn, Guarantee.NONE, 20_000, 10_000)
         epochs = ns.rows // ns.rows_per_epoch
@@ -248,14 +236,7 @@ def main() -> int:
         }
         spark.stop()
         print(json.dumps(summary))
-        return 0
-    finally:
-        if client is not None:
-            client.shutdown()
-        cluster.stop()
-        postgres.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-        shutil.rmtree(postgres.workdir, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
