@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from tests.e2e.pipelines.sequence_map_sum import expected_sums
-from tests.fixtures.kube import KindCluster, controlplane
+from tests.fixtures.kube import KindCluster, binary
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -149,7 +149,7 @@ class Release:
 
     def _kubectl_argv(self) -> list[str]:
         return [
-            str(controlplane.default_bin_dir() / "kubectl"),
+            str(binary("kubectl")),
             f"--kubeconfig={self.cluster.kubeconfig}",
             "-n",
             self.namespace,

@@ -18,7 +18,9 @@ import yaml
 
 from snapshot_operator.manifests import build_role
 from snapshot_operator.reconcile import JobRef
-from tests.fixtures.kube import controlplane
+from tests.fixtures.kube import binary
+
+pytestmark = pytest.mark.helm
 
 CHART = Path(__file__).resolve().parents[3] / "charts" / "snapshotjob-operator"
 RELEASE = "sj"
@@ -27,10 +29,8 @@ NAMESPACE = "snapshots"
 
 def helm(*args: str) -> str:
     """Runs the built helm binary; fails the test with helm's message if it fails."""
-    binary = controlplane.default_bin_dir() / "helm"
-    assert binary.is_file(), f"helm not found at {binary}: run `make kube-binaries`"
     result = subprocess.run(
-        [str(binary), *args], capture_output=True, text=True, timeout=60, check=False
+        [str(binary("helm")), *args], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -141,9 +141,15 @@ def test_namespaced_mode_grants_roles_only_where_it_watches() -> None:
 
 
 def test_namespaced_mode_without_namespaces_is_refused() -> None:
-    binary = controlplane.default_bin_dir() / "helm"
     result = subprocess.run(
-        [str(binary), "template", RELEASE, str(CHART), "--set", "operator.allNamespaces=false"],
+        [
+            str(binary("helm")),
+            "template",
+            RELEASE,
+            str(CHART),
+            "--set",
+            "operator.allNamespaces=false",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
