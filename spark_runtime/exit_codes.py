@@ -20,7 +20,8 @@ code  name                meaning
                           operator carries out its action (restart, suspend or cancel)
 65    SNAPSHOT_CORRUPTED  restore found the restore point corrupted; the job fails for good
 75    RESTART_FORCEFUL    the record write after a snapshot's decision was indeterminate
-                          (seed, taking step 7a), or restore could not finish: restart now
+                          (docs/protocol.md, taking step 7a), or restore could not
+                          finish: restart now
 77    FENCED              a newer execution owns the job: this driver was a zombie
 86    FAILPOINT_CRASH     a failpoint armed with ``crash`` (``SJ_FAILPOINTS``) fired
 143   INTERRUPTED         SIGTERM or SIGINT: the current step finished, no snapshot taken

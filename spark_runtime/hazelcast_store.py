@@ -2,7 +2,7 @@
 
 Hazelcast's IMap is AP: by default a put whose backup was never acknowledged still reports
 success, and a snapshot written that way can silently lose a chunk when the owner dies
-(seed 001, "Root cause of the corruption issue"). The client here is created with
+(docs/protocol.md, "Why the protocol exists"). The client here is created with
 ``fail_on_indeterminate_operation_state=True`` and backup acks sent to the client, so every
 single-key write either reached all sync backups or raises ``IndeterminateOperationStateError``,
 which this adapter turns into :class:`IndeterminateChunkWrite` for the protocol core.
@@ -123,7 +123,7 @@ class HazelcastSnapshotStore:
 
         Raises:
             IndeterminateChunkWrite: If any put may not have reached all sync backups; the
-                snapshot has then failed (seed, taking step 4).
+                snapshot has then failed (docs/protocol.md, taking step 4).
             SnapshotStoreError: If any put failed.
         """
         target = self._map(map_name)
@@ -134,7 +134,7 @@ class HazelcastSnapshotStore:
         )
 
     def put_validation_record(self, map_name: str, record: ValidationRecord) -> None:
-        """Store the map's validation record with a single-key ``set`` (taking step 5)."""
+        """Store the map's validation record with a single-key ``set`` (protocol taking step 5)."""
         payload = bytearray(json.dumps(record.to_dict(), separators=(",", ":")).encode())
         with _translated(map_name, "put validation record"):
             self._map(map_name).set(VALIDATION_RECORD_KEY, payload).result()

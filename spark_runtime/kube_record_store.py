@@ -1,9 +1,9 @@
 """The execution record in the SnapshotJob status: the product's linearizable store.
 
 Jet keeps its JobExecutionRecord in an IMap and has to make writes "safe" by repeating them
-until no backup is in doubt (seed 001, "Ensuring that JobExecutionRecord is backed up"). Here
-the record lives in ``status.executionRecord`` of the SnapshotJob, i.e. in etcd, and a write
-is safe once the API server answered 2xx (DESIGN.md section 4). What remains of Jet's
+until no backup is in doubt. Here the record lives in ``status.executionRecord`` of the
+SnapshotJob, i.e. in etcd, and a write is safe once the API server answered 2xx
+(docs/protocol.md, "The execution record" and "Safe and standard writes"). What remains of Jet's
 ``writeJobExecutionRecordSafe`` is the loop around the outcomes that are not yet determinate:
 
 * 409 Conflict: someone else (the operator, usually) changed the object since our read. Re-read
@@ -170,7 +170,10 @@ class KubernetesRecordStore:
             self._sleep(_backoff(attempt))
 
     def write_standard(self, record: ExecutionRecord) -> None:
-        """One attempt, errors logged and swallowed (Jet's writeJobExecutionRecord, step 7b)."""
+        """One attempt, errors logged and swallowed (Jet's writeJobExecutionRecord).
+
+        Used at taking step 7b of docs/protocol.md.
+        """
         try:
             current = self._get()
             self._check_fence(current["status"])

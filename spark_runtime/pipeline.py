@@ -42,7 +42,7 @@ _log = logging.getLogger(__name__)
 
 
 class Guarantee(enum.Enum):
-    """The processing guarantee (reference 003).
+    """The processing guarantee (docs/protocol.md, "Processing guarantees").
 
     EXACTLY_ONCE: transactional sinks publish the output since the last snapshot in the
         snapshot's 2nd phase; a replay after restore re-creates exactly the unpublished output.

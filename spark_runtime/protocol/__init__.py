@@ -1,12 +1,12 @@
 """The pure core of Hazelcast Jet's "non-corruptible snapshots" protocol, for PySpark jobs.
 
-Seed: ``reference/001`` (Jet design 023). The core implements the new snapshot taking
-procedure (steps 1-10), the new restore procedure (steps 1-5) and keeps the 8 invariants; it
-imports nothing but the standard library, so every decision can be tested against in-memory
-fakes with injected crashes and indeterminate results. The world is reached through the ports:
-the execution record lives in the SnapshotJob status (:class:`RecordStore`), snapshot data in
-Hazelcast maps (:class:`SnapshotStore`), and the pipeline's sources, state and sinks take part
-through :class:`Participant`.
+The protocol, its steps and its invariants are described in ``docs/protocol.md``. The core
+implements the snapshot taking procedure (steps 1-10), the restore procedure (steps 1-5) and
+keeps invariants I1-I8 of that page; it imports nothing but the standard library, so every
+decision can be tested against in-memory fakes with injected crashes and indeterminate results.
+The world is reached through the ports: the execution record lives in the SnapshotJob status
+(:class:`RecordStore`), snapshot data in Hazelcast maps (:class:`SnapshotStore`), and the
+pipeline's sources, state and sinks take part through :class:`Participant`.
 """
 
 from spark_runtime.protocol.chunks import (

@@ -1,12 +1,13 @@
 """Snapshot data as the protocol sees it: chunk keys, the validation record, strict validation.
 
 Every chunk key carries its snapshot id, because snapshot maps may hold stray entries of other
-snapshots (a clear is not replicated safely, seed taking step 3, and invariant 4 allows it). The
-validation record (Jet's ``SnapshotValidationRecord``, the seed's "SnapshotVerificationRecord")
-lists every chunk key of its snapshot, so validation before a restore (restore step 4) can be
-strict without scanning the map: the record must exist, carry the expected id, and every listed
-chunk must be present. The check lives here, not in each store adapter, so that it is the same
-for the Hazelcast store, the in-memory fakes and the operator's validation of copied exports.
+snapshots (a clear is not replicated safely, taking step 3, and invariant I4 allows it; see
+``docs/protocol.md``). The validation record (Jet's ``SnapshotValidationRecord``, called
+"SnapshotVerificationRecord" in Jet's design) lists every chunk key of its snapshot, so
+validation before a restore (restore step 4) can be strict without scanning the map: the record
+must exist, carry the expected id, and every listed chunk must be present. The check lives here,
+not in each store adapter, so that it is the same for the Hazelcast store, the in-memory fakes
+and the operator's validation of copied exports.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class ChunkDescriptor:
 
 @dataclass(frozen=True)
 class ValidationRecord:
-    """The entry that makes a snapshot map's content checkable (seed, taking step 5).
+    """The entry that makes a snapshot map's content checkable (docs/protocol.md, taking step 5).
 
     Attributes:
         snapshot_id: The snapshot this record validates.
@@ -205,7 +206,7 @@ class ChunkWriter:
 
 
 def validate_snapshot(store: SnapshotStore, map_name: str, snapshot_id: int) -> ValidationRecord:
-    """Strictly validates a snapshot before restoring from it (seed, restore step 4).
+    """Strictly validates a snapshot before restoring from it (docs/protocol.md, restore step 4).
 
     Args:
         store: Where the snapshot is.

@@ -1,12 +1,13 @@
 """The snapshot coordinator: Jet's master-side snapshot and restore procedures.
 
-This is the seed's "New snapshot taking procedure" (steps 1-10) and "New snapshot restore
-procedure" (steps 1-5), step by step, as a state machine in the style of h11: the states and the
+This is the taking procedure (steps 1-10) and the restore procedure (steps 1-5) of
+``docs/protocol.md`` ("Taking a snapshot", "Restoring"), step by step, as a state machine in
+the style of h11: the states and the
 transitions allowed between them are data (:data:`TRANSITIONS`), every public method first makes
 a transition, and an operation the current state does not allow raises
-:class:`IllegalTransition` and changes nothing. Mechanism 3 of the seed ("next snapshot is
-performed after 2nd phase of previous snapshot has completed") and invariant 7 ("never > 1
-snapshot in progress") hold because ``TAKING_SNAPSHOT`` can only be entered from ``RUNNING``.
+:class:`IllegalTransition` and changes nothing. Mechanism M3 (the next snapshot starts only
+after the previous one's 2nd phase completed) and invariant I7 (one snapshot at a time) of
+``docs/protocol.md`` hold because ``TAKING_SNAPSHOT`` can only be entered from ``RUNNING``.
 
 The coordinator is single-threaded. Phase 2 (step 9) may run while the pipeline goes on
 processing: :meth:`SnapshotCoordinator.take_snapshot` runs steps 1-8 and leaves the coordinator
@@ -93,15 +94,16 @@ TRANSITIONS: Mapping[CoordinatorState, frozenset[CoordinatorState]] = MappingPro
         _S.RUNNING: frozenset(
             {_S.TAKING_SNAPSHOT, _S.RESTART_REQUIRED, _S.SUSPENDED, _S.CANCELLED, _S.FAILED}
         ),
-        # -> RUNNING: the snapshot failed to start (step 2 or 3); -> RESTART_REQUIRED: step 7a,
-        # or a terminal snapshot failed to start.
+        # -> RUNNING: the snapshot failed to start (taking step 2 or 3); -> RESTART_REQUIRED:
+        # taking step 7a, or a terminal snapshot failed to start (docs/protocol.md).
         _S.TAKING_SNAPSHOT: frozenset(
             {_S.PHASE_2_PENDING, _S.RUNNING, _S.RESTART_REQUIRED, _S.FENCED}
         ),
         # -> SUSPENDED / FAILED: the job failed while phase 2 was pending (fail()).
         _S.PHASE_2_PENDING: frozenset({_S.IN_PHASE_2, _S.SUSPENDED, _S.FAILED}),
         _S.IN_PHASE_2: frozenset({_S.RUNNING, _S.RESTART_REQUIRED, _S.SUSPENDED, _S.CANCELLED}),
-        # Restore step 1 keeps the in-memory record when the same coordinator restores again.
+        # Restore step 1 keeps the in-memory record when the same coordinator restores again
+        # (docs/protocol.md, restore step 1).
         _S.RESTART_REQUIRED: frozenset({_S.RESTORING}),
         _S.SUSPENDED: frozenset({_S.RESTORING}),
         _S.CANCELLED: frozenset(),
@@ -164,7 +166,7 @@ class Termination:
         reason: A sentence for ``status.lastFailure`` or the events.
         mode: The termination mode carried out; None for FAILED and FENCED.
         ignored_request: A termination request dropped because the job restarts forcefully
-            after an indeterminate record write (seed, taking step 7a).
+            after an indeterminate record write (docs/protocol.md, taking step 7a).
     """
 
     reason: str
@@ -181,8 +183,9 @@ class SnapshotOutcome:
         kind: The snapshot's kind.
         map_name: The map it was written to.
         export_name: The export name of exported kinds.
-        successful: Seed, definition 3: all data and the validation record were written
-            without error and the 1st phase succeeded.
+        successful: All data and the validation record were written without error and the
+            1st phase succeeded ("successful" in docs/protocol.md, "Safe, maybe safe,
+            successful").
         failure: Why it failed, if it did.
         num_bytes: Total bytes of the chunks written (as in the validation record).
     """
@@ -261,7 +264,8 @@ class SnapshotCoordinator:
         return self._pending
 
     def is_snapshot_due(self) -> bool:
-        """Whether the interval since the last snapshot has passed (seed, taking step 10)."""
+        """Whether the interval since the last snapshot has passed (docs/protocol.md, taking
+        step 10)."""
         return self._state is _S.RUNNING and self._clock() >= self._next_snapshot_at
 
     # Restore procedure
@@ -281,9 +285,10 @@ class SnapshotCoordinator:
         self._in_flight = None
         try:
             with self._step(RESTORE, 1):
-                # Seed (*): a coordinator that restores again keeps its in-memory record, which
-                # may be newer than the stored one, so a snapshot whose record write was
-                # indeterminate can still be committed instead of reprocessed.
+                # A coordinator that restores again keeps its in-memory record, which may be
+                # newer than the stored one, so a snapshot whose record write was
+                # indeterminate can still be committed instead of reprocessed
+                # (docs/protocol.md, restore step 1).
                 if self._record is None:
                     self._record = self._records.read()
         except RecordStoreError as error:
@@ -294,7 +299,8 @@ class SnapshotCoordinator:
         try:
             with self._step(RESTORE, 2):
                 # The record must be safe before it is used: it may have been written with an
-                # indeterminate result by the previous execution (seed, restore step 2).
+                # indeterminate result by the previous execution (docs/protocol.md, restore
+                # step 2).
                 self._records.write_safe(record)
         except ZombieExecution:
             self._transition(_S.FENCED)
@@ -310,7 +316,8 @@ class SnapshotCoordinator:
             map_name = record.successful_snapshot_map_name(self._config.job)
             from_initial = map_name is None and initial is not None
             if from_initial:
-                # Jet: a job without a snapshot of its own starts from initialSnapshotName.
+                # A job without a snapshot of its own starts from initialSnapshotName
+                # (docs/protocol.md, restore step 3).
                 assert initial is not None
                 map_name = export_map_name(self._config.job.namespace, initial)
         validation: ValidationRecord | None = None
@@ -373,7 +380,7 @@ class SnapshotCoordinator:
         """Runs taking steps 1-8 of an automatic snapshot, or of an export-only snapshot if named.
 
         Ends in PHASE_2_PENDING (call :meth:`finish_snapshot`), in RUNNING if the snapshot
-        failed to start, or in RESTART_REQUIRED after step 7a.
+        failed to start, or in RESTART_REQUIRED after taking step 7a (docs/protocol.md).
 
         Raises:
             ZombieExecution: A newer execution exists; the state is FENCED.
@@ -395,7 +402,7 @@ class SnapshotCoordinator:
         assert flight is not None, "PHASE_2_PENDING always has a snapshot in flight"
         try:
             with self._step(TAKE, 9):
-                # Export-only snapshots have no 2nd phase (seed, taking step 7b).
+                # Export-only snapshots have no 2nd phase (docs/protocol.md, taking step 9).
                 if not flight.kind.is_export_only:
                     for participant in self._participants:
                         participant.commit_finish(flight.snapshot_id, flight.successful)
@@ -428,7 +435,7 @@ class SnapshotCoordinator:
 
         In RUNNING the request is served at once. While a snapshot is in progress it waits for
         that snapshot, including its 2nd phase, and is served by :meth:`finish_snapshot`; if
-        step 7a restarts the job forcefully instead, the request is ignored (recorded in
+        taking step 7a restarts the job forcefully instead, the request is ignored (recorded in
         :attr:`Termination.ignored_request`). A forceful request replaces a waiting graceful
         one; otherwise the first request wins.
 
@@ -453,8 +460,8 @@ class SnapshotCoordinator:
     def fail(self, cause: str) -> None:
         """Stops the execution because the job failed (not because of a snapshot).
 
-        With ``suspend_on_failure`` this is SUSPEND_FORCEFUL: no snapshot is taken (seed, "Job
-        suspension on failure"); otherwise the state becomes FAILED.
+        With ``suspend_on_failure`` this is SUSPEND_FORCEFUL: no snapshot is taken
+        (docs/protocol.md, "Termination modes"); otherwise the state becomes FAILED.
 
         Raises:
             IllegalTransition: If not RUNNING or PHASE_2_PENDING.
@@ -483,7 +490,7 @@ class SnapshotCoordinator:
         try:
             with self._step(TAKE, 2):
                 # Snapshot data may be written only after the new ongoingSnapshotId is safe
-                # (seed, mechanism 5), so no id ever writes data twice.
+                # (docs/protocol.md, mechanism M5), so no id ever writes data twice.
                 self._records.write_safe(record)
             with self._step(TAKE, 3):
                 self._snapshots.clear(map_name)
@@ -563,7 +570,7 @@ class SnapshotCoordinator:
             try:
                 with self._step(TAKE, 7):
                     # 7a: the decision moment; only a safe record may lead to phase 2
-                    # (seed, mechanism 2).
+                    # (docs/protocol.md, mechanism M2 and invariant I5).
                     self._records.write_safe(record)
             except ZombieExecution:
                 self._transition(_S.FENCED)
@@ -575,7 +582,8 @@ class SnapshotCoordinator:
             try:
                 with self._step(TAKE, 7):
                     # 7b: a stale stored record is harmless here: the restore point is unchanged
-                    # and restore ignores an export marked in progress.
+                    # and restore ignores an export marked in progress (docs/protocol.md,
+                    # taking step 7b).
                     self._records.write_standard(record)
             except RecordStoreError as error:
                 _log.info("Ignored failed record write snapshotId=%d error=%s", snapshot_id, error)
@@ -587,7 +595,10 @@ class SnapshotCoordinator:
         return outcome
 
     def _restart_without_phase_2(self, outcome: SnapshotOutcome, error: Exception) -> None:
-        """Seed, taking step 7a: restart forcefully; restore will commit or roll back."""
+        """Taking step 7a failed: restart forcefully; restore will commit or roll back.
+
+        See docs/protocol.md, taking step 7a.
+        """
         ignored = self._pending or self._terminating
         self._pending = None
         self._terminating = None
@@ -605,7 +616,10 @@ class SnapshotCoordinator:
         )
 
     def _clear_after_decision(self, outcome: SnapshotOutcome, record: ExecutionRecord) -> None:
-        """Seed, taking step 8: frees memory; a failed clear leaves only stray entries."""
+        """Taking step 8: frees memory; a failed clear leaves only stray entries.
+
+        See docs/protocol.md, taking step 8.
+        """
         if not outcome.successful:
             map_name: str | None = outcome.map_name  # 8b
         elif outcome.kind in (SnapshotKind.AUTOMATIC, SnapshotKind.TERMINAL):

@@ -1,13 +1,13 @@
 """The exceptions of the snapshot protocol.
 
-The seed (Jet's "non-corruptible snapshots" design) decides every step by *how* a store call
-failed, so the ports report failures through these types rather than through library
-exceptions: a determinate failure (the write was not applied) is handled differently from an
-indeterminate result (the write may or may not have been applied), and both differently from
-being fenced off by a newer execution.
+The protocol (``docs/protocol.md``, after Jet's "non-corruptible snapshots" design) decides
+every step by *how* a store call failed, so the ports report failures through these types rather
+than through library exceptions: a determinate failure (the write was not applied) is handled
+differently from an indeterminate result (the write may or may not have been applied), and both
+differently from being fenced off by a newer execution.
 
-Names of the conditions (``ZombieExecution``, ``SnapshotCorrupted``, ...) follow the design's
-vocabulary rather than an ``Error`` suffix, hence the ``N818`` exemptions.
+Names of the conditions (``ZombieExecution``, ``SnapshotCorrupted``, ...) follow the
+protocol's vocabulary rather than an ``Error`` suffix, hence the ``N818`` exemptions.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class IndeterminateRecordWrite(RecordStoreError):  # noqa: N818
     """A safe write of the execution record could not be determined to have succeeded or not.
 
     The write may or may not have been applied: after this the record is only "maybe safe"
-    (seed, Correctness, definition 2).
+    (docs/protocol.md, "Safe, maybe safe, successful").
     """
 
 
@@ -52,12 +52,13 @@ class IndeterminateChunkWrite(SnapshotStoreError):  # noqa: N818
     """A single-key put into a snapshot map may or may not have been stored on all backups.
 
     This is Hazelcast's ``IndeterminateOperationStateException`` for chunk and validation
-    record puts (seed, taking steps 4 and 5): the snapshot fails.
+    record puts (docs/protocol.md, taking steps 4 and 5): the snapshot fails.
     """
 
 
 class SnapshotCorrupted(ProtocolError):  # noqa: N818
-    """Strict validation of the snapshot chosen for restore failed (seed, restore step 4).
+    """Strict validation of the snapshot chosen for restore failed (docs/protocol.md, restore
+    step 4).
 
     The job fails permanently: restoring from an incomplete snapshot would break the
     processing guarantee, and there is no older snapshot that is still consistent with the

@@ -1,7 +1,8 @@
 """Named failpoints before and after every step of the taking and restore procedures.
 
-The seed argues correctness step by step ("Indeterminate result -> ...", "crash during 2nd
-phase ..."), so the tests need to stop the protocol exactly between two steps. Every step N of
+The protocol's correctness is argued step by step (what an indeterminate result or a crash
+at each step leads to, see ``docs/protocol.md``), so the tests need to stop the protocol
+exactly between two steps. Every step N of
 the taking procedure (1-10) and of the restore procedure (1-5) has ``<procedure>.before_step_N``
 and ``<procedure>.after_step_N``; :data:`FAILPOINTS` lists them all so chaos tests can iterate
 over them.
@@ -32,8 +33,8 @@ ENV_VAR = "SJ_FAILPOINTS"
 TAKE = "take"
 RESTORE = "restore"
 _STEPS = {TAKE: 10, RESTORE: 5}
-# Steps whose store write can have an indeterminate result (seed: taking steps 2, 4, 5, 7;
-# restore step 2). Clears cannot (taking steps 3 and 8), reads and pure steps neither.
+# Steps whose store write can have an indeterminate result (docs/protocol.md: taking steps 2,
+# 4, 5, 7; restore step 2). Clears cannot (taking steps 3 and 8), reads and pure steps neither.
 _INDETERMINATE_STEPS = {TAKE: frozenset({2, 4, 5, 7}), RESTORE: frozenset({2})}
 
 
@@ -71,7 +72,7 @@ class Failpoint:
     Attributes:
         name: ``<procedure>.<before|after>_step_<step>``.
         procedure: ``take`` or ``restore``.
-        step: The step number as in the seed.
+        step: The step number as in docs/protocol.md.
         actions: The actions allowed here.
     """
 

@@ -2,8 +2,9 @@
 
 Jet's ``TerminationMode`` couples two decisions: whether a terminal snapshot is taken first
 (graceful) and what happens after the execution stops. Graceful modes leave the state "clean":
-no transaction stays prepared when the job stops (seed, Assumptions). Keeping the two decisions
-as data on the enum members lets the coordinator treat all six modes with one code path.
+no transaction stays prepared when the job stops (docs/protocol.md, "Termination modes").
+Keeping the two decisions as data on the enum members lets the coordinator treat all six modes
+with one code path.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class TerminationMode(enum.Enum):
 
 
 class SnapshotKind(enum.Enum):
-    """The seed's four kinds of snapshot (Terminology).
+    """The four kinds of snapshot (docs/protocol.md, "Snapshot kinds").
 
     AUTOMATIC: taken periodically into the job's alternating pair of snapshot maps.
     EXPORT_ONLY: an exported (named) snapshot that is not terminal; it only saves state, never

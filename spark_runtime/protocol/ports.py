@@ -2,8 +2,9 @@
 
 The core imports no I/O library; the Kubernetes record store, the Hazelcast snapshot store and
 the Spark runtime's participants implement these protocols. Each port reports failures only
-through the exceptions in :mod:`spark_runtime.protocol.errors`, because the seed's decisions
-depend on the kind of failure (determinate, indeterminate, fenced).
+through the exceptions in :mod:`spark_runtime.protocol.errors`, because the protocol's
+decisions (``docs/protocol.md``) depend on the kind of failure (determinate, indeterminate,
+fenced).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ class RecordStore(Protocol):
         ...
 
     def write_safe(self, record: ExecutionRecord) -> None:
-        """Writes the record "safely" (Jet's writeJobExecutionRecordSafe, seed "Ensuring that
-        JobExecutionRecord is backed up").
+        """Writes the record "safely" (Jet's writeJobExecutionRecordSafe; docs/protocol.md,
+        "Safe and standard writes").
 
         Repeats the write (re-reading after conflicts and after errors that leave the outcome
         open) until it knows whether the write took place. Returning means the record is safe.
@@ -56,7 +57,8 @@ class RecordStore(Protocol):
     def write_standard(self, record: ExecutionRecord) -> None:
         """Writes the record on a best-effort basis (Jet's writeJobExecutionRecord).
 
-        Never raises: used where the seed ignores the outcome (taking step 7b).
+        Never raises: used where the protocol ignores the outcome (docs/protocol.md, taking
+        step 7b).
         """
         ...
 
@@ -153,7 +155,7 @@ class Participant(Protocol):
 
         Saves the state as chunks and, unless ``export_only``, prepares the transactions of
         the output since the previous snapshot and saves their ids in the chunks. Export-only
-        snapshots only save state (seed, "Export-only snapshots are handled specially").
+        snapshots only save state (docs/protocol.md, "Snapshot kinds").
 
         Returns:
             Descriptors of all chunks written.

@@ -1,16 +1,16 @@
 """The execution record: Jet's ``JobExecutionRecord``, kept in the SnapshotJob's status.
 
 The record is the single source of truth about which snapshot the job restores from. Every
-operation the seed performs on it is a pure method here that returns a new record, so the
+operation the protocol performs on it is a pure method here that returns a new record, so the
 coordinator can hold the "in-memory" version and decide separately when and how (safe or
-standard write) to store it; that split is what the seed's invariant 1 ("the record in memory is
-never older than the stored one, it can be newer") is about.
+standard write) to store it; that split is what invariant I1 of ``docs/protocol.md`` ("the
+record in memory is never older than the stored one, it can be newer") is about.
 
 One deliberate difference from Jet: ``exported_snapshot_name`` names the export map holding the
-snapshot ``snapshot_id`` points to (set only when that is a terminal exported snapshot, seed
-"Exported snapshots"), not the export currently being taken. The name of an export in progress
-is never needed after a restart: the seed lets restore ignore an exported snapshot that is still
-marked in progress (taking step 7b).
+snapshot ``snapshot_id`` points to (set only when that is a terminal exported snapshot, see
+"Exported snapshots" in ``docs/protocol.md``), not the export currently being taken. The name of
+an export in progress is never needed after a restart: restore ignores an exported snapshot
+that is still marked in progress (docs/protocol.md, taking step 7b).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class SnapshotStats:
 
 @dataclass(frozen=True)
 class ExecutionRecord:
-    """Jet's JobExecutionRecord (seed, "Snapshot taking procedure" and "Correctness").
+    """Jet's JobExecutionRecord (docs/protocol.md, "The execution record").
 
     Attributes:
         snapshot_id: The last successful non-export-only snapshot: the restore point.

@@ -22,12 +22,12 @@ class DriverExit(enum.IntEnum):
     """The driver served the termination request in ``status.termination`` and stopped; the
     operator carries out the request's action (restart, suspend or cancel)."""
     SNAPSHOT_CORRUPTED = 65
-    """Restore found the restore point inconsistent (seed: the job fails permanently); sysexits'
-    EX_DATAERR."""
+    """Restore found the restore point inconsistent, so the job fails permanently
+    (docs/protocol.md, restore step 4); sysexits' EX_DATAERR."""
     RESTART_FORCEFUL = 75
-    """A record write was indeterminate after a snapshot's decision (seed, taking step 7a): the
-    job must restart and restore at once. Not a failure; any pending graceful request is
-    dropped. sysexits' EX_TEMPFAIL."""
+    """A record write was indeterminate after a snapshot's decision (docs/protocol.md, taking
+    step 7a): the job must restart and restore at once. Not a failure; any pending graceful
+    request is dropped. sysexits' EX_TEMPFAIL."""
     FENCED = 77
     """A newer execution owns the job (``status.execution.id`` is not the driver's): the driver
     was a zombie and stopped without touching the record. Not a failure of the current

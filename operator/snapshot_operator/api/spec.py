@@ -1,9 +1,10 @@
-"""``SnapshotJob.spec``: what the user asks for (DESIGN.md section 3).
+"""``SnapshotJob.spec``: what the user asks for (``docs/api.md``, "Spec").
 
 Every field is declarative, so GitOps tools can own the whole spec: there are no nonces or
-imperative triggers (a Flink-operator complaint in ANCHORS.md). A new ``exportSnapshot.name``
-asks for an export, ``suspend`` flips between running and suspended, and any other change rolls
-out according to ``upgradeMode``. The fields that decide what an execution runs are fingerprinted
+imperative triggers (users of the Flink Kubernetes operator complain that its restart and
+savepoint nonces are imperative and drift under GitOps). A new ``exportSnapshot.name`` asks for
+an export, ``suspend`` flips between running and suspended, and any other change rolls out
+according to ``upgradeMode``. The fields that decide what an execution runs are fingerprinted
 (:meth:`SnapshotJobSpec.execution_fingerprint`), so the operator can tell an upgrade from a
 request it serves without restarting the job.
 """

@@ -1,16 +1,18 @@
-"""``SnapshotJob.status``: what the operator and the driver report (DESIGN.md section 3).
+"""``SnapshotJob.status``: what the operator and the driver report (``docs/api.md``, "Status").
 
-Two writers share the status. The driver owns ``executionRecord`` (Jet's JobExecutionRecord)
-and writes it with an optimistic lock, fenced by ``execution.id``; it also appends the exports
-it takes to ``exportedSnapshots``. Everything else is the operator's. Status
-models ignore unknown fields, so an older operator can still read a status written by a newer
-driver.
+Two writers share the status. The driver owns ``executionRecord`` (Jet's JobExecutionRecord) and
+writes it with an optimistic lock, fenced by ``execution.id``; it also appends the exports it
+takes to ``exportedSnapshots``. The operator writes the record only between executions, when it
+starts a new one (``docs/protocol.md``, "Other writers of the record"). Everything else is the
+operator's. Status models ignore unknown fields, so an older operator can still read a status
+written by a newer driver.
 
-Beyond DESIGN.md: ``execution.specHash`` (which spec the current or last execution runs, so a
-spec change can be told from a request the operator serves without a restart),
-``exportRequest`` (an export-only snapshot asked of the running driver; ``termination`` is only
-for requests that stop the execution) and ``lastSnapshotTime`` (for the printer column and the
-SnapshotHealthy condition, which need a date rather than the record's epoch milliseconds).
+Fields for the operator's own bookkeeping, outside the protocol of ``docs/protocol.md``:
+``execution.specHash`` (which spec the current or last execution runs, so a spec change can be
+told from a request the operator serves without a restart), ``exportRequest`` (an export-only
+snapshot asked of the running driver; ``termination`` is only for requests that stop the
+execution) and ``lastSnapshotTime`` (for the printer column and the SnapshotHealthy condition,
+which need a date rather than the record's epoch milliseconds).
 """
 
 from __future__ import annotations
