@@ -3,9 +3,9 @@
 They stand in for etcd (the execution record), Hazelcast (the snapshot maps) and a database
 with two-phase commit (the external transactional resource) so that the property tests can
 crash the driver anywhere and make any store call indeterminate. Each fake records the facts
-the seed's invariants are stated about (which record versions were applied or known safe,
-which transactions were committed or rolled back when); violations found at the moment they
-happen are appended to ``violations`` for the state machine's invariants to report.
+the invariants of docs/protocol.md are stated about (which record versions were applied or
+known safe, which transactions were committed or rolled back when); violations found at the
+moment they happen are appended to ``violations`` for the state machine's invariants to report.
 """
 
 from __future__ import annotations
@@ -413,7 +413,7 @@ class FakeKeyedState:
 
 
 class FakeTransactionalSink:
-    """A sink with one transaction per snapshot (Jet's transactional sinks, seed mechanism 7).
+    """A sink with one transaction per snapshot (docs/protocol.md, mechanism M7).
 
     Output since the previous snapshot goes into the open transaction; phase 1 prepares it and
     saves its id; phase 2 commits it, or rolls it back and fails the execution, because the
@@ -465,7 +465,7 @@ class FakeTransactionalSink:
             assert value is None or isinstance(value, int)
             named = value
         if named is not None:
-            self.database.commit(named)  # just in case (seed, restore step 5)
+            self.database.commit(named)  # just in case (docs/protocol.md, restore step 5)
         for snapshot_id in self.database.prepared():
             if snapshot_id != named:
                 self.database.rollback(snapshot_id)

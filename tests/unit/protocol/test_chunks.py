@@ -1,4 +1,4 @@
-"""Chunk keys, the validation record and strict validation before restore (seed, restore step 4)."""
+"""Chunk keys, the validation record, strict validation (docs/protocol.md, restore step 4)."""
 
 from __future__ import annotations
 

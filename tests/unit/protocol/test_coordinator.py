@@ -1,4 +1,4 @@
-"""The coordinator, step by step against the seed's taking (1-10) and restore (1-5) procedures."""
+"""The coordinator, step by step against docs/protocol.md's taking and restore procedures."""
 
 from __future__ import annotations
 
@@ -189,7 +189,7 @@ def test_step_7a_then_restore_in_the_same_coordinator_keeps_the_newer_record() -
     assert driver.coordinator.state is S.RESTART_REQUIRED
     assert cluster.records.record.snapshot_id == -1
     cluster.faults.disarm()
-    driver.coordinator.restore()  # seed, restore step 1 (*)
+    driver.coordinator.restore()  # docs/protocol.md, restore step 1 (in-memory record kept)
     assert driver.coordinator.state is S.RUNNING
     assert cluster.records.record.snapshot_id == 0
     assert txn_status(cluster, 0) is TxnStatus.COMMITTED

@@ -1,4 +1,4 @@
-"""The acceptance test: the seed's 8 invariants hold under any interleaving of faults.
+"""The acceptance test: invariants I1-I8 of docs/protocol.md hold under any interleaving of faults.
 
 A hypothesis state machine drives the pure protocol core against the fakes of ``fakes.py``:
 snapshots of every kind (automatic, export-only, terminal, terminal exported), termination
@@ -6,7 +6,7 @@ requests in all six modes (also arriving while a snapshot is in phase 1), driver
 every failpoint followed by a restart and restore (in a new process or in the same one),
 indeterminate or failed results of any record write, chunk put or validation record put,
 clears that leave strays, zombie drivers, job failures, and lost snapshot data (more failed
-members than backups). After every step each of the seed's invariants is checked as an
+members than backups). After every step each of those invariants is checked as an
 explicit ``@invariant``; violations that can only be seen at the moment they happen (a commit,
 a rollback, a put) are recorded by the fakes and reported by the same invariants.
 
@@ -272,7 +272,7 @@ class SnapshotProtocolMachine(RuleBasedStateMachine):
         faults: list[tuple[Op, int, Fault]] | None,
         commit_outage: bool,
     ) -> None:
-        """The same coordinator restores again, keeping its in-memory record (seed, (*))."""
+        """The same coordinator restores again with its in-memory record (protocol.md restore 1)."""
         self._restore(failpoint, faults, commit_outage)
 
     @precondition(lambda self: self._state_is(S.RUNNING, S.PHASE_2_PENDING))
@@ -419,12 +419,11 @@ class SnapshotProtocolMachine(RuleBasedStateMachine):
         """After a cancellation or a permanent failure, go on with a fresh job."""
         self._new_job()
 
-    # The seed's invariants (Correctness), in its words
+    # Invariants I1-I8 of docs/protocol.md, one check each
 
     @invariant()
     def invariant_1_record_in_memory_is_never_older(self) -> None:
-        """JobExecutionRecord in memory is never older than the version in IMap. It can be newer
-        though."""
+        """I1: the driver's record in memory is never behind the stored one (it may be ahead)."""
         if self.driver is None or self.driver.coordinator.record is None:
             return
         in_memory = self.driver.coordinator.record
@@ -434,9 +433,8 @@ class SnapshotProtocolMachine(RuleBasedStateMachine):
 
     @invariant()
     def invariant_2_record_points_to_successful_snapshot(self) -> None:
-        """JobExecutionRecord in IMap always points to successful non-export-only snapshot (if
-        any), that can be used to restore the job preserving processing guarantees and external
-        data sources state."""
+        """I2: the stored record points at a successful snapshot that is not export-only, usable
+        for a restore that keeps the guarantees and the sinks' state."""
         record = self.cluster.records.record
         if record.snapshot_id == NO_SNAPSHOT:
             return
@@ -452,33 +450,31 @@ class SnapshotProtocolMachine(RuleBasedStateMachine):
 
     @invariant()
     def invariant_3_snapshot_id_is_strictly_monotonic(self) -> None:
-        """JobExecutionRecord.snapshotId is strictly monotonic, gaps are allowed."""
+        """I3: the record's snapshot id only grows; it may skip values."""
         assert not [v for v in self.cluster.violations if "went back" in v]
 
     @invariant()
     def invariant_4_no_data_above_ongoing_snapshot_id(self) -> None:
-        """There are no snapshot data (chunks, SnapshotVerificationRecord) in IMap with
-        snapshotId > JobExecutionRecord.ongoingSnapshotId in any snapshot data map. However,
-        there may exist data with different values snapshotId, even in the same map."""
+        """I4: no chunk or validation record in any snapshot map carries an id above the
+        stored ongoing id; a map may hold data of several older ids."""
         ongoing = self.cluster.records.record.ongoing_snapshot_id
         assert all(sid <= ongoing for _, sid in self.cluster.snapshots.snapshot_ids_stored())
         assert not [v for v in self.cluster.violations if v.startswith("invariant 4")]
 
     @invariant()
     def invariant_5_no_commit_without_safe_record(self) -> None:
-        """There are no committed transactions for successful snapshot for which
-        JobExecutionRecord is not safe."""
+        """I5: no sink transaction of a snapshot is committed before the record naming it is
+        safe."""
         assert not [v for v in self.cluster.violations if "commit" in v and "rollback" not in v]
 
     @invariant()
     def invariant_6_no_rollback_of_recorded_snapshot(self) -> None:
-        """There are no rolled back transactions for successful snapshot for which
-        JobExecutionRecord is maybe safe or safe."""
+        """I6: no sink transaction of a snapshot that the record may point at is rolled back."""
         assert not [v for v in self.cluster.violations if "rollback" in v or "rolled back" in v]
 
     @invariant()
     def invariant_7_one_snapshot_in_progress(self) -> None:
-        """There is never > 1 snapshot in progress for given job."""
+        """I7: at most one snapshot of a job is in progress at any time."""
         drivers = [*self.zombies, *([self.driver] if self.driver else [])]
         in_progress = [
             d
@@ -490,8 +486,7 @@ class SnapshotProtocolMachine(RuleBasedStateMachine):
 
     @invariant()
     def invariant_8_restore_never_concurrent(self) -> None:
-        """Snapshot restore is never performed concurrently with snapshot taking or another
-        restore for given job."""
+        """I8: a restore never runs alongside a snapshot or another restore of the same job."""
         assert not [v for v in self.cluster.violations if v.startswith("invariant 8")]
 
     @invariant()

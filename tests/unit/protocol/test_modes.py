@@ -1,4 +1,4 @@
-"""Termination modes and snapshot kinds carry the seed's meaning as data."""
+"""Termination modes and snapshot kinds carry their meaning as data (docs/protocol.md)."""
 
 from __future__ import annotations
 
