@@ -62,6 +62,7 @@ from typing import Any, NamedTuple
 
 from snapshot_operator.api import (
     Condition,
+    ConditionReason,
     ConditionStatus,
     ConditionType,
     DriverExit,
@@ -141,20 +142,15 @@ TRANSITIONS: Mapping[Phase, frozenset[Phase]] = MappingProxyType(
 )
 """The phase changes one decision may make (staying in a phase is always allowed)."""
 
-CANCELLED = "Cancelled"
+CANCELLED = ConditionReason.CANCELLED
 """``lastFailure.reason`` of a cancelled job: Jet reports a cancelled job as failed."""
 
 SUSPENDED_ON_FAILURE = "SuspendedOnFailure"
-"""``termination.reason`` that holds a job suspended by suspendOnFailure."""
+"""``termination.reason`` that holds a job suspended by suspendOnFailure (and, as
+:attr:`ConditionReason.SUSPENDED_ON_FAILURE`, the reason its conditions give)."""
 
 JOB_WIDE = "job"
 """Stands for the execution id in request ids made while the job has no execution."""
-
-DRIVER_FENCED = "DriverFenced"
-"""Degraded reason while the current execution's driver reports a newer execution."""
-
-EXPORT_FAILED = "ExportFailed"
-"""Degraded reason of a failed copy to an export (retrying, or given up)."""
 
 INDETERMINATE_RECORD_WRITE = "IndeterminateRecordWrite"
 """``termination.reason`` of a forced restart after :attr:`DriverExit.RESTART_FORCEFUL`."""
@@ -170,17 +166,17 @@ _UPGRADE_MODES: Mapping[UpgradeMode, TerminationModeName] = MappingProxyType(
     }
 )
 
-_PHASE_REASONS: Mapping[Phase, str] = MappingProxyType(
+_PHASE_REASONS: Mapping[Phase, ConditionReason] = MappingProxyType(
     {
-        Phase.NOT_RUNNING: "NotStarted",
-        Phase.STARTING: "Starting",
-        Phase.RUNNING: "Running",
-        Phase.SUSPENDED: "Suspended",
-        Phase.SUSPENDED_EXPORTING_SNAPSHOT: "ExportingSnapshot",
-        Phase.COMPLETING: "Completing",
-        Phase.FAILED: "Failed",
-        Phase.COMPLETED: "Completed",
-        Phase.RESTARTING: "Restarting",
+        Phase.NOT_RUNNING: ConditionReason.NOT_STARTED,
+        Phase.STARTING: ConditionReason.STARTING,
+        Phase.RUNNING: ConditionReason.RUNNING,
+        Phase.SUSPENDED: ConditionReason.SUSPENDED,
+        Phase.SUSPENDED_EXPORTING_SNAPSHOT: ConditionReason.EXPORTING_SNAPSHOT,
+        Phase.COMPLETING: ConditionReason.COMPLETING,
+        Phase.FAILED: ConditionReason.FAILED,
+        Phase.COMPLETED: ConditionReason.COMPLETED,
+        Phase.RESTARTING: ConditionReason.RESTARTING,
     }
 )
 
@@ -246,7 +242,7 @@ def decide(observation: Observation, settings: Settings | None = None) -> tuple[
 
 
 class _Problem(NamedTuple):
-    reason: str
+    reason: ConditionReason
     message: str
 
 
@@ -362,34 +358,42 @@ class _Plan:
         return conditions
 
     def _event_on_problem(self, condition_type: ConditionType, reason: str, message: str) -> None:
-        if condition_type is ConditionType.DEGRADED and reason == "InvalidSpec":
+        if condition_type is ConditionType.DEGRADED and reason == ConditionReason.INVALID_SPEC:
             self.event(EventReason.INVALID_SPEC, message)
-        elif condition_type is ConditionType.DEGRADED and reason == "ExportRejected":
+        elif condition_type is ConditionType.DEGRADED and reason == ConditionReason.EXPORT_REJECTED:
             self.event(EventReason.EXPORT_REJECTED, message)
-        elif condition_type is ConditionType.DEGRADED and reason == DRIVER_FENCED:
+        elif condition_type is ConditionType.DEGRADED and reason == ConditionReason.DRIVER_FENCED:
             self.event(EventReason.DRIVER_FENCED, message)
-        elif condition_type is ConditionType.STORE_READY and reason != "ClusterSafe":
+        elif condition_type is ConditionType.STORE_READY and reason != ConditionReason.CLUSTER_SAFE:
             self.event(EventReason.STORE_NOT_READY, message)
 
     def _ready(self, spec: SnapshotJobSpec | None) -> tuple[ConditionStatus, str, str]:
         phase = self.status.phase
         execution = self.status.execution
         if spec is None:
-            return ConditionStatus.FALSE, "InvalidSpec", "Spec is invalid, see Degraded"
+            return (
+                ConditionStatus.FALSE,
+                ConditionReason.INVALID_SPEC,
+                "Spec is invalid, see Degraded",
+            )
         if (
             phase is Phase.RUNNING
             and self.status.termination is None
             and execution is not None
             and execution.spec_hash == spec.execution_fingerprint()
         ):
-            return ConditionStatus.TRUE, "Running", f"Job runs executionId={execution.id}"
+            return (
+                ConditionStatus.TRUE,
+                ConditionReason.RUNNING,
+                f"Job runs executionId={execution.id}",
+            )
         failure = self.status.last_failure
         if _suspended_on_failure(self.status) and failure is not None:
-            return ConditionStatus.FALSE, SUSPENDED_ON_FAILURE, failure.message
+            return ConditionStatus.FALSE, ConditionReason.SUSPENDED_ON_FAILURE, failure.message
         if phase is Phase.SUSPENDED and spec.suspend:
-            return ConditionStatus.TRUE, "Suspended", "Job is suspended as requested"
+            return ConditionStatus.TRUE, ConditionReason.SUSPENDED, "Job is suspended as requested"
         if phase is Phase.COMPLETED:
-            return ConditionStatus.TRUE, "Completed", "Pipeline finished"
+            return ConditionStatus.TRUE, ConditionReason.COMPLETED, "Pipeline finished"
         if phase is Phase.FAILED and failure is not None:
             return ConditionStatus.FALSE, failure.reason, failure.message
         return ConditionStatus.FALSE, _PHASE_REASONS[phase], f"Job is {phase.value}"
@@ -399,46 +403,66 @@ class _Plan:
         if phase in (Phase.STARTING, Phase.COMPLETING, Phase.RESTARTING, Phase.NOT_RUNNING):
             return ConditionStatus.TRUE, _PHASE_REASONS[phase], f"Job is {phase.value}"
         if phase is Phase.SUSPENDED_EXPORTING_SNAPSHOT:
-            return ConditionStatus.TRUE, "ExportingSnapshot", "Copying the restore point"
+            return (
+                ConditionStatus.TRUE,
+                ConditionReason.EXPORTING_SNAPSHOT,
+                "Copying the restore point",
+            )
         request = self.status.export_request
         if request is not None:
-            return ConditionStatus.TRUE, "ExportInProgress", f"Exporting name={request.name}"
-        return ConditionStatus.FALSE, "Settled", f"Job is {phase.value}"
+            return (
+                ConditionStatus.TRUE,
+                ConditionReason.EXPORT_IN_PROGRESS,
+                f"Exporting name={request.name}",
+            )
+        return ConditionStatus.FALSE, ConditionReason.SETTLED, f"Job is {phase.value}"
 
     def _degraded(self, spec: SnapshotJobSpec | None) -> tuple[ConditionStatus, str, str]:
         if self.invalid_spec is not None:
-            return ConditionStatus.TRUE, "InvalidSpec", f"Spec is invalid: {self.invalid_spec}"
+            return (
+                ConditionStatus.TRUE,
+                ConditionReason.INVALID_SPEC,
+                f"Spec is invalid: {self.invalid_spec}",
+            )
         if self.fenced is not None:
-            return ConditionStatus.TRUE, DRIVER_FENCED, self.fenced
+            return ConditionStatus.TRUE, ConditionReason.DRIVER_FENCED, self.fenced
         if self.export_problem is not None:
             return ConditionStatus.TRUE, self.export_problem.reason, self.export_problem.message
         export_failed = _export_failure_message(spec, self.status, self.settings)
         if export_failed is not None:
-            return ConditionStatus.TRUE, EXPORT_FAILED, export_failed
+            return ConditionStatus.TRUE, ConditionReason.EXPORT_FAILED, export_failed
         failure = self.status.last_failure
         phase = self.status.phase
         if phase is Phase.FAILED and failure is not None and failure.reason != CANCELLED:
             return ConditionStatus.TRUE, failure.reason, failure.message
         if _suspended_on_failure(self.status) and failure is not None:
-            return ConditionStatus.TRUE, SUSPENDED_ON_FAILURE, failure.message
+            return ConditionStatus.TRUE, ConditionReason.SUSPENDED_ON_FAILURE, failure.message
         if phase is Phase.RESTARTING and self.status.restarts > 0 and failure is not None:
-            return ConditionStatus.TRUE, "RestartingAfterFailure", failure.message
-        return ConditionStatus.FALSE, "AsExpected", "No failure to report"
+            return ConditionStatus.TRUE, ConditionReason.RESTARTING_AFTER_FAILURE, failure.message
+        return ConditionStatus.FALSE, ConditionReason.AS_EXPECTED, "No failure to report"
 
     def _snapshot_healthy(self, spec: SnapshotJobSpec | None) -> tuple[ConditionStatus, str, str]:
         if spec is not None and spec.processing_guarantee is ProcessingGuarantee.NONE:
-            return ConditionStatus.UNKNOWN, "SnapshotsDisabled", "processingGuarantee is NONE"
+            return (
+                ConditionStatus.UNKNOWN,
+                ConditionReason.SNAPSHOTS_DISABLED,
+                "processingGuarantee is NONE",
+            )
         record = self.status.record()
         if record.last_snapshot_failure is not None:
             return (
                 ConditionStatus.FALSE,
-                "SnapshotFailed",
+                ConditionReason.SNAPSHOT_FAILED,
                 f"Last snapshot failed snapshotId={record.ongoing_snapshot_id}: "
                 f"{record.last_snapshot_failure}",
             )
         taken = self.status.last_snapshot_time
         if taken is None:
-            return ConditionStatus.UNKNOWN, "NoSnapshotYet", "The job has no snapshot yet"
+            return (
+                ConditionStatus.UNKNOWN,
+                ConditionReason.NO_SNAPSHOT_YET,
+                "The job has no snapshot yet",
+            )
         # No age in the messages: they must not change between snapshots, or every reconcile
         # would patch the status (the age is the lastSnapshotTime printer column).
         taken_at = _rfc3339(taken)
@@ -451,24 +475,32 @@ class _Plan:
             if age > bound:
                 return (
                     ConditionStatus.FALSE,
-                    "SnapshotStale",
+                    ConditionReason.SNAPSHOT_STALE,
                     f"Restore point is older than boundSeconds={bound} "
                     f"snapshotId={record.snapshot_id} takenAt={taken_at}",
                 )
         return (
             ConditionStatus.TRUE,
-            "SnapshotRecent",
+            ConditionReason.SNAPSHOT_RECENT,
             f"Restore point snapshotId={record.snapshot_id} takenAt={taken_at}",
         )
 
     def _store_ready(self) -> tuple[ConditionStatus, str, str]:
         store = self.obs.store
         if store is None:
-            return ConditionStatus.UNKNOWN, "StoreUnreachable", "Store health could not be read"
+            return (
+                ConditionStatus.UNKNOWN,
+                ConditionReason.STORE_UNREACHABLE,
+                "Store health could not be read",
+            )
         if self.store_problem is not None:
             return ConditionStatus.FALSE, self.store_problem.reason, self.store_problem.message
         members = store.member_count
-        return ConditionStatus.TRUE, "ClusterSafe", f"Store is cluster-safe members={members}"
+        return (
+            ConditionStatus.TRUE,
+            ConditionReason.CLUSTER_SAFE,
+            f"Store is cluster-safe members={members}",
+        )
 
 
 def _store_problem(
@@ -476,20 +508,23 @@ def _store_problem(
 ) -> _Problem | None:
     """Returns why no execution may start now, or None if the store allows it."""
     if store is None:
-        return _Problem("StoreUnreachable", "Store health could not be read")
+        return _Problem(ConditionReason.STORE_UNREACHABLE, "Store health could not be read")
     if not store.cluster_safe:
-        return _Problem("NotClusterSafe", f"Store is not cluster-safe members={store.member_count}")
+        return _Problem(
+            ConditionReason.NOT_CLUSTER_SAFE,
+            f"Store is not cluster-safe members={store.member_count}",
+        )
     backups = spec.hazelcast.backup_count
     if store.member_count <= backups:
         return _Problem(
-            "TooFewMembers",
+            ConditionReason.TOO_FEW_MEMBERS,
             f"Store cannot hold the job's backups members={store.member_count} "
             f"backupCount={backups}",
         )
     quorum = status.record().quorum_size
     if spec.split_brain_protection and store.member_count < quorum:
         return _Problem(
-            "BelowQuorum",
+            ConditionReason.BELOW_QUORUM,
             f"Store has fewer members than the quorum members={store.member_count} "
             f"quorumSize={quorum}",
         )
@@ -524,7 +559,7 @@ def _export_problem(spec: SnapshotJobSpec, status: SnapshotJobStatus) -> _Proble
         )
     else:
         return None
-    return _Problem("ExportRejected", message)
+    return _Problem(ConditionReason.EXPORT_REJECTED, message)
 
 
 def _export_to_take(plan: _Plan, spec: SnapshotJobSpec) -> str | None:
@@ -557,7 +592,12 @@ def _supervise(plan: _Plan, spec: SnapshotJobSpec) -> None:
             )
             _start_or_wait(plan, spec, forced=False)
         else:
-            _failed(plan, spec, "DriverPodLost", f"Driver Pod disappeared executionId={current_id}")
+            _failed(
+                plan,
+                spec,
+                ConditionReason.DRIVER_POD_LOST,
+                f"Driver Pod disappeared executionId={current_id}",
+            )
         return
     if pod.phase.is_terminal:
         _execution_ended(plan, spec, pod)
@@ -789,7 +829,9 @@ def _execution_ended(plan: _Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None
             phase=Phase.FAILED,
             termination=None,
             export_request=None,
-            last_failure=FailureStatus(reason="BadInput", message=message, time=plan.now),
+            last_failure=FailureStatus(
+                reason=ConditionReason.BAD_INPUT, message=message, time=plan.now
+            ),
         )
         plan.event(EventReason.EXECUTION_FAILED, message)
     elif meaning is DriverExit.SNAPSHOT_CORRUPTED:
@@ -803,11 +845,15 @@ def _execution_ended(plan: _Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None
             phase=Phase.FAILED,
             termination=None,
             export_request=None,
-            last_failure=FailureStatus(reason="SnapshotCorrupted", message=message, time=plan.now),
+            last_failure=FailureStatus(
+                reason=ConditionReason.SNAPSHOT_CORRUPTED, message=message, time=plan.now
+            ),
         )
         plan.event(EventReason.SNAPSHOT_CORRUPTED, message)
     else:
-        _failed(plan, spec, "DriverFailed", f"Driver exited exitCode={code} {context}")
+        _failed(
+            plan, spec, ConditionReason.DRIVER_FAILED, f"Driver exited exitCode={code} {context}"
+        )
 
 
 def _terminated_as_requested(
@@ -840,7 +886,7 @@ def _terminated_as_requested(
         )
 
 
-def _failed(plan: _Plan, spec: SnapshotJobSpec, reason: str, message: str) -> None:
+def _failed(plan: _Plan, spec: SnapshotJobSpec, reason: ConditionReason, message: str) -> None:
     """An execution failed: suspend, give up, or restart after a backoff."""
     restarts = plan.status.restarts
     policy = spec.restart_policy
@@ -944,7 +990,8 @@ def _export_while_suspended(plan: _Plan, spec: SnapshotJobSpec, *, blocked: bool
     record = plan.status.record()
     if record.snapshot_id == NO_SNAPSHOT:
         plan.export_problem = _Problem(
-            "ExportRejected", f"Export cannot be copied name={name}: the job has no snapshot"
+            ConditionReason.EXPORT_REJECTED,
+            f"Export cannot be copied name={name}: the job has no snapshot",
         )
         return
     if blocked:
