@@ -69,7 +69,8 @@ def between_executions(plan: Plan, spec: SnapshotJobSpec) -> None:
         if plan.now < due:
             plan.requeue((due - plan.now).total_seconds())
             return
-    start_or_wait(plan, spec, forced=forced)
+    # A forced restart's marker is in the status already: it stays until the start.
+    start_or_wait(plan, spec)
 
 
 def _export_while_suspended(plan: Plan, spec: SnapshotJobSpec, *, blocked: bool) -> None:

@@ -65,7 +65,7 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
                 f"Driver Pod of the starting execution is missing, starting a new execution "
                 f"executionId={current_id}",
             )
-            start_or_wait(plan, spec, forced=False)
+            start_or_wait(plan, spec)
         else:
             failed(
                 plan,

@@ -23,9 +23,6 @@ from snapshot_operator.reconcile.actions import CreateDriverPod, EventReason
 from snapshot_operator.reconcile.plan import Plan
 from spark_runtime.protocol import NO_SNAPSHOT, ExecutionRecord
 
-INDETERMINATE_RECORD_WRITE = "IndeterminateRecordWrite"
-"""``termination.reason`` of a forced restart after :attr:`DriverExit.RESTART_FORCEFUL`."""
-
 _MAX_POD_NAME = 63
 
 
@@ -53,24 +50,27 @@ def execution_id(job_uid: str, attempt: int, started_at: datetime) -> str:
     return f"{job_uid}-{attempt}-{millis:x}"
 
 
-def start_or_wait(plan: Plan, spec: SnapshotJobSpec, *, forced: bool | str) -> None:
+def start_or_wait(plan: Plan, spec: SnapshotJobSpec, *, restart_reason: str | None = None) -> None:
     """Starts a new execution if no driver may run and the store allows it, else waits.
 
     Args:
         plan: The decision.
         spec: The job's spec.
-        forced: Whether the restart is a forced one (no backoff, not skipped by suspend); a
-            string is the reason the RESTART_FORCEFUL marker records while waiting.
+        restart_reason: For a restart at once after the driver's exit: the reason of the
+            RESTART_FORCEFUL marker the status keeps while the restart waits, so that neither a
+            backoff nor ``suspend`` can skip the restore. None for any other start, or when the
+            status already holds the marker.
     """
     status = plan.status
     if plan.store_problem is not None or plan.pods_that_may_run():
         # NOT_RUNNING only until the first start; afterwards the job is between executions.
         waiting = Phase.NOT_RUNNING if status.phase is Phase.NOT_RUNNING else Phase.RESTARTING
         plan.update(phase=waiting)
-        if forced and status.termination is None:
-            reason = forced if isinstance(forced, str) else INDETERMINATE_RECORD_WRITE
+        if restart_reason is not None and status.termination is None:
             plan.update(
-                termination=plan.forceful_marker(TerminationModeName.RESTART_FORCEFUL, reason)
+                termination=plan.forceful_marker(
+                    TerminationModeName.RESTART_FORCEFUL, restart_reason
+                )
             )
         plan.requeue(plan.settings.store_retry_seconds)
         return

@@ -9,9 +9,16 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from snapshot_operator.api import ConditionReason
+from snapshot_operator.api import (
+    ConditionReason,
+    DriverExit,
+    Phase,
+    TerminationModeName,
+    TerminationStatus,
+)
 from snapshot_operator.reconcile import Observation, decide
-from tests.unit.operator.world import observations, status_after
+from snapshot_operator.reconcile.exits import EXITS, ExitOutcome, exit_handling
+from tests.unit.operator.world import NOW, observations, status_after
 
 pytestmark = pytest.mark.filterwarnings("error")
 many = settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
@@ -24,3 +31,56 @@ def test_every_condition_reason_comes_from_the_enum(observation: Observation) ->
 
     for condition in after.conditions:
         assert condition.reason in set(ConditionReason), condition
+
+
+def test_the_exit_table_covers_every_exit_code_and_any_other() -> None:
+    assert set(EXITS) == {*DriverExit, None}
+    assert exit_handling(1, None) is EXITS[None]
+    assert exit_handling(None, None) is EXITS[None]
+
+
+@pytest.mark.parametrize("code", [DriverExit.RESTART_FORCEFUL, DriverExit.INTERRUPTED])
+def test_restarts_at_once_are_neither_failures_nor_backed_off(code: DriverExit) -> None:
+    handling = EXITS[code]
+
+    assert handling.outcome is ExitOutcome.RESTART_AT_ONCE
+    assert not handling.outcome.counts_as_failure and not handling.outcome.backoff
+    assert handling.restart_reason is not None and handling.event is not None
+
+
+def test_only_plain_failures_count_and_back_off() -> None:
+    counted = {code for code, handling in EXITS.items() if handling.outcome.counts_as_failure}
+    backed_off = {code for code, handling in EXITS.items() if handling.outcome.backoff}
+
+    assert counted == backed_off == {None}
+    assert EXITS[None].failure is ConditionReason.DRIVER_FAILED
+
+
+def test_exits_that_stop_the_job_name_their_phase() -> None:
+    stops = {code: h for code, h in EXITS.items() if h.outcome is ExitOutcome.STOP}
+
+    assert {code: h.phase for code, h in stops.items()} == {
+        DriverExit.COMPLETED: Phase.COMPLETED,
+        DriverExit.BAD_INPUT: Phase.FAILED,
+        DriverExit.SNAPSHOT_CORRUPTED: Phase.FAILED,
+    }
+    assert all((h.phase is Phase.FAILED) == (h.failure is not None) for h in stops.values())
+
+
+def test_a_terminated_exit_nobody_asked_for_is_a_plain_failure() -> None:
+    asked = TerminationStatus(
+        mode=TerminationModeName.SUSPEND_GRACEFUL,
+        request_id="e/SUSPEND_GRACEFUL",
+        requested_at=NOW,
+        reason="SuspendRequested",
+    )
+
+    assert exit_handling(DriverExit.TERMINATED, asked).outcome is ExitOutcome.CARRY_OUT_TERMINATION
+    assert exit_handling(DriverExit.TERMINATED, None) is EXITS[None]
+
+
+@pytest.mark.parametrize("code", [*DriverExit, None], ids=str)
+def test_every_exit_message_is_a_template_of_the_known_fields(code: DriverExit | None) -> None:
+    message = EXITS[code].message.format(code=code, context="c", dropped="", snapshot_id=1)
+
+    assert "{" not in message
