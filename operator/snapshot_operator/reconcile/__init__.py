@@ -37,7 +37,7 @@ from snapshot_operator.reconcile.observe import (
     read_spec,
     read_store_health,
 )
-from snapshot_operator.reconcile.phases import LIVE_PHASES, TRANSITIONS
+from snapshot_operator.reconcile.phases import LIVE_PHASES, TRANSITIONS, IllegalPhaseChange
 from snapshot_operator.reconcile.starting import driver_pod_name, execution_id
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "EmitEvent",
     "EventReason",
     "EventType",
+    "IllegalPhaseChange",
     "InvalidSpec",
     "JobRef",
     "Observation",

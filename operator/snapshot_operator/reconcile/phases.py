@@ -1,7 +1,8 @@
 """The phase rules one decision obeys: which phases are live, and which changes are allowed.
 
-They are data, apart from the code that moves between phases, so the tests (and the plan that
-collects a decision) can check every decision against them instead of trusting each branch.
+They are data, apart from the code that moves between phases, so that every decision is
+checked against them (the plan refuses to return a phase change they do not allow) instead of
+each branch being trusted to stay within them.
 """
 
 from __future__ import annotations
@@ -42,6 +43,24 @@ TRANSITIONS: Mapping[Phase, frozenset[Phase]] = MappingProxyType(
     }
 )
 """The phase changes one decision may make (staying in a phase is always allowed)."""
+
+
+class IllegalPhaseChange(Exception):  # noqa: N818 (as the protocol's IllegalTransition)
+    """A decision tried a phase change :data:`TRANSITIONS` does not allow: a bug, not a state."""
+
+
+def check_phase_change(before: Phase, after: Phase) -> None:
+    """Refuses a phase change that :data:`TRANSITIONS` does not allow.
+
+    Args:
+        before: The observed phase.
+        after: The phase the decision arrived at.
+
+    Raises:
+        IllegalPhaseChange: The change is not allowed.
+    """
+    if after is not before and after not in TRANSITIONS[before]:
+        raise IllegalPhaseChange(f"{before.value} -> {after.value} is not allowed")
 
 
 def suspended_on_failure(status: SnapshotJobStatus) -> bool:

@@ -30,6 +30,7 @@ from snapshot_operator.reconcile.actions import (
     Requeue,
 )
 from snapshot_operator.reconcile.observation import DriverPod, Observation, Settings
+from snapshot_operator.reconcile.phases import check_phase_change
 from spark_runtime.protocol import NO_SNAPSHOT
 
 JOB_WIDE = "job"
@@ -146,7 +147,14 @@ class Plan:
             self.update(last_snapshot_time=taken)
 
     def actions(self) -> tuple[Action, ...]:
-        """Returns the decision's actions, in the order the executor must perform them."""
+        """Returns the decision's actions, in the order the executor must perform them.
+
+        Raises:
+            IllegalPhaseChange: The decision moved the job to a phase that
+                :data:`~snapshot_operator.reconcile.phases.TRANSITIONS` does not allow from the
+                observed one; nothing is returned, so nothing of it is performed.
+        """
+        check_phase_change(self.obs.status.phase, self.status.phase)
         old = self.obs.status.model_dump(mode="json", exclude_none=True)
         new = self.status.model_dump(mode="json", exclude_none=True)
         aliases = {SnapshotJobStatus.model_fields[name].alias or name for name in self.changed}

@@ -13,12 +13,21 @@ from snapshot_operator.api import (
     ConditionReason,
     DriverExit,
     Phase,
+    SnapshotJobStatus,
     TerminationModeName,
     TerminationStatus,
 )
-from snapshot_operator.reconcile import Observation, decide
+from snapshot_operator.reconcile import (
+    TRANSITIONS,
+    IllegalPhaseChange,
+    InvalidSpec,
+    Observation,
+    Settings,
+    decide,
+)
 from snapshot_operator.reconcile.exits import EXITS, ExitOutcome, exit_handling
-from tests.unit.operator.world import NOW, observations, status_after
+from snapshot_operator.reconcile.plan import Plan
+from tests.unit.operator.world import JOB, NOW, observations, status_after
 
 pytestmark = pytest.mark.filterwarnings("error")
 many = settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
@@ -84,3 +93,44 @@ def test_every_exit_message_is_a_template_of_the_known_fields(code: DriverExit |
     message = EXITS[code].message.format(code=code, context="c", dropped="", snapshot_id=1)
 
     assert "{" not in message
+
+
+PHASE_CHANGES = [(before, after) for before in Phase for after in Phase if after is not before]
+
+
+def plan_moving(before: Phase, after: Phase) -> Plan:
+    observation = Observation(
+        job=JOB,
+        generation=1,
+        spec=InvalidSpec("not needed to build a plan"),
+        status=SnapshotJobStatus(phase=before),
+        now=NOW,
+    )
+    plan = Plan(observation, Settings())
+    plan.update(phase=after)
+    return plan
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(before, after) for before, after in PHASE_CHANGES if after not in TRANSITIONS[before]],
+    ids=str,
+)
+def test_a_plan_refuses_a_phase_change_the_transitions_do_not_allow(
+    before: Phase, after: Phase
+) -> None:
+    plan = plan_moving(before, after)
+
+    with pytest.raises(IllegalPhaseChange, match=f"{before.value} -> {after.value}"):
+        plan.actions()
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(before, after) for before, after in PHASE_CHANGES if after in TRANSITIONS[before]],
+    ids=str,
+)
+def test_a_plan_returns_a_phase_change_the_transitions_allow(before: Phase, after: Phase) -> None:
+    actions = plan_moving(before, after).actions()
+
+    assert actions, "at least the status patch and the requeue"
