@@ -4,7 +4,8 @@ Each part of the decision (the live execution, the time between executions, the 
 writes into one :class:`Plan`, and only the plan turns that into the ordered action list. That
 keeps the ordering rules the executor relies on in one place: the status patch first, then
 requests to the driver, then Pod and store effects, then Events, and a ``Requeue`` last.
-A plan lives for one decision and is never shared.
+(Deletion, which writes no status, lists its few actions itself.) A plan lives for one
+decision and is never shared.
 """
 
 from __future__ import annotations
