@@ -21,7 +21,9 @@ from snapshot_operator.api.spec import (
 from snapshot_operator.api.status import (
     CONDITION_DESCRIPTIONS,
     PHASE_DESCRIPTIONS,
+    REASON_DESCRIPTIONS,
     Condition,
+    ConditionReason,
     ConditionStatus,
     ConditionType,
     ExecutionRecordStatus,
@@ -40,7 +42,9 @@ from snapshot_operator.api.status import (
 __all__ = [
     "CONDITION_DESCRIPTIONS",
     "PHASE_DESCRIPTIONS",
+    "REASON_DESCRIPTIONS",
     "Condition",
+    "ConditionReason",
     "ConditionStatus",
     "ConditionType",
     "DriverExit",

@@ -113,6 +113,110 @@ class ConditionStatus(enum.StrEnum):
     UNKNOWN = "Unknown"
 
 
+class ConditionReason(enum.StrEnum):
+    """Every ``reason`` the operator writes into a condition (Kubernetes: CamelCase).
+
+    Users and alerts match on these strings, so they are a fixed set like the phases. The
+    failure reasons are also what ``status.lastFailure.reason`` holds: a FAILED job's Ready
+    and Degraded conditions repeat its last failure's reason.
+    """
+
+    RUNNING = "Running"
+    SUSPENDED = "Suspended"
+    COMPLETED = "Completed"
+    NOT_STARTED = "NotStarted"
+    STARTING = "Starting"
+    COMPLETING = "Completing"
+    RESTARTING = "Restarting"
+    FAILED = "Failed"
+    EXPORTING_SNAPSHOT = "ExportingSnapshot"
+    EXPORT_IN_PROGRESS = "ExportInProgress"
+    SETTLED = "Settled"
+    AS_EXPECTED = "AsExpected"
+    INVALID_SPEC = "InvalidSpec"
+    EXPORT_REJECTED = "ExportRejected"
+    EXPORT_FAILED = "ExportFailed"
+    DRIVER_FENCED = "DriverFenced"
+    SUSPENDED_ON_FAILURE = "SuspendedOnFailure"
+    RESTARTING_AFTER_FAILURE = "RestartingAfterFailure"
+    DRIVER_FAILED = "DriverFailed"
+    DRIVER_POD_LOST = "DriverPodLost"
+    BAD_INPUT = "BadInput"
+    SNAPSHOT_CORRUPTED = "SnapshotCorrupted"
+    CANCELLED = "Cancelled"
+    SNAPSHOT_RECENT = "SnapshotRecent"
+    SNAPSHOT_STALE = "SnapshotStale"
+    SNAPSHOT_FAILED = "SnapshotFailed"
+    NO_SNAPSHOT_YET = "NoSnapshotYet"
+    SNAPSHOTS_DISABLED = "SnapshotsDisabled"
+    CLUSTER_SAFE = "ClusterSafe"
+    NOT_CLUSTER_SAFE = "NotClusterSafe"
+    TOO_FEW_MEMBERS = "TooFewMembers"
+    BELOW_QUORUM = "BelowQuorum"
+    STORE_UNREACHABLE = "StoreUnreachable"
+
+    @property
+    def description(self) -> str:
+        """When the operator gives this reason."""
+        return REASON_DESCRIPTIONS[self]
+
+
+REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
+    {
+        ConditionReason.RUNNING: "an execution runs; Ready is True only if it runs the current "
+        "spec and no request to stop is pending",
+        ConditionReason.SUSPENDED: "no execution runs; Ready is True only if spec.suspend asks "
+        "for it",
+        ConditionReason.COMPLETED: "the pipeline finished",
+        ConditionReason.NOT_STARTED: "no execution has started yet",
+        ConditionReason.STARTING: "the driver Pod of a new execution is not running yet",
+        ConditionReason.COMPLETING: "the driver was asked to stop and has not stopped yet",
+        ConditionReason.RESTARTING: "between two executions, waiting for a backoff or the store",
+        ConditionReason.FAILED: "the job is FAILED without a recorded failure",
+        ConditionReason.EXPORTING_SNAPSHOT: "the operator copies the restore point of the "
+        "suspended job to an export",
+        ConditionReason.EXPORT_IN_PROGRESS: "the running driver was asked for an export-only "
+        "snapshot",
+        ConditionReason.SETTLED: "Progressing False: the operator is not moving the job",
+        ConditionReason.AS_EXPECTED: "Degraded False: no failure to report",
+        ConditionReason.INVALID_SPEC: "the spec cannot be applied (invalid, or a statePartitions "
+        "change the job's snapshot cannot be restored with)",
+        ConditionReason.EXPORT_REJECTED: "the requested export cannot be taken: it would "
+        "overwrite the restore point or the initial snapshot, or the job takes no snapshots",
+        ConditionReason.EXPORT_FAILED: "copying the restore point to an export failed: retrying, "
+        "or given up until exportSnapshot.name changes",
+        ConditionReason.DRIVER_FENCED: "the current driver stopped because a newer execution "
+        "owns the job; waiting for the status to show it",
+        ConditionReason.SUSPENDED_ON_FAILURE: "suspendOnFailure suspended the job without a "
+        "snapshot after a failure; a spec change resumes it",
+        ConditionReason.RESTARTING_AFTER_FAILURE: "an execution failed and the job restarts "
+        "after a backoff",
+        ConditionReason.DRIVER_FAILED: "the driver exited with a code that means a failure",
+        ConditionReason.DRIVER_POD_LOST: "the driver Pod of a running execution disappeared",
+        ConditionReason.BAD_INPUT: "the driver cannot run the pipeline module or the spec; no "
+        "restart helps",
+        ConditionReason.SNAPSHOT_CORRUPTED: "restore found the restore point corrupted; the job "
+        "cannot restart from it",
+        ConditionReason.CANCELLED: "the job was cancelled (Jet reports a cancelled job as "
+        "failed); not a degradation",
+        ConditionReason.SNAPSHOT_RECENT: "the last snapshot succeeded and the restore point is "
+        "recent",
+        ConditionReason.SNAPSHOT_STALE: "the restore point of the running job is older than a "
+        "few snapshot intervals",
+        ConditionReason.SNAPSHOT_FAILED: "the last snapshot attempt failed",
+        ConditionReason.NO_SNAPSHOT_YET: "the job has no snapshot yet",
+        ConditionReason.SNAPSHOTS_DISABLED: "processingGuarantee NONE takes no snapshots",
+        ConditionReason.CLUSTER_SAFE: "the store is cluster-safe and may start an execution",
+        ConditionReason.NOT_CLUSTER_SAFE: "partitions of the store migrate or backups are not "
+        "in sync",
+        ConditionReason.TOO_FEW_MEMBERS: "the store has no more members than the job's backupCount",
+        ConditionReason.BELOW_QUORUM: "with split-brain protection, the store has fewer members "
+        "than the execution record's quorum",
+        ConditionReason.STORE_UNREACHABLE: "the store's health endpoint could not be read",
+    }
+)
+
+
 class StatusModel(ApiModel):
     """A part of the status; unknown fields are ignored so newer writers do not break readers."""
 

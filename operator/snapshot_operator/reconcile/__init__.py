@@ -20,14 +20,8 @@ from snapshot_operator.reconcile.actions import (
     RequestTermination,
     Requeue,
 )
-from snapshot_operator.reconcile.decide import (
-    CANCELLED,
-    LIVE_PHASES,
-    TRANSITIONS,
-    decide,
-    driver_pod_name,
-    execution_id,
-)
+from snapshot_operator.reconcile.decide import decide
+from snapshot_operator.reconcile.exits import CANCELLED
 from snapshot_operator.reconcile.observation import (
     DriverPod,
     InvalidSpec,
@@ -43,6 +37,8 @@ from snapshot_operator.reconcile.observe import (
     read_spec,
     read_store_health,
 )
+from snapshot_operator.reconcile.phases import LIVE_PHASES, TRANSITIONS, IllegalPhaseChange
+from snapshot_operator.reconcile.starting import driver_pod_name, execution_id
 
 __all__ = [
     "CANCELLED",
@@ -57,6 +53,7 @@ __all__ = [
     "EmitEvent",
     "EventReason",
     "EventType",
+    "IllegalPhaseChange",
     "InvalidSpec",
     "JobRef",
     "Observation",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pydantic
 import pytest
 from hypothesis import given
@@ -9,6 +11,8 @@ from hypothesis import given
 from snapshot_operator.api import (
     CONDITION_DESCRIPTIONS,
     PHASE_DESCRIPTIONS,
+    REASON_DESCRIPTIONS,
+    ConditionReason,
     ConditionType,
     DriverExit,
     ExecutionRecordStatus,
@@ -82,6 +86,12 @@ def test_every_phase_and_condition_is_described() -> None:
     assert set(CONDITION_DESCRIPTIONS) == set(ConditionType)
     assert all(phase.description for phase in Phase)
     assert all(condition.description for condition in ConditionType)
+
+
+def test_every_condition_reason_is_described_and_camel_case() -> None:
+    assert set(REASON_DESCRIPTIONS) == set(ConditionReason)
+    assert all(reason.description for reason in ConditionReason)
+    assert all(re.fullmatch(r"[A-Z][A-Za-z]*", reason.value) for reason in ConditionReason)
 
 
 def test_termination_mode_names_are_the_protocol_cores_modes() -> None:

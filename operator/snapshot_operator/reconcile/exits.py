@@ -1,0 +1,302 @@
+"""How an execution ends: what the driver's exit code asks for, failures and cancellations.
+
+The operator learns how an execution ended only from the driver container's exit code
+(:class:`DriverExit`) and the record the driver left in the status. Everything that follows
+an ended execution is decided here: complete, carry out the termination the driver served,
+restart at once without counting a failure, wait for a newer execution, or fail, either for
+good or through the restart policy (backoff, ``maxRestarts``, ``suspendOnFailure``).
+
+What each code leads to is a table (:data:`EXITS`), not a chain of branches: codes that mean
+the same thing (an indeterminate record write, an interrupted driver) share one outcome and
+differ only in their Event and reason, and a new code is one row, checked by the tests.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from snapshot_operator.api import (
+    ConditionReason,
+    DriverExit,
+    FailureStatus,
+    Phase,
+    SnapshotJobSpec,
+    TerminationModeName,
+    TerminationStatus,
+)
+from snapshot_operator.reconcile.actions import EventReason
+from snapshot_operator.reconcile.observation import DriverPod, PodPhase
+from snapshot_operator.reconcile.plan import Plan
+from snapshot_operator.reconcile.starting import start_or_wait
+from spark_runtime.protocol import ActionAfter
+
+CANCELLED = ConditionReason.CANCELLED
+"""``lastFailure.reason`` of a cancelled job: Jet reports a cancelled job as failed."""
+
+SUSPENDED_ON_FAILURE = "SuspendedOnFailure"
+"""``termination.reason`` that holds a job suspended by suspendOnFailure (and, as
+:attr:`ConditionReason.SUSPENDED_ON_FAILURE`, the reason its conditions give)."""
+
+INDETERMINATE_RECORD_WRITE = "IndeterminateRecordWrite"
+"""``termination.reason`` of a forced restart after :attr:`DriverExit.RESTART_FORCEFUL`."""
+
+DRIVER_INTERRUPTED = "DriverInterrupted"
+"""``termination.reason`` of a forced restart after :attr:`DriverExit.INTERRUPTED`."""
+
+
+class ExitOutcome(enum.Enum):
+    """What an ended execution leads to; it fixes whether the exit counts as a failure."""
+
+    STOP = enum.auto()
+    """The job stops for good in the exit's phase (COMPLETED, or FAILED when no restart can
+    help); a spec change starts it again."""
+    CARRY_OUT_TERMINATION = enum.auto()
+    """The driver served ``status.termination``: restart, suspend or cancel, as its mode says."""
+    RESTART_AT_ONCE = enum.auto()
+    """Nothing is wrong with the job: a new execution restores the last snapshot at once, even
+    if ``suspend`` is set, not counted as a failure and without a backoff."""
+    WAIT_FOR_NEWER_EXECUTION = enum.auto()
+    """The driver saw a newer execution than the operator's view: nothing failed, and nothing
+    may start on its account (that could make two drivers); Degraded until the status moves."""
+    RESTART_POLICY = enum.auto()
+    """A failure: counted in ``restarts`` and restarted after a backoff, or suspended
+    (``suspendOnFailure``), or FAILED once ``maxRestarts`` is reached."""
+
+    @property
+    def counts_as_failure(self) -> bool:
+        """Whether the exit counts in ``status.restarts``, against ``maxRestarts``."""
+        return self is ExitOutcome.RESTART_POLICY
+
+    @property
+    def backoff(self) -> bool:
+        """Whether the next execution waits for the restart backoff."""
+        return self is ExitOutcome.RESTART_POLICY
+
+
+@dataclass(frozen=True)
+class ExitHandling:
+    """What the operator does when the current driver exits with one code.
+
+    Attributes:
+        outcome: What the exit leads to.
+        event: The Event that reports the exit; None when the outcome reports it (the
+            restart policy, the carried-out termination, or Degraded for a fenced driver).
+        message: The Event's, ``lastFailure``'s or Degraded's message, a ``str.format``
+            template of ``code``, ``context`` (execution, attempt, Pod), ``dropped`` (the
+            graceful request a restart drops) and ``snapshot_id`` (the restore point).
+        phase: The phase the job moves to, when the exit alone fixes it.
+        failure: ``lastFailure.reason``, when the exit is a failure.
+        restart_reason: ``termination.reason`` of the RESTART_FORCEFUL marker the status keeps
+            while a restart at once waits for the store, so that even ``suspend`` cannot skip
+            the restore.
+    """
+
+    outcome: ExitOutcome
+    event: EventReason | None = None
+    message: str = ""
+    phase: Phase | None = None
+    failure: ConditionReason | None = None
+    restart_reason: str | None = None
+
+
+_PLAIN_FAILURE = ExitHandling(
+    ExitOutcome.RESTART_POLICY,
+    message="Driver exited exitCode={code} {context}",
+    failure=ConditionReason.DRIVER_FAILED,
+)
+
+EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
+    {
+        DriverExit.COMPLETED: ExitHandling(
+            ExitOutcome.STOP,
+            EventReason.COMPLETED,
+            "Pipeline finished {context}",
+            phase=Phase.COMPLETED,
+        ),
+        DriverExit.BAD_INPUT: ExitHandling(
+            ExitOutcome.STOP,
+            EventReason.EXECUTION_FAILED,
+            "Driver cannot run the pipeline exitCode={code} {context}; see the driver's log, "
+            "then fix the image or spec",
+            phase=Phase.FAILED,
+            failure=ConditionReason.BAD_INPUT,
+        ),
+        DriverExit.TERMINATED: ExitHandling(ExitOutcome.CARRY_OUT_TERMINATION),
+        DriverExit.SNAPSHOT_CORRUPTED: ExitHandling(
+            ExitOutcome.STOP,
+            EventReason.SNAPSHOT_CORRUPTED,
+            "Restore found the restore point corrupted snapshotId={snapshot_id} {context}; "
+            "the job cannot restart from it: create a new SnapshotJob with "
+            "spec.initialSnapshotName set to an exported snapshot",
+            phase=Phase.FAILED,
+            failure=ConditionReason.SNAPSHOT_CORRUPTED,
+        ),
+        # The state may hold prepared transactions that only a restore resolves (seed,
+        # Assumptions), so the pending request is dropped rather than served.
+        DriverExit.RESTART_FORCEFUL: ExitHandling(
+            ExitOutcome.RESTART_AT_ONCE,
+            EventReason.FORCED_RESTART,
+            "Driver could not tell whether the execution record was written, restarting at "
+            "once exitCode={code} {context}{dropped}",
+            restart_reason=INDETERMINATE_RECORD_WRITE,
+        ),
+        DriverExit.FENCED: ExitHandling(
+            ExitOutcome.WAIT_FOR_NEWER_EXECUTION,
+            message="Driver stopped because a newer execution owns the job exitCode={code} "
+            "{context}; waiting for the status to show it (delete the driver Pod to start again)",
+        ),
+        # SIGTERM from outside (drain, eviction, a deleted Pod): nothing wrong with the job.
+        DriverExit.INTERRUPTED: ExitHandling(
+            ExitOutcome.RESTART_AT_ONCE,
+            EventReason.DRIVER_INTERRUPTED,
+            "Driver was interrupted (SIGTERM), restarting at once from the last snapshot "
+            "exitCode={code} {context}{dropped}",
+            restart_reason=DRIVER_INTERRUPTED,
+        ),
+        None: _PLAIN_FAILURE,
+    }
+)
+"""What the operator does for each exit code of the current driver; None: any other code."""
+
+
+def exit_handling(code: int | None, termination: TerminationStatus | None) -> ExitHandling:
+    """Returns what to do when the current driver exits.
+
+    Args:
+        code: The driver container's exit code; None if the Pod failed without one.
+        termination: The termination in effect, if any.
+    """
+    meaning = None if code is None else DriverExit.of(code)
+    if meaning is DriverExit.TERMINATED and termination is None:
+        # Nothing was asked of the driver, so it stopped on its own: a failure.
+        return _PLAIN_FAILURE
+    return EXITS[meaning]
+
+
+def cancelled(plan: Plan, message: str) -> None:
+    """The job was cancelled: FAILED, as Jet reports a cancelled job."""
+    plan.update(
+        phase=Phase.FAILED,
+        termination=None,
+        export_request=None,
+        last_failure=FailureStatus(reason=CANCELLED, message=message, time=plan.now),
+    )
+    plan.event(EventReason.CANCELLED, message)
+
+
+def execution_ended(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
+    """The current driver's containers stopped: what its exit code asks for (:data:`EXITS`)."""
+    status = plan.status
+    execution = status.execution
+    assert execution is not None
+    termination = status.termination
+    code = (
+        pod.exit_code
+        if pod.exit_code is not None
+        else (DriverExit.COMPLETED if pod.phase is PodPhase.SUCCEEDED else None)
+    )
+    handling = exit_handling(code, termination)
+    context = f"executionId={execution.id} attempt={execution.attempt} pod={pod.name}"
+    message = handling.message.format(
+        code=code,
+        context=context,
+        dropped=f" droppedRequest={termination.mode.value}" if termination else "",
+        snapshot_id=status.record().snapshot_id,
+    )
+    if handling.event is not None:
+        plan.event(handling.event, message)
+    outcome = handling.outcome
+    if outcome is ExitOutcome.STOP:
+        assert handling.phase is not None
+        plan.update(phase=handling.phase, termination=None, export_request=None)
+        if handling.failure is not None:
+            plan.update(
+                last_failure=FailureStatus(reason=handling.failure, message=message, time=plan.now)
+            )
+    elif outcome is ExitOutcome.RESTART_AT_ONCE:
+        # Any pending graceful request is dropped: only the restore may follow.
+        plan.update(termination=None, export_request=None)
+        start_or_wait(plan, spec, restart_reason=handling.restart_reason)
+    elif outcome is ExitOutcome.WAIT_FOR_NEWER_EXECUTION:
+        # The driver saw another execution id in the status than the one observed here: this
+        # view is older than the driver's. Nothing failed and nothing may start on its account.
+        plan.fenced = message
+        plan.requeue(plan.settings.store_retry_seconds)
+    elif outcome is ExitOutcome.CARRY_OUT_TERMINATION:
+        assert termination is not None
+        _terminated_as_requested(plan, spec, termination, context)
+    else:
+        assert handling.failure is not None
+        failed(plan, spec, handling.failure, message)
+
+
+def _terminated_as_requested(
+    plan: Plan, spec: SnapshotJobSpec, termination: TerminationStatus, context: str
+) -> None:
+    """The driver served ``status.termination``: carry out what its mode does after stopping."""
+    action = termination.mode.mode.action_after
+    plan.update(termination=None, export_request=None)
+    if action is ActionAfter.RESTART and spec.suspend:
+        # The terminal snapshot left the state clean: suspend without another execution.
+        plan.update(phase=Phase.SUSPENDED)
+        plan.event(
+            EventReason.SUSPENDED,
+            f"Suspended with a terminal snapshot snapshotId={plan.status.record().snapshot_id} "
+            f"{context}",
+        )
+    elif action is ActionAfter.RESTART:
+        start_or_wait(plan, spec)
+    elif action is ActionAfter.SUSPEND:
+        plan.update(phase=Phase.SUSPENDED)
+        plan.event(
+            EventReason.SUSPENDED,
+            f"Suspended with a terminal snapshot snapshotId={plan.status.record().snapshot_id} "
+            f"{context}",
+        )
+    else:
+        export = f" exportName={termination.export_name}" if termination.export_name else ""
+        cancelled(
+            plan,
+            f"Cancelled with a terminal snapshot mode={termination.mode.value}{export} {context}",
+        )
+
+
+def failed(plan: Plan, spec: SnapshotJobSpec, reason: ConditionReason, message: str) -> None:
+    """An execution failed: suspend, give up, or restart after a backoff."""
+    restarts = plan.status.restarts
+    policy = spec.restart_policy
+    plan.update(
+        termination=None,
+        export_request=None,
+        last_failure=FailureStatus(reason=reason, message=message, time=plan.now),
+    )
+    if spec.suspend_on_failure:
+        # Held until the spec changes: spec.suspend is false, and must not resume the job.
+        plan.update(
+            phase=Phase.SUSPENDED,
+            termination=plan.forceful_marker(
+                TerminationModeName.SUSPEND_FORCEFUL, SUSPENDED_ON_FAILURE
+            ),
+        )
+        plan.event(
+            EventReason.SUSPENDED_ON_FAILURE,
+            f"{message}; suspended without a snapshot (suspendOnFailure), change the spec to "
+            "resume",
+        )
+    elif restarts >= policy.max_restarts:
+        plan.update(phase=Phase.FAILED)
+        plan.event(
+            EventReason.RESTART_LIMIT_REACHED,
+            f"{message}; giving up restarts={restarts} maxRestarts={policy.max_restarts}",
+        )
+    else:
+        delay = policy.backoff(restarts + 1)
+        plan.update(phase=Phase.RESTARTING, restarts=restarts + 1)
+        plan.event(
+            EventReason.EXECUTION_FAILED,
+            f"{message}; restarting backoffSeconds={delay} restarts={restarts + 1}",
+        )
+        plan.requeue(delay)

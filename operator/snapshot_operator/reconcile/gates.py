@@ -1,0 +1,112 @@
+"""The gates a spec must pass before the decision acts on it: what only the operator can tell.
+
+The CRD's schema and CEL rules reject most bad specs at admission, but some checks need the
+job's status or the store's health, which admission cannot see: whether the store may hold a
+new execution, whether an export would overwrite the job's own restore point, whether a
+``statePartitions`` change could still restore the job's snapshot. Each gate returns why it is
+closed (for a condition) or None; the decision then leaves the running execution alone rather
+than act on a spec it cannot apply.
+"""
+
+from __future__ import annotations
+
+from snapshot_operator.api import (
+    ConditionReason,
+    ProcessingGuarantee,
+    SnapshotJobSpec,
+    SnapshotJobStatus,
+    UpgradeMode,
+)
+from snapshot_operator.reconcile.observation import StoreHealth
+from snapshot_operator.reconcile.plan import Plan, Problem
+from spark_runtime.protocol import NO_SNAPSHOT
+
+
+def store_problem(
+    spec: SnapshotJobSpec, status: SnapshotJobStatus, store: StoreHealth | None
+) -> Problem | None:
+    """Returns why no execution may start now, or None if the store allows it."""
+    if store is None:
+        return Problem(ConditionReason.STORE_UNREACHABLE, "Store health could not be read")
+    if not store.cluster_safe:
+        return Problem(
+            ConditionReason.NOT_CLUSTER_SAFE,
+            f"Store is not cluster-safe members={store.member_count}",
+        )
+    backups = spec.hazelcast.backup_count
+    if store.member_count <= backups:
+        return Problem(
+            ConditionReason.TOO_FEW_MEMBERS,
+            f"Store cannot hold the job's backups members={store.member_count} "
+            f"backupCount={backups}",
+        )
+    quorum = status.record().quorum_size
+    if spec.split_brain_protection and store.member_count < quorum:
+        return Problem(
+            ConditionReason.BELOW_QUORUM,
+            f"Store has fewer members than the quorum members={store.member_count} "
+            f"quorumSize={quorum}",
+        )
+    return None
+
+
+def new_export_name(spec: SnapshotJobSpec, status: SnapshotJobStatus) -> str | None:
+    """Returns the export the spec asks for and the job has not made yet, if any."""
+    export = spec.export_snapshot
+    if export is None or export.name is None or status.exported(export.name) is not None:
+        return None
+    return export.name
+
+
+def export_problem(spec: SnapshotJobSpec, status: SnapshotJobStatus) -> Problem | None:
+    """Returns why the requested export must not be taken (only the operator can tell)."""
+    name = new_export_name(spec, status)
+    if name is None:
+        return None
+    record = status.record()
+    if spec.processing_guarantee is ProcessingGuarantee.NONE:
+        message = f"Export cannot be taken name={name}: processingGuarantee NONE takes no snapshots"
+    elif name == record.exported_snapshot_name:
+        message = (
+            f"Export would overwrite the job's restore point name={name} "
+            f"snapshotId={record.snapshot_id}, choose another name"
+        )
+    elif record.snapshot_id == NO_SNAPSHOT and name == spec.initial_snapshot_name:
+        message = (
+            f"Export would overwrite the snapshot the job starts from name={name}, "
+            "choose another name"
+        )
+    else:
+        return None
+    return Problem(ConditionReason.EXPORT_REJECTED, message)
+
+
+def export_to_take(plan: Plan, spec: SnapshotJobSpec) -> str | None:
+    """Returns the export to take now: the one the spec asks for, unless a gate refused it."""
+    return None if plan.export_problem else new_export_name(spec, plan.status)
+
+
+def state_partitions_problem(spec: SnapshotJobSpec, status: SnapshotJobStatus) -> str | None:
+    """Returns why the spec's statePartitions cannot be applied, or None if it can.
+
+    Keyed state is hash-partitioned into that many partitions and snapshotted so; a restore
+    with another number would fail. Only a stateless upgrade, which drops the job's state,
+    may change it while the job has a snapshot. (A CEL transition rule cannot see whether the
+    job has a snapshot, so the operator checks it.)
+    """
+    execution = status.execution
+    if (
+        spec.upgrade_mode is UpgradeMode.STATELESS
+        or execution is None
+        or execution.state_partitions is None
+        or execution.state_partitions == spec.state_partitions
+        or status.record().snapshot_id == NO_SNAPSHOT
+    ):
+        return None
+    return (
+        f"spec.statePartitions cannot change while the job has a snapshot "
+        f"statePartitions={spec.state_partitions} "
+        f"snapshotStatePartitions={execution.state_partitions} "
+        f"snapshotId={status.record().snapshot_id}: set it back, or use upgradeMode stateless "
+        "to start without the job's state"
+    )

@@ -1,0 +1,240 @@
+"""The live execution: supervising the current driver Pod and serving spec changes through it.
+
+While an execution exists (:data:`LIVE_PHASES`) the operator changes nothing by itself: it
+follows the current driver Pod, removes Pods of older executions, and turns the first pending
+spec change into one request to the driver (``status.termination`` or ``status.exportRequest``).
+Graceful requests are the driver's to serve, with a terminal snapshot; one not served within
+the deadline is escalated to the forceful mode of the same action, which needs no driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from types import MappingProxyType
+
+from snapshot_operator.api import (
+    ConditionReason,
+    ExportRequestStatus,
+    Phase,
+    ProcessingGuarantee,
+    SnapshotJobSpec,
+    TerminationModeName,
+    TerminationStatus,
+    UpgradeMode,
+)
+from snapshot_operator.reconcile.actions import EventReason
+from snapshot_operator.reconcile.exits import cancelled, execution_ended, failed
+from snapshot_operator.reconcile.gates import export_to_take
+from snapshot_operator.reconcile.observation import DriverPod, PodPhase
+from snapshot_operator.reconcile.plan import Plan
+from snapshot_operator.reconcile.starting import start_or_wait
+from spark_runtime.protocol import ActionAfter, TerminationMode
+
+_UPGRADE_MODES: Mapping[UpgradeMode, TerminationModeName] = MappingProxyType(
+    {
+        UpgradeMode.SNAPSHOT: TerminationModeName.RESTART_GRACEFUL,
+        UpgradeMode.LAST_SNAPSHOT: TerminationModeName.RESTART_FORCEFUL,
+        UpgradeMode.STATELESS: TerminationModeName.RESTART_FORCEFUL,
+    }
+)
+"""How each upgradeMode stops the running execution to roll out a new spec."""
+
+
+def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
+    """A live phase: follow the current driver Pod and serve spec changes through it."""
+    status = plan.status
+    execution = status.execution
+    current_id = execution.id if execution is not None else None
+    pod = None
+    for candidate in plan.obs.pods:
+        if candidate.execution_id == current_id and pod is None:
+            pod = candidate
+        elif candidate.may_run:
+            plan.delete_pod(candidate)
+            if not candidate.deleting:
+                plan.event(
+                    EventReason.STALE_DRIVER_DELETED,
+                    f"Deleted a driver Pod of an older execution pod={candidate.name} "
+                    f"executionId={candidate.execution_id}",
+                )
+    if execution is None or pod is None:
+        if status.phase is Phase.STARTING:
+            plan.event(
+                EventReason.DRIVER_POD_MISSING,
+                f"Driver Pod of the starting execution is missing, starting a new execution "
+                f"executionId={current_id}",
+            )
+            start_or_wait(plan, spec)
+        else:
+            failed(
+                plan,
+                spec,
+                ConditionReason.DRIVER_POD_LOST,
+                f"Driver Pod disappeared executionId={current_id}",
+            )
+        return
+    if pod.phase.is_terminal:
+        execution_ended(plan, spec, pod)
+        return
+    if pod.deleting:
+        # Stopping forcefully: wait until its containers have stopped.
+        plan.requeue(plan.settings.store_retry_seconds)
+        return
+    if status.termination is not None:
+        plan.update(phase=Phase.COMPLETING)
+        _watch_termination(plan, spec, pod)
+        return
+    plan.update(phase=Phase.RUNNING if pod.phase is PodPhase.RUNNING else Phase.STARTING)
+    ran_for = (plan.now - execution.started_at).total_seconds()
+    if status.restarts and ran_for >= spec.restart_policy.max_backoff_seconds:
+        plan.update(restarts=0)
+    _watch_export_request(plan)
+    _serve_spec_change(plan, spec, pod)
+
+
+def _serve_spec_change(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
+    """Turns the first pending spec change into a request to the live execution."""
+    execution = plan.status.execution
+    assert execution is not None
+    export_name = export_to_take(plan, spec)
+    if spec.suspend:
+        _terminate(plan, spec, pod, TerminationModeName.SUSPEND_GRACEFUL, "SuspendRequested")
+    elif export_name is not None and spec.export_snapshot and spec.export_snapshot.cancel_job:
+        _terminate(
+            plan,
+            spec,
+            pod,
+            TerminationModeName.CANCEL_GRACEFUL,
+            "ExportAndCancelRequested",
+            export_name=export_name,
+        )
+    elif execution.spec_hash != spec.execution_fingerprint():
+        mode = _UPGRADE_MODES[spec.upgrade_mode]
+        plan.event(
+            EventReason.UPGRADING,
+            f"Spec changed, rolling it out upgradeMode={spec.upgrade_mode.value} mode={mode.value} "
+            f"executionId={execution.id}",
+        )
+        _terminate(plan, spec, pod, mode, "SpecChanged")
+    elif (
+        export_name is not None
+        and plan.status.export_request is None
+        and pod.phase is PodPhase.RUNNING
+    ):
+        plan.request_export(
+            ExportRequestStatus(
+                name=export_name,
+                request_id=f"{execution.id}/export/{export_name}/{int(plan.now.timestamp())}",
+                requested_at=plan.now,
+            )
+        )
+        plan.event(
+            EventReason.EXPORT_REQUESTED,
+            f"Asked the driver for an export-only snapshot name={export_name} "
+            f"executionId={execution.id}",
+        )
+
+
+def _terminate(
+    plan: Plan,
+    spec: SnapshotJobSpec,
+    pod: DriverPod,
+    mode_name: TerminationModeName,
+    reason: str,
+    export_name: str | None = None,
+) -> None:
+    """Stops the live execution: asks the driver (graceful) or deletes its Pod (forceful)."""
+    execution = plan.status.execution
+    assert execution is not None
+    mode = mode_name.mode
+    if mode.terminal_snapshot and spec.processing_guarantee is ProcessingGuarantee.NONE:
+        # Nothing to snapshot: the graceful mode is the forceful one.
+        mode = mode.without_terminal_snapshot()
+    if not mode.terminal_snapshot:
+        _stop_forcefully(plan, spec, pod, mode, reason)
+        return
+    plan.update(phase=Phase.COMPLETING)
+    plan.request_termination(
+        TerminationStatus(
+            mode=TerminationModeName(mode.name),
+            request_id=f"{execution.id}/{mode.name}",
+            requested_at=plan.now,
+            export_name=export_name,
+            reason=reason,
+        )
+    )
+    plan.event(
+        EventReason.TERMINATION_REQUESTED,
+        f"Asked the driver to stop mode={mode.name} reason={reason} executionId={execution.id}"
+        + (f" exportName={export_name}" if export_name else ""),
+    )
+    plan.requeue(plan.settings.graceful_timeout_seconds)
+
+
+def _watch_termination(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
+    """Escalates a graceful request the driver has not served in time."""
+    termination = plan.status.termination
+    assert termination is not None
+    mode = termination.mode.mode
+    deadline = termination.requested_at + timedelta(seconds=plan.settings.graceful_timeout_seconds)
+    if not mode.terminal_snapshot or plan.now >= deadline:
+        forceful = mode.without_terminal_snapshot()
+        if mode.terminal_snapshot:
+            plan.event(
+                EventReason.TERMINATION_ESCALATED,
+                f"Driver did not stop within timeoutSeconds="
+                f"{plan.settings.graceful_timeout_seconds}, stopping it without a snapshot "
+                f"requestedMode={mode.name} mode={forceful.name} podName={pod.name}",
+            )
+        _stop_forcefully(plan, spec, pod, forceful, termination.reason)
+        return
+    plan.requeue((deadline - plan.now).total_seconds())
+
+
+def _watch_export_request(plan: Plan) -> None:
+    """Clears an export-only request once the export exists, or when it timed out."""
+    request = plan.status.export_request
+    if request is None:
+        return
+    exported = plan.status.exported(request.name)
+    deadline = request.requested_at + timedelta(seconds=plan.settings.graceful_timeout_seconds)
+    if exported is not None:
+        plan.update(export_request=None)
+        plan.event(
+            EventReason.SNAPSHOT_EXPORTED,
+            f"Exported snapshot name={exported.name} snapshotId={exported.snapshot_id} "
+            f"numBytes={exported.num_bytes} terminal={str(exported.terminal).lower()}",
+        )
+    elif plan.now >= deadline:
+        plan.update(export_request=None)
+        plan.event(
+            EventReason.EXPORT_TIMED_OUT,
+            f"Driver did not export within timeoutSeconds={plan.settings.graceful_timeout_seconds}"
+            f", asking again name={request.name}",
+        )
+    else:
+        plan.requeue((deadline - plan.now).total_seconds())
+
+
+def _stop_forcefully(
+    plan: Plan, spec: SnapshotJobSpec, pod: DriverPod, mode: TerminationMode, reason: str
+) -> None:
+    """Deletes the live execution's Pod and moves to what the mode does after stopping."""
+    execution = plan.status.execution
+    assert execution is not None
+    plan.delete_pod(pod)
+    plan.update(termination=None, export_request=None)
+    if mode.action_after is ActionAfter.RESTART:
+        # The Pod is still stopping: the new execution starts once it has.
+        plan.update(phase=Phase.RESTARTING)
+        plan.requeue(plan.settings.store_retry_seconds)
+    elif mode.action_after is ActionAfter.SUSPEND:
+        plan.update(phase=Phase.SUSPENDED)
+        plan.event(
+            EventReason.SUSPENDED,
+            f"Suspended without a snapshot mode={mode.name} reason={reason} "
+            f"executionId={execution.id}",
+        )
+    else:
+        cancelled(plan, f"Cancelled without a snapshot mode={mode.name} reason={reason}")
