@@ -134,8 +134,8 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
             phase=Phase.FAILED,
             failure=ConditionReason.SNAPSHOT_CORRUPTED,
         ),
-        # The state may hold prepared transactions that only a restore resolves (seed,
-        # Assumptions), so the pending request is dropped rather than served.
+        # The state may hold prepared transactions that only a restore resolves (see
+        # docs/protocol.md, Termination modes), so the pending request is dropped, not served.
         DriverExit.RESTART_FORCEFUL: ExitHandling(
             ExitOutcome.RESTART_AT_ONCE,
             EventReason.FORCED_RESTART,

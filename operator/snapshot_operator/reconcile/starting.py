@@ -92,7 +92,7 @@ def _start(plan: Plan, spec: SnapshotJobSpec) -> None:
         and previous.spec_hash != fingerprint
         and record.snapshot_id != NO_SNAPSHOT
     ):
-        # A fresh start: drop the restore point but never reuse a snapshot id (invariant 3).
+        # A fresh start: drop the restore point, never reuse a snapshot id (protocol.md, I3).
         record = ExecutionRecord(
             ongoing_snapshot_id=record.ongoing_snapshot_id, quorum_size=record.quorum_size
         )
