@@ -37,7 +37,7 @@ from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
 from snapshot_operator.executing import Outcome, Runtime, reconcile
 from snapshot_operator.manifests import LABEL_JOB_UID
 from snapshot_operator.restarting import restart_step
-from snapshot_operator.rollout import Delete, Step, Wait
+from snapshot_operator.rollout import RestartMember, RolloutStep, WaitForHealthyStore
 from snapshot_operator.settings import DEFAULT_FINALIZER
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
 async def _restart_store_members(runtime: Runtime, namespace: str, name: str) -> None:
     settings = runtime.settings
     log.info("Watching store members for restarts namespace=%s statefulset=%s", namespace, name)
-    step: Step | None = None
+    step: RolloutStep | None = None
     while True:
         try:
             step = await asyncio.to_thread(
@@ -122,10 +122,10 @@ async def _restart_store_members(runtime: Runtime, namespace: str, name: str) ->
             )
         except Exception:
             log.exception("Store restart step failed namespace=%s statefulset=%s", namespace, name)
-            step = Wait("step failed")
+            step = WaitForHealthyStore("step failed")
         # A rollout in progress is looked at as often as a held-back start; an idle one
         # only at the resync interval.
-        busy = isinstance(step, Wait | Delete)
+        busy = isinstance(step, WaitForHealthyStore | RestartMember)
         decision = settings.decision
         await asyncio.sleep(decision.store_retry_seconds if busy else decision.resync_seconds)
 

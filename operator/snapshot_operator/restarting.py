@@ -19,14 +19,14 @@ from kubernetes import client
 from snapshot_operator.eventing import create_event
 from snapshot_operator.reconcile.observe import read_store_health
 from snapshot_operator.rollout import (
-    Delete,
-    Step,
+    RestartMember,
+    RolloutStep,
     StoreStatefulSet,
-    Wait,
+    WaitForHealthyStore,
     confirms,
+    parse_member_pod,
+    parse_statefulset,
     plan,
-    read_member_pod,
-    read_statefulset,
 )
 from snapshot_operator.store_health import read_health
 
@@ -59,7 +59,7 @@ def _list_pods(api: client.ApiClient, raw: dict[str, Any]) -> list[dict[str, Any
     return pods
 
 
-def _delete(api: client.ApiClient, statefulset: StoreStatefulSet, step: Delete) -> bool:
+def _delete(api: client.ApiClient, statefulset: StoreStatefulSet, step: RestartMember) -> bool:
     core = client.CoreV1Api(api)
     options = client.V1DeleteOptions(
         preconditions=client.V1Preconditions(
@@ -81,7 +81,7 @@ def _delete(api: client.ApiClient, statefulset: StoreStatefulSet, step: Delete) 
 
 
 def _emit_event(
-    api: client.ApiClient, statefulset: StoreStatefulSet, step: Delete, instance: str
+    api: client.ApiClient, statefulset: StoreStatefulSet, step: RestartMember, instance: str
 ) -> None:
     create_event(
         api,
@@ -110,8 +110,8 @@ def restart_step(
     members: tuple[str, ...],
     health_timeout: float,
     instance: str,
-    previous: Step | None = None,
-) -> Step | None:
+    previous: RolloutStep | None = None,
+) -> RolloutStep | None:
     """Reads the store's StatefulSet, Pods and health; deletes one outdated Pod if safe.
 
     Blocking: the handler calls it from a worker thread.
@@ -129,29 +129,29 @@ def restart_step(
             migrating partitions back to it, so one safe reading is not enough.
 
     Returns:
-        The step planned (a :class:`Delete` was carried out, or found obsolete by its
+        The step planned (a :class:`RestartMember` was carried out, or found obsolete by its
         precondition), or None if the StatefulSet does not exist.
     """
     raw = _read_statefulset(api, namespace, name)
     if raw is None:
         log.debug("Store StatefulSet not found namespace=%s name=%s", namespace, name)
         return None
-    statefulset = read_statefulset(raw)
-    pods = (read_member_pod(pod, statefulset.name) for pod in _list_pods(api, raw))
+    statefulset = parse_statefulset(raw)
+    pods = (parse_member_pod(pod, statefulset.name) for pod in _list_pods(api, raw))
     members_read = tuple(pod for pod in pods if pod is not None)
     store = [read_store_health(read_health([member], health_timeout)) for member in members]
     step = plan(statefulset, members_read, store)
-    if isinstance(step, Wait):
+    if isinstance(step, WaitForHealthyStore):
         log.debug(
             "Store restart waits namespace=%s name=%s reason=%s", namespace, name, step.reason
         )
-    elif isinstance(step, Delete) and not confirms(step, previous):
+    elif isinstance(step, RestartMember) and not confirms(step, previous):
         log.info(
             "Store member restart planned, confirming on the next look pod=%s updateRevision=%s",
             step.pod.name,
             step.update_revision,
         )
-    elif isinstance(step, Delete):
+    elif isinstance(step, RestartMember):
         log.info(
             "Restarting store member pod=%s revision=%s updateRevision=%s currentRevision=%s",
             step.pod.name,
