@@ -11,13 +11,13 @@ answers (as the start gate does): a hung member (SIGSTOP, a stalled JVM) is stil
 the cluster and the others go on reporting it safe until its heartbeat times out, and
 restarting a second member then could take both copies of a partition down.
 
-This module is the pure part: it reads the raw StatefulSet and Pods (plain dictionaries in the
-API's camelCase, as :mod:`snapshot_operator.reconcile.observe` does for driver Pods) and
+This module is the pure part: it parses the raw StatefulSet and Pods (plain dictionaries in
+the API's camelCase, as :mod:`snapshot_operator.reconcile.observe` does for driver Pods) and
 returns one step as data (:class:`NoRestartNeeded`, :class:`WaitForHealthyStore` or
-:class:`RestartMember`); the I/O lives in :mod:`snapshot_operator.restarting`. The step is a
-function of what was read alone, so two operator replicas that read the same state pick the
-same Pod, and the deletion is preconditioned on the Pod's version: the second of them deletes
-nothing.
+:class:`RestartMember`); the step that reads and acts is :mod:`snapshot_operator.store_restarts`.
+The step is a function of what was read alone, so two operator replicas that read the same
+state pick the same Pod, and the deletion is preconditioned on the Pod's version: the second
+of them deletes nothing.
 """
 
 from __future__ import annotations
