@@ -13,27 +13,19 @@ import logging
 import secrets
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 import kopf
-from kubernetes import client, config
 
 from snapshot_operator import handlers
-from snapshot_operator.executing import Runtime
+from snapshot_operator.connecting import connect
+from snapshot_operator.executing import Services
+from snapshot_operator.kubernetes_gateway import ClientKubernetesGateway
 from snapshot_operator.settings import parse_settings
-from snapshot_operator.snapshot_maps import SnapshotMaps
+from snapshot_operator.store_gateway import HazelcastStoreGateway
 
 log = logging.getLogger("snapshot_operator")
 
 _PRIORITY_RANGE = 2**31 - 1
-
-
-def _load_kube_config() -> None:
-    loader: Any = config  # untyped functions of the client library
-    try:
-        loader.load_incluster_config()
-    except config.ConfigException:
-        loader.load_kube_config()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -44,9 +36,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
-    _load_kube_config()
-    maps = SnapshotMaps()
-    runtime = Runtime(api=client.ApiClient(), settings=settings, maps=maps)
+    kube = ClientKubernetesGateway(connect(), instance=settings.instance)
+    store = HazelcastStoreGateway()
+    services = Services(kube=kube, store=store, settings=settings)
     priority = settings.priority
     if priority is None:
         priority = 1 + secrets.randbelow(_PRIORITY_RANGE)
@@ -70,10 +62,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             # KopfPeering object instead of silently working side by side.
             peering_name=None if settings.standalone else settings.peering_name,
             liveness_endpoint=settings.liveness_endpoint,
-            memo=kopf.Memo(runtime=runtime, wakers={}),
+            memo=kopf.Memo(services=services, wakers={}),
         )
     finally:
-        maps.close()
+        store.close()
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 log = logging.getLogger(__name__)
 
 
-def _created(error: client.exceptions.ApiException) -> bool:
+def _created_or_exists(error: client.exceptions.ApiException) -> bool:
+    """Whether a failed create still leaves the object there: 409, it already exists."""
     return bool(error.status == 409)
 
 
@@ -38,7 +39,7 @@ def ensure_driver_identity(api: client.ApiClient, job: JobRef) -> None:
         try:
             create(job.namespace, manifest)
         except client.exceptions.ApiException as error:
-            if not _created(error):
+            if not _created_or_exists(error):
                 raise
 
 
@@ -53,7 +54,7 @@ def create_pod(api: client.ApiClient, pod: dict[str, Any]) -> bool:
     try:
         core.create_namespaced_pod(metadata["namespace"], pod)
     except client.exceptions.ApiException as error:
-        if not _created(error):
+        if not _created_or_exists(error):
             raise
         existing = core.read_namespaced_pod(metadata["name"], metadata["namespace"])
         labels = existing.metadata.labels or {}

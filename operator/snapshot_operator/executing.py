@@ -7,23 +7,23 @@ the order given, stopping at the first error. Everything it writes to the status
 by the ``resourceVersion`` of the read (then of its own previous write), so a half-performed
 list is harmless: the next reconcile reads again and decides the same, or better.
 
-Blocking by design (the Kubernetes and Hazelcast clients are synchronous); the kopf handlers
-run it in a worker thread.
+The Kubernetes API and the store arrive as gateways (:mod:`snapshot_operator.gateways`) in
+:class:`Services`, built once by ``__main__``: this module imports no client, and its unit
+tests give it in-memory gateways. Blocking by design (the Kubernetes and Hazelcast clients are
+synchronous); the kopf handlers run it in a worker thread.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client
-
-from snapshot_operator import creating, deleting, eventing, fetching, patching, store_health
 from snapshot_operator.api import ExportedSnapshot, ExportFailureStatus, SnapshotJobSpec
+from snapshot_operator.gateways import KubernetesGateway, StaleObservation, StoreGateway
 from snapshot_operator.manifests import build_driver_pod
 from snapshot_operator.reconcile import (
     Action,
@@ -43,7 +43,6 @@ from snapshot_operator.reconcile import (
     read_spec,
 )
 from snapshot_operator.settings import OperatorSettings
-from snapshot_operator.snapshot_maps import SnapshotMaps
 from spark_runtime.protocol import SnapshotCorrupted, SnapshotStoreError
 
 log = logging.getLogger(__name__)
@@ -52,19 +51,25 @@ RETRY_STALE_SECONDS = 0.05
 """How soon to decide again after a write lost the optimistic lock: at once, the job moved."""
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 @dataclass(frozen=True)
-class Runtime:
-    """What a reconcile needs besides the job: clients and settings, one per operator.
+class Services:
+    """What a reconcile needs besides the job: the gateways and settings, one per operator.
 
     Attributes:
-        api: Kubernetes API client.
+        kube: The Kubernetes API.
+        store: The snapshot store (Hazelcast).
         settings: The operator's settings.
-        maps: The Hazelcast snapshot map operations.
+        clock: The current time, timezone-aware (UTC).
     """
 
-    api: client.ApiClient
+    kube: KubernetesGateway
+    store: StoreGateway
     settings: OperatorSettings
-    maps: SnapshotMaps
+    clock: Callable[[], datetime] = _utc_now
 
 
 @dataclass(frozen=True)
@@ -82,16 +87,16 @@ class Outcome:
     gone: bool = False
 
 
-def store_of(runtime: Runtime, spec: SnapshotJobSpec | None) -> tuple[tuple[str, ...], str]:
+def store_of(services: Services, spec: SnapshotJobSpec | None) -> tuple[tuple[str, ...], str]:
     """Returns the members and cluster name of the store a job uses."""
-    settings = runtime.settings
+    settings = services.settings
     if spec is not None and spec.hazelcast.address is not None:
         members = tuple(part.strip() for part in spec.hazelcast.address.split(",") if part)
         return members, spec.hazelcast.cluster_name or settings.store_cluster_name
     return settings.store_members, settings.store_cluster_name
 
 
-def reconcile(runtime: Runtime, namespace: str, name: str) -> Outcome:
+def reconcile_once(services: Services, namespace: str, name: str) -> Outcome:
     """Reads the job and its world, decides, and performs the actions.
 
     Returns:
@@ -102,21 +107,21 @@ def reconcile(runtime: Runtime, namespace: str, name: str) -> Outcome:
         spark_runtime.protocol.errors.ProtocolError: If a store operation failed.
     """
     started = time.perf_counter()
-    raw = fetching.read_job(runtime.api, namespace, name)
+    raw = services.kube.read_job(namespace, name)
     if raw is None:
         return Outcome(requeue_after=0, gone=True)
     uid = str(raw["metadata"]["uid"])
-    pods = fetching.list_driver_pods(runtime.api, namespace, uid)
+    pods = services.kube.list_driver_pods(namespace, uid)
     spec = read_spec(raw.get("spec"))
-    members, _ = store_of(runtime, spec if isinstance(spec, SnapshotJobSpec) else None)
-    health = store_health.read_health(members, runtime.settings.health_timeout_seconds)
+    members, _ = store_of(services, spec if isinstance(spec, SnapshotJobSpec) else None)
+    health = services.store.read_health(members, services.settings.health_timeout_seconds)
     read = time.perf_counter()
-    observation = observe(raw, pods, health, datetime.now(UTC))
-    actions = decide(observation, runtime.settings.decision)
+    observation = observe(raw, pods, health, services.clock())
+    actions = decide(observation, services.settings.decision)
     decided = time.perf_counter()
     try:
-        outcome = _perform(runtime, observation, raw, actions)
-    except patching.StaleObservation as stale:
+        outcome = _perform(services, observation, raw, actions)
+    except StaleObservation as stale:
         log.info("Deciding again %s", stale)
         return Outcome(requeue_after=RETRY_STALE_SECONDS)
     if len(actions) > 1:
@@ -134,36 +139,36 @@ def reconcile(runtime: Runtime, namespace: str, name: str) -> Outcome:
 
 
 def _perform(
-    runtime: Runtime,
+    services: Services,
     observation: Observation,
     raw: dict[str, Any],
     actions: Sequence[Action],
 ) -> Outcome:
     job = observation.job
-    api = runtime.api
+    kube = services.kube
     version = str(raw["metadata"]["resourceVersion"])
     # The status as this decision's writes leave it, for writes that extend a list.
     status: dict[str, Any] = dict(raw.get("status") or {})
-    requeue: float = runtime.settings.decision.resync_seconds
+    requeue: float = services.settings.decision.resync_seconds
     removable = False
     context = f"namespace={job.namespace} name={job.name}"
     for action in actions:
         match action:
             case PatchStatus(patch=patch):
-                version = patching.patch_status(api, job.namespace, job.name, version, patch)
+                version = kube.patch_status(job.namespace, job.name, version, patch)
                 status.update(patch)
                 log.info("Patched status %s fields=%s", context, ",".join(sorted(patch)))
             case RequestTermination() | RequestExport():
-                patch = action.status_patch(datetime.now(UTC))
-                version = patching.patch_status(api, job.namespace, job.name, version, patch)
+                patch = action.status_patch(services.clock())
+                version = kube.patch_status(job.namespace, job.name, version, patch)
                 status.update(patch)
                 log.info("Requested from the driver %s request=%s", context, action)
             case CreateDriverPod():
                 spec = observation.spec
                 if not isinstance(spec, SnapshotJobSpec):
                     raise TypeError(f"Decision created a driver for an invalid spec {context}")
-                members, cluster = store_of(runtime, None)
-                creating.ensure_driver_identity(api, job)
+                members, cluster = store_of(services, None)
+                kube.ensure_driver_identity(job)
                 pod = build_driver_pod(
                     job,
                     spec,
@@ -171,7 +176,7 @@ def _perform(
                     store_address=",".join(members) or None,
                     store_cluster_name=cluster,
                 )
-                created = creating.create_pod(api, pod)
+                created = kube.create_pod(pod)
                 log.info(
                     "Created driver pod %s pod=%s executionId=%s new=%s",
                     context,
@@ -180,19 +185,19 @@ def _perform(
                     created,
                 )
             case DeleteDriverPod(pod_name=pod_name):
-                existed = deleting.delete_pod(api, job.namespace, pod_name)
+                existed = kube.delete_pod(job.namespace, pod_name)
                 log.info("Deleted driver pod %s pod=%s existed=%s", context, pod_name, existed)
             case CopySnapshotToExport():
-                version = _copy(runtime, observation, version, status, action)
+                version = _copy(services, observation, version, status, action)
             case DeleteSnapshotMaps(map_names=map_names):
                 spec = observation.spec
                 members, cluster = store_of(
-                    runtime, spec if isinstance(spec, SnapshotJobSpec) else None
+                    services, spec if isinstance(spec, SnapshotJobSpec) else None
                 )
-                runtime.maps.destroy(members, cluster, map_names)
+                services.store.destroy_maps(members, cluster, map_names)
                 log.info("Destroyed snapshot maps %s maps=%s", context, ",".join(map_names))
             case EmitEvent():
-                eventing.emit_event(api, job, action, runtime.settings.instance)
+                kube.emit_job_event(job, action)
             case RemoveFinalizer():
                 removable = True
             case Requeue(after_seconds=after):
@@ -201,7 +206,7 @@ def _perform(
 
 
 def _copy(
-    runtime: Runtime,
+    services: Services,
     observation: Observation,
     version: str,
     status: dict[str, Any],
@@ -215,9 +220,9 @@ def _copy(
     """
     job = observation.job
     spec = observation.spec
-    members, cluster = store_of(runtime, spec if isinstance(spec, SnapshotJobSpec) else None)
+    members, cluster = store_of(services, spec if isinstance(spec, SnapshotJobSpec) else None)
     try:
-        copied = runtime.maps.copy(
+        copied = services.store.copy_snapshot(
             members,
             cluster,
             source_map=action.source_map,
@@ -225,12 +230,12 @@ def _copy(
             snapshot_id=action.snapshot_id,
         )
     except (SnapshotStoreError, SnapshotCorrupted) as error:
-        return _copy_failed(runtime, observation, version, status, action, error)
+        return _copy_failed(services, observation, version, status, action, error)
     exported = ExportedSnapshot(
         name=action.export_name,
         snapshot_id=copied.snapshot_id,
         num_bytes=copied.num_bytes,
-        created_at=datetime.now(UTC),
+        created_at=services.clock(),
         terminal=False,
     )
     kept = [
@@ -239,7 +244,7 @@ def _copy(
         if entry.get("name") != action.export_name
     ]
     patch = {"exportedSnapshots": [*kept, exported.to_json()]}
-    version = patching.patch_status(runtime.api, job.namespace, job.name, version, patch)
+    version = services.kube.patch_status(job.namespace, job.name, version, patch)
     status.update(patch)
     log.info(
         "Copied snapshot to export namespace=%s name=%s export=%s snapshotId=%s numBytes=%s",
@@ -253,7 +258,7 @@ def _copy(
 
 
 def _copy_failed(
-    runtime: Runtime,
+    services: Services,
     observation: Observation,
     version: str,
     status: dict[str, Any],
@@ -270,10 +275,10 @@ def _copy_failed(
         name=action.export_name,
         attempts=attempts,
         message=f"{type(error).__name__}: {error}",
-        time=datetime.now(UTC),
+        time=services.clock(),
     )
     patch = {"exportFailure": failure.to_json()}
-    version = patching.patch_status(runtime.api, job.namespace, job.name, version, patch)
+    version = services.kube.patch_status(job.namespace, job.name, version, patch)
     status.update(patch)
     log.warning(
         "Copy to export failed namespace=%s name=%s export=%s attempts=%d error=%s",

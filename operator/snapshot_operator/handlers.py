@@ -1,6 +1,6 @@
 """The kopf handlers: they only register and delegate, as in crate-operator.
 
-Each SnapshotJob gets one daemon that runs :func:`snapshot_operator.executing.reconcile`
+Each SnapshotJob gets one daemon that runs :func:`snapshot_operator.executing.reconcile_once`
 whenever something about the job changed and whenever the decision asked to look again
 (``Requeue``: backoffs, graceful deadlines, store retries). Watch events of the job and of its
 driver Pods only wake that daemon. One loop per job means reconciles of a job never overlap
@@ -21,7 +21,11 @@ The store's members are restarted by one background loop started with the operat
 kopf's finalizer on the Hazelcast StatefulSet (blocking its deletion whenever the operator is
 gone) and need the store's namespace among the watched ones. The loop polls instead; each
 step is planned from fresh reads and its one deletion is preconditioned, see
-:mod:`snapshot_operator.restarting`.
+:mod:`snapshot_operator.store_restarts`.
+
+The gateways to the Kubernetes API and the store (:mod:`snapshot_operator.gateways`) come in
+the kopf memo as :class:`~snapshot_operator.executing.Services`, built by ``__main__``; the
+handlers pass them on and import no client.
 """
 
 from __future__ import annotations
@@ -34,11 +38,11 @@ from typing import Any
 import kopf
 
 from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
-from snapshot_operator.executing import Outcome, Runtime, reconcile
+from snapshot_operator.executing import Outcome, Services, reconcile_once
 from snapshot_operator.manifests import LABEL_JOB_UID
-from snapshot_operator.restarting import restart_step
-from snapshot_operator.rollout import Delete, Step, Wait
+from snapshot_operator.rollout import RestartMember, RolloutStep, WaitForHealthyStore
 from snapshot_operator.settings import DEFAULT_FINALIZER
+from snapshot_operator.store_restarts import restart_step
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +70,9 @@ class _NoDiffBase(kopf.DiffBaseStorage):
         """Stores nothing."""
 
 
-def _runtime(memo: kopf.Memo) -> Runtime:
-    runtime: Runtime = memo["runtime"]
-    return runtime
+def _services(memo: kopf.Memo) -> Services:
+    services: Services = memo["services"]
+    return services
 
 
 def _waker(memo: kopf.Memo, uid: str) -> asyncio.Event:
@@ -76,14 +80,14 @@ def _waker(memo: kopf.Memo, uid: str) -> asyncio.Event:
     return wakers.setdefault(uid, asyncio.Event())
 
 
-async def _reconcile(runtime: Runtime, namespace: str | None, name: str) -> Outcome:
+async def _reconcile(services: Services, namespace: str | None, name: str) -> Outcome:
     if namespace is None:
         raise kopf.PermanentError(f"SnapshotJob without a namespace name={name}")
     try:
-        return await asyncio.to_thread(reconcile, runtime, namespace, name)
+        return await asyncio.to_thread(reconcile_once, services, namespace, name)
     except Exception:
         # Level-based: whatever failed is decided again from a fresh read.
-        retry = runtime.settings.decision.store_retry_seconds
+        retry = services.settings.decision.store_retry_seconds
         log.exception(
             "Reconcile failed namespace=%s name=%s retrySeconds=%s", namespace, name, retry
         )
@@ -93,7 +97,7 @@ async def _reconcile(runtime: Runtime, namespace: str | None, name: str) -> Outc
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Keeps kopf's own bookkeeping off the SnapshotJob's status, under our finalizer."""
-    settings.peering.lifetime = _runtime(memo).settings.peering_lifetime_seconds
+    settings.peering.lifetime = _services(memo).settings.peering_lifetime_seconds
     settings.persistence.finalizer = DEFAULT_FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = _NoDiffBase()
@@ -104,28 +108,28 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.watching.client_timeout = WATCH_SERVER_TIMEOUT_SECONDS + 30
 
 
-async def _restart_store_members(runtime: Runtime, namespace: str, name: str) -> None:
-    settings = runtime.settings
+async def _restart_store_members(services: Services, namespace: str, name: str) -> None:
+    settings = services.settings
     log.info("Watching store members for restarts namespace=%s statefulset=%s", namespace, name)
-    step: Step | None = None
+    step: RolloutStep | None = None
     while True:
         try:
             step = await asyncio.to_thread(
                 restart_step,
-                runtime.api,
+                services.kube,
+                services.store,
                 namespace,
                 name,
                 settings.store_members,
                 settings.health_timeout_seconds,
-                settings.instance,
                 step,
             )
         except Exception:
             log.exception("Store restart step failed namespace=%s statefulset=%s", namespace, name)
-            step = Wait("step failed")
+            step = WaitForHealthyStore("step failed")
         # A rollout in progress is looked at as often as a held-back start; an idle one
         # only at the resync interval.
-        busy = isinstance(step, Wait | Delete)
+        busy = isinstance(step, WaitForHealthyStore | RestartMember)
         decision = settings.decision
         await asyncio.sleep(decision.store_retry_seconds if busy else decision.resync_seconds)
 
@@ -133,12 +137,12 @@ async def _restart_store_members(runtime: Runtime, namespace: str, name: str) ->
 @kopf.on.startup()
 async def start_store_restarts(memo: kopf.Memo, **_: Any) -> None:
     """Starts the loop that restarts outdated store members, if a StatefulSet is given."""
-    runtime = _runtime(memo)
-    namespace = runtime.settings.store_namespace
-    name = runtime.settings.store_statefulset
+    services = _services(memo)
+    namespace = services.settings.store_namespace
+    name = services.settings.store_statefulset
     if name is None or namespace is None:
         return
-    memo["store_restarts"] = asyncio.create_task(_restart_store_members(runtime, namespace, name))
+    memo["store_restarts"] = asyncio.create_task(_restart_store_members(services, namespace, name))
 
 
 @kopf.on.cleanup()
@@ -173,13 +177,13 @@ async def supervise(
     **_: Any,
 ) -> None:
     """Reconciles one SnapshotJob on every change and whenever the decision asked to."""
-    runtime = _runtime(memo)
+    services = _services(memo)
     waker = _waker(memo, uid)
     log.info("Supervising job namespace=%s name=%s uid=%s", namespace, name, uid)
     try:
         while not stopped:
             waker.clear()
-            outcome = await _reconcile(runtime, namespace, name)
+            outcome = await _reconcile(services, namespace, name)
             if outcome.gone:
                 return
             loop = asyncio.get_running_loop()
@@ -203,7 +207,7 @@ async def delete(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) ->
     Raises:
         kopf.TemporaryError: While the cleanup is not done; kopf calls again after the delay.
     """
-    outcome = await _reconcile(_runtime(memo), namespace, name)
+    outcome = await _reconcile(_services(memo), namespace, name)
     if outcome.gone or outcome.finalizer_removable:
         log.info("Cleanup done namespace=%s name=%s", namespace, name)
         return

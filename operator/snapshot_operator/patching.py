@@ -14,10 +14,7 @@ from typing import Any, cast
 from kubernetes import client
 
 from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
-
-
-class StaleObservation(Exception):  # noqa: N818 (a signal to decide again, not a failure)
-    """The SnapshotJob changed since it was read: decide again from a fresh read."""
+from snapshot_operator.gateways import StaleObservation
 
 
 def patch_status(

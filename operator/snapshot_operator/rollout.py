@@ -11,12 +11,13 @@ answers (as the start gate does): a hung member (SIGSTOP, a stalled JVM) is stil
 the cluster and the others go on reporting it safe until its heartbeat times out, and
 restarting a second member then could take both copies of a partition down.
 
-This module is the pure part: it reads the raw StatefulSet and Pods (plain dictionaries in the
-API's camelCase, as :mod:`snapshot_operator.reconcile.observe` does for driver Pods) and
-returns one step as data (:class:`Nothing`, :class:`Wait` or :class:`Delete`); the I/O lives
-in :mod:`snapshot_operator.restarting`. The step is a function of what was read alone, so two
-operator replicas that read the same state pick the same Pod, and the deletion is
-preconditioned on the Pod's version: the second of them deletes nothing.
+This module is the pure part: it parses the raw StatefulSet and Pods (plain dictionaries in
+the API's camelCase, as :mod:`snapshot_operator.reconcile.observe` does for driver Pods) and
+returns one step as data (:class:`NoRestartNeeded`, :class:`WaitForHealthyStore` or
+:class:`RestartMember`); the step that reads and acts is :mod:`snapshot_operator.store_restarts`.
+The step is a function of what was read alone, so two operator replicas that read the same
+state pick the same Pod, and the deletion is preconditioned on the Pod's version: the second
+of them deletes nothing.
 """
 
 from __future__ import annotations
@@ -83,12 +84,12 @@ class MemberPod:
 
 
 @dataclass(frozen=True)
-class Nothing:
+class NoRestartNeeded:
     """Every member Pod runs the current template: nothing to restart."""
 
 
 @dataclass(frozen=True)
-class Wait:
+class WaitForHealthyStore:
     """Some member Pods are outdated, but restarting one now could lose data.
 
     Attributes:
@@ -99,7 +100,7 @@ class Wait:
 
 
 @dataclass(frozen=True)
-class Delete:
+class RestartMember:
     """Delete this outdated member Pod; the StatefulSet controller recreates it.
 
     Attributes:
@@ -111,25 +112,25 @@ class Delete:
     update_revision: str
 
 
-Step = Nothing | Wait | Delete
+RolloutStep = NoRestartNeeded | WaitForHealthyStore | RestartMember
 """What to do next about the store's members."""
 
 
-def confirms(step: Delete, previous: Step | None) -> bool:
+def confirms(step: RestartMember, previous: RolloutStep | None) -> bool:
     """Whether ``previous`` planned the same deletion, of the same unchanged Pod.
 
     A member that has just joined can look Ready and cluster-safe for a moment before
     Hazelcast starts migrating partitions back to it, so a deletion needs two plans in a row.
     """
     return (
-        isinstance(previous, Delete)
+        isinstance(previous, RestartMember)
         and previous.pod.uid == step.pod.uid
         and previous.pod.resource_version == step.pod.resource_version
         and previous.update_revision == step.update_revision
     )
 
 
-def read_statefulset(raw: Mapping[str, Any]) -> StoreStatefulSet:
+def parse_statefulset(raw: Mapping[str, Any]) -> StoreStatefulSet:
     """Returns the StatefulSet as the planner sees it.
 
     Args:
@@ -154,7 +155,7 @@ def read_statefulset(raw: Mapping[str, Any]) -> StoreStatefulSet:
     )
 
 
-def read_member_pod(raw: Mapping[str, Any], statefulset: str) -> MemberPod | None:
+def parse_member_pod(raw: Mapping[str, Any], statefulset: str) -> MemberPod | None:
     """Returns a member Pod; None if the Pod is not named ``<statefulset>-<ordinal>``.
 
     Args:
@@ -188,16 +189,16 @@ def plan(
     statefulset: StoreStatefulSet,
     pods: Sequence[MemberPod],
     store: Sequence[StoreHealth | None],
-) -> Step:
+) -> RolloutStep:
     """Returns the next step of the store's rolling restart.
 
     A Pod is outdated when its revision is not the StatefulSet's update revision. With any
     outdated Pod, the one with the highest ordinal is deleted, but only when every member
     Pod (ordinals ``0 .. replicas-1``) exists, is Ready and is not terminating, no Pod beyond
     them is left over, and every store member answers cluster-safe with ``replicas``
-    members. Anything
-    less is a :class:`Wait`: the previous restart has not healed yet, or the store is
-    degraded for another reason and one more member down could lose a partition.
+    members. Anything less is a :class:`WaitForHealthyStore`: the previous restart has not
+    healed yet, or the store is degraded for another reason and one more member down could
+    lose a partition.
 
     Args:
         statefulset: The store's StatefulSet.
@@ -207,34 +208,34 @@ def plan(
     """
     update = statefulset.update_revision
     if not statefulset.observed or update is None:
-        return Wait(
+        return WaitForHealthyStore(
             f"StatefulSet status not current name={statefulset.name} updateRevision={update or '-'}"
         )
     outdated = sorted((pod for pod in pods if pod.revision != update), key=lambda pod: -pod.ordinal)
     if not outdated:
-        return Nothing()
+        return NoRestartNeeded()
     by_ordinal = {pod.ordinal: pod for pod in pods}
     for ordinal in range(statefulset.replicas):
         pod = by_ordinal.get(ordinal)
         if pod is None:
-            return Wait(f"Member pod missing pod={statefulset.name}-{ordinal}")
+            return WaitForHealthyStore(f"Member pod missing pod={statefulset.name}-{ordinal}")
         if pod.terminating:
-            return Wait(f"Member pod terminating pod={pod.name}")
+            return WaitForHealthyStore(f"Member pod terminating pod={pod.name}")
         if not pod.ready:
-            return Wait(f"Member pod not ready pod={pod.name} phase={pod.phase}")
+            return WaitForHealthyStore(f"Member pod not ready pod={pod.name} phase={pod.phase}")
     extra = sorted(pod.name for pod in pods if pod.ordinal >= statefulset.replicas)
     if extra:
-        return Wait(f"Member pods beyond the replicas pods={','.join(extra)}")
+        return WaitForHealthyStore(f"Member pods beyond the replicas pods={','.join(extra)}")
     if not store:
-        return Wait("No store members to ask")
+        return WaitForHealthyStore("No store members to ask")
     for index, health in enumerate(store):
         if health is None:
-            return Wait(f"Store member unreachable member={index}")
+            return WaitForHealthyStore(f"Store member unreachable member={index}")
         if not health.cluster_safe:
-            return Wait(f"Store not cluster-safe member={index}")
+            return WaitForHealthyStore(f"Store not cluster-safe member={index}")
         if health.member_count != statefulset.replicas:
-            return Wait(
+            return WaitForHealthyStore(
                 f"Store member count differs member={index} members={health.member_count} "
                 f"replicas={statefulset.replicas}"
             )
-    return Delete(pod=outdated[0], update_revision=update)
+    return RestartMember(pod=outdated[0], update_revision=update)

@@ -17,26 +17,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from hazelcast.client import HazelcastClient
 
+from snapshot_operator.gateways import CopiedSnapshot
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CopiedSnapshot:
-    """What a validated copy holds, for ``status.exportedSnapshots``.
-
-    Attributes:
-        snapshot_id: The snapshot copied.
-        num_bytes: Bytes of its chunks.
-    """
-
-    snapshot_id: int
-    num_bytes: int
 
 
 class SnapshotMaps:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from snapshot_operator.restarting import EVENT_REASON
+from snapshot_operator.store_restarts import EVENT_REASON
 from tests.fixtures.hazelcast import HazelcastCluster
 from tests.fixtures.kube import KubeAPI
 from tests.fixtures.processes import ManagedProcess, wait_until

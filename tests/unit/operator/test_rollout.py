@@ -15,15 +15,15 @@ from hypothesis import strategies as st
 
 from snapshot_operator.reconcile import StoreHealth
 from snapshot_operator.rollout import (
-    Delete,
     MemberPod,
-    Nothing,
+    NoRestartNeeded,
+    RestartMember,
     StoreStatefulSet,
-    Wait,
+    WaitForHealthyStore,
     confirms,
+    parse_member_pod,
+    parse_statefulset,
     plan,
-    read_member_pod,
-    read_statefulset,
 )
 from snapshot_operator.settings import parse_settings
 
@@ -115,7 +115,7 @@ def test_never_deletes_unless_the_store_is_whole(
 ) -> None:
     statefulset, pods, store = world
     step = plan(statefulset, pods, store)
-    if isinstance(step, Delete):
+    if isinstance(step, RestartMember):
         assert statefulset.observed
         assert _whole(statefulset, pods, store)
 
@@ -126,7 +126,7 @@ def test_never_deletes_while_not_cluster_safe(
 ) -> None:
     statefulset, pods, store = world
     assume(not store or any(health is None or not health.cluster_safe for health in store))
-    assert not isinstance(plan(statefulset, pods, store), Delete)
+    assert not isinstance(plan(statefulset, pods, store), RestartMember)
 
 
 @given(worlds())
@@ -135,7 +135,7 @@ def test_never_deletes_a_second_pod_while_one_is_not_ready(
 ) -> None:
     statefulset, pods, store = world
     assume(any(not pod.ready or pod.terminating for pod in pods))
-    assert not isinstance(plan(statefulset, pods, store), Delete)
+    assert not isinstance(plan(statefulset, pods, store), RestartMember)
 
 
 @given(worlds())
@@ -145,7 +145,7 @@ def test_deletes_the_highest_outdated_ordinal_first(
     statefulset, pods, store = world
     step = plan(statefulset, pods, store)
     outdated = [pod for pod in pods if pod.revision != NEW]
-    if isinstance(step, Delete):
+    if isinstance(step, RestartMember):
         assert step.pod == max(outdated, key=lambda pod: pod.ordinal)
         assert step.update_revision == NEW
     elif statefulset.observed and outdated and _whole(statefulset, pods, store):
@@ -155,14 +155,14 @@ def test_deletes_the_highest_outdated_ordinal_first(
 def test_a_deletion_needs_the_same_plan_twice_in_a_row() -> None:
     pods = [_pod(0, OLD), _pod(1, OLD), _pod(2, OLD)]
     first = plan(_statefulset(), pods, _safe())
-    assert isinstance(first, Delete)
+    assert isinstance(first, RestartMember)
     assert not confirms(first, None)
-    assert not confirms(first, Wait("store not cluster-safe"))
+    assert not confirms(first, WaitForHealthyStore("store not cluster-safe"))
     assert confirms(plan(_statefulset(), pods, _safe()), first)
     # The same Pod changed in between (e.g. was unready for a moment): start over.
     changed = [*pods[:2], MemberPod(**{**vars(pods[2]), "resource_version": "999"})]
     again = plan(_statefulset(), changed, _safe())
-    assert isinstance(again, Delete)
+    assert isinstance(again, RestartMember)
     assert not confirms(again, first)
 
 
@@ -173,7 +173,7 @@ def test_nothing_to_do_when_all_are_updated(
     statefulset, pods, store = world
     assume(statefulset.observed)
     step = plan(statefulset, pods, store)
-    assert isinstance(step, Nothing) == all(pod.revision == NEW for pod in pods)
+    assert isinstance(step, NoRestartNeeded) == all(pod.revision == NEW for pod in pods)
 
 
 @given(st.integers(min_value=1, max_value=5), st.data())
@@ -184,15 +184,15 @@ def test_a_rollout_restarts_every_member_once_top_down(replicas: int, data: st.D
     deleted: list[int] = []
     for _ in range(3 * replicas + 3):
         step = plan(statefulset, list(pods.values()), _safe(replicas))
-        if isinstance(step, Nothing):
+        if isinstance(step, NoRestartNeeded):
             break
-        assert isinstance(step, Delete), step
+        assert isinstance(step, RestartMember), step
         deleted.append(step.pod.ordinal)
         # Recreated from the new template; not Ready yet, so the next plan waits (or, with
         # that one the last, has nothing left to do).
         pods[step.pod.ordinal] = _pod(step.pod.ordinal, NEW, ready=False)
         left = any(pod.revision == OLD for pod in pods.values())
-        expected = Wait if left else Nothing
+        expected = WaitForHealthyStore if left else NoRestartNeeded
         assert isinstance(plan(statefulset, list(pods.values()), _safe(replicas)), expected)
         # A member down is also what the store reports while the replacement joins.
         unsafe = data.draw(st.booleans())
@@ -221,10 +221,12 @@ def test_waits_for_each_reason() -> None:
         "count": plan(statefulset, outdated, _safe(2)),
     }
     for case, step in reasons.items():
-        assert isinstance(step, Wait), (case, step)
+        assert isinstance(step, WaitForHealthyStore), (case, step)
     assert "store-2" in reasons["terminating"].reason  # type: ignore[union-attr]
     assert "member=2" in reasons["unreachable"].reason  # type: ignore[union-attr]
-    assert plan(statefulset, outdated, _safe()) == Delete(pod=outdated[2], update_revision=NEW)
+    assert plan(statefulset, outdated, _safe()) == RestartMember(
+        pod=outdated[2], update_revision=NEW
+    )
 
 
 def test_reads_raw_objects() -> None:
@@ -233,11 +235,11 @@ def test_reads_raw_objects() -> None:
         "spec": {"replicas": 3},
         "status": {"observedGeneration": 3, "updateRevision": NEW, "currentRevision": OLD},
     }
-    read = read_statefulset(raw_statefulset)
+    read = parse_statefulset(raw_statefulset)
     assert (read.replicas, read.update_revision, read.current_revision) == (3, NEW, OLD)
     assert not read.observed
     raw_statefulset["status"]["observedGeneration"] = 4
-    assert read_statefulset(raw_statefulset).observed
+    assert parse_statefulset(raw_statefulset).observed
 
     raw_pod: dict[str, Any] = {
         "metadata": {
@@ -255,13 +257,13 @@ def test_reads_raw_objects() -> None:
             ],
         },
     }
-    pod = read_member_pod(raw_pod, "store")
+    pod = parse_member_pod(raw_pod, "store")
     assert pod == MemberPod("store-12", "p", "7", 12, OLD, "Running", True, True)
     raw_pod["status"]["conditions"][1]["status"] = "False"
-    assert read_member_pod(raw_pod, "store").ready is False  # type: ignore[union-attr]
-    assert read_member_pod(raw_pod, "other") is None
+    assert parse_member_pod(raw_pod, "store").ready is False  # type: ignore[union-attr]
+    assert parse_member_pod(raw_pod, "other") is None
     raw_pod["metadata"]["name"] = "store-canary"
-    assert read_member_pod(raw_pod, "store") is None
+    assert parse_member_pod(raw_pod, "store") is None
 
 
 def test_store_restarts_are_configured_by_flag_or_environment() -> None:

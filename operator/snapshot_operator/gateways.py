@@ -1,0 +1,179 @@
+"""The operator's two external systems as typed interfaces: the Kubernetes API and the store.
+
+The reconcile executor (:mod:`snapshot_operator.executing`) and the store's rolling restart
+(:mod:`snapshot_operator.store_restarts`) only join pure decisions to the world. Handing them
+the world as these interfaces, built once by ``__main__`` and injected through the kopf memo,
+keeps them free of any client library (an import-linter contract in ``pyproject.toml`` holds
+them to it) and lets their unit tests run against small in-memory gateways instead of
+patched modules, the shape of the Apache Flink Kubernetes Operator's ``FlinkService``.
+
+The real implementations are :class:`snapshot_operator.kubernetes_gateway.ClientKubernetesGateway`
+(over the verb-named modules that make the HTTP calls: ``fetching``, ``patching``,
+``creating``, ``deleting``, ``eventing``, ``restarting``) and
+:class:`snapshot_operator.store_gateway.HazelcastStoreGateway` (over ``store_health`` and
+``snapshot_maps``); ``tests/integration/test_operator.py`` and
+``tests/integration/test_store_rollout.py`` test them against a real control plane and a real
+Hazelcast cluster.
+
+This module is pure: Protocol classes and the data types they exchange, no client import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from snapshot_operator.reconcile import EmitEvent, JobRef
+
+
+class StaleObservation(Exception):  # noqa: N818 (a signal to decide again, not a failure)
+    """The SnapshotJob changed since it was read: decide again from a fresh read."""
+
+
+@dataclass(frozen=True)
+class CopiedSnapshot:
+    """What a validated copy holds, for ``status.exportedSnapshots``.
+
+    Attributes:
+        snapshot_id: The snapshot copied.
+        num_bytes: Bytes of its chunks.
+    """
+
+    snapshot_id: int
+    num_bytes: int
+
+
+class KubernetesGateway(Protocol):
+    """The Kubernetes API calls the operator makes.
+
+    Objects go in and come out as plain dictionaries in the API's own camelCase shape: the
+    decision and the restart planner read that shape, not a client library's models. Every
+    call blocks; the handlers run its callers in worker threads.
+    """
+
+    def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Returns the SnapshotJob, or None if it is gone."""
+        ...
+
+    def list_driver_pods(self, namespace: str, job_uid: str) -> list[dict[str, Any]]:
+        """Returns every Pod labelled with the job's uid."""
+        ...
+
+    def patch_status(
+        self, namespace: str, name: str, resource_version: str, patch: Mapping[str, Any]
+    ) -> str:
+        """Merge-patches the job's status if the job is still at ``resource_version``.
+
+        Args:
+            namespace: The job's namespace.
+            name: The job's name.
+            resource_version: The version the patch was computed from.
+            patch: Top-level status fields (camelCase); None deletes a field.
+
+        Returns:
+            The job's new ``resourceVersion``, the lock for the next write of the decision.
+
+        Raises:
+            StaleObservation: If the job changed or is gone.
+        """
+        ...
+
+    def ensure_driver_identity(self, job: JobRef) -> None:
+        """Creates the job's driver ServiceAccount, Role and RoleBinding unless they exist."""
+        ...
+
+    def create_pod(self, pod: dict[str, Any]) -> bool:
+        """Creates a Pod; returns False if a Pod of that name already exists."""
+        ...
+
+    def delete_pod(self, namespace: str, name: str) -> bool:
+        """Deletes a driver Pod; returns False if it did not exist."""
+        ...
+
+    def emit_job_event(self, job: JobRef, event: EmitEvent) -> None:
+        """Emits one Event regarding the job; a failure is logged, never raised."""
+        ...
+
+    def read_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Returns a StatefulSet, or None if it does not exist."""
+        ...
+
+    def list_statefulset_pods(self, statefulset: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Returns the Pods the StatefulSet's ``spec.selector.matchLabels`` select."""
+        ...
+
+    def delete_pod_if_unchanged(
+        self, namespace: str, name: str, *, uid: str, resource_version: str
+    ) -> bool:
+        """Deletes a Pod only if it still has this uid and resourceVersion.
+
+        Returns:
+            False if the Pod changed since it was read, or is gone: nothing was deleted.
+        """
+        ...
+
+    def emit_event(
+        self,
+        regarding: Mapping[str, str],
+        *,
+        action: str,
+        reason: str,
+        event_type: str,
+        note: str,
+    ) -> None:
+        """Emits one Event regarding any object; a failure is logged, never raised.
+
+        Args:
+            regarding: The object reference (apiVersion, kind, namespace, name, uid).
+            action: What the operator did, e.g. Reconcile.
+            reason: The CamelCase reason.
+            event_type: Normal or Warning.
+            note: The human-readable message.
+        """
+        ...
+
+
+class StoreGateway(Protocol):
+    """The snapshot store (Hazelcast) operations the operator performs.
+
+    A store is named by its members (``host:port``) and cluster name: a job may use its own
+    cluster (``spec.hazelcast.address``) instead of the installation's. Every call blocks.
+    """
+
+    def read_health(self, members: Sequence[str], timeout: float) -> dict[str, Any] | None:
+        """Returns the health document of the first member that answers, or None.
+
+        Args:
+            members: ``host:port`` of the members to ask, in turn.
+            timeout: Seconds one member may take.
+        """
+        ...
+
+    def copy_snapshot(
+        self,
+        members: Sequence[str],
+        cluster_name: str,
+        *,
+        source_map: str,
+        target_map: str,
+        snapshot_id: int,
+    ) -> CopiedSnapshot:
+        """Copies a snapshot to another map and validates the copy.
+
+        Raises:
+            spark_runtime.protocol.SnapshotCorrupted: If the source or the copy fails
+                validation.
+            spark_runtime.protocol.SnapshotStoreError: If the store failed.
+        """
+        ...
+
+    def destroy_maps(
+        self, members: Sequence[str], cluster_name: str, map_names: Sequence[str]
+    ) -> None:
+        """Destroys maps with their data; a map that does not exist is no error.
+
+        Raises:
+            spark_runtime.protocol.SnapshotStoreError: If the store failed.
+        """
+        ...

@@ -1,0 +1,211 @@
+"""In-memory gateways for unit tests of the executor and the store restart step.
+
+:class:`FakeKubernetes` plays the Kubernetes API (one SnapshotJob with its driver Pods, one
+StatefulSet with its member Pods) and :class:`FakeStore` plays the Hazelcast store (health
+documents, snapshot map copies and destruction), each implementing its Protocol of
+:mod:`snapshot_operator.gateways`. They keep only what the callers' logic depends on: a
+resourceVersion that moves on every status write and refuses a stale one, Pods that appear
+and disappear, a deletion precondition, a log of the calls in order. The real gateways
+(:mod:`snapshot_operator.kubernetes_gateway`, :mod:`snapshot_operator.store_gateway`) are
+tested against a real control plane and Hazelcast cluster by
+``tests/integration/test_operator.py`` and ``tests/integration/test_store_rollout.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from snapshot_operator.gateways import CopiedSnapshot, StaleObservation
+from snapshot_operator.reconcile import EmitEvent, JobRef
+
+HEALTHY: dict[str, Any] = {
+    "nodeState": "ACTIVE",
+    "clusterState": "ACTIVE",
+    "clusterSafe": True,
+    "clusterSize": 3,
+    "migrationQueueSize": 0,
+}
+"""The health document of a whole, cluster-safe 3-member store."""
+
+
+class FakeKubernetes:
+    """The Kubernetes API in memory: a SnapshotJob, its Pods, a StatefulSet and its Pods.
+
+    Attributes:
+        job: The SnapshotJob (camelCase), None once it is gone.
+        pods: Driver Pods by name.
+        statefulset: The store's StatefulSet, None if there is none.
+        member_pods: The StatefulSet's Pods by name.
+        log: Every write, in order, as ``(kind, detail)``.
+        conflicts: How many of the next status patches fail as if the job had changed.
+    """
+
+    def __init__(self, spec: Mapping[str, Any] | None = None) -> None:
+        self.job: dict[str, Any] | None = {
+            "metadata": {
+                "name": "wordcount",
+                "namespace": "default",
+                "uid": "uid-1",
+                "generation": 1,
+                "resourceVersion": "1",
+            },
+            "spec": dict(spec or {}),
+        }
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.statefulset: dict[str, Any] | None = None
+        self.member_pods: dict[str, dict[str, Any]] = {}
+        self.log: list[tuple[str, Any]] = []
+        self.conflicts = 0
+
+    @property
+    def status(self) -> dict[str, Any]:
+        """The job's status, created empty if it has none."""
+        assert self.job is not None
+        return cast(dict[str, Any], self.job.setdefault("status", {}))
+
+    def kinds(self) -> list[str]:
+        """The kinds of the logged writes, in order."""
+        return [kind for kind, _ in self.log]
+
+    def set_pod(self, name: str, phase: str, exit_code: int | None = None) -> None:
+        """Sets a driver Pod's phase and, if given, its driver container's exit code."""
+        status: dict[str, Any] = {"phase": phase}
+        if exit_code is not None:
+            status["containerStatuses"] = [
+                {"name": "driver", "state": {"terminated": {"exitCode": exit_code}}}
+            ]
+        self.pods[name]["status"] = status
+
+    def _bump(self) -> str:
+        assert self.job is not None
+        version = str(int(self.job["metadata"]["resourceVersion"]) + 1)
+        self.job["metadata"]["resourceVersion"] = version
+        return version
+
+    def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Returns a copy of the job, or None if it is gone."""
+        return copy.deepcopy(self.job)
+
+    def list_driver_pods(self, namespace: str, job_uid: str) -> list[dict[str, Any]]:
+        """Returns copies of the driver Pods."""
+        return copy.deepcopy(list(self.pods.values()))
+
+    def patch_status(
+        self, namespace: str, name: str, resource_version: str, patch: Mapping[str, Any]
+    ) -> str:
+        """Applies the patch if the version is current; raises StaleObservation if not."""
+        assert self.job is not None
+        if self.conflicts:
+            self.conflicts -= 1
+            self.log.append(("conflict", resource_version))
+            raise StaleObservation("changed")
+        if resource_version != self.job["metadata"]["resourceVersion"]:
+            self.log.append(("conflict", resource_version))
+            raise StaleObservation("stale")
+        self.log.append(("patch", (resource_version, sorted(patch))))
+        for key, value in patch.items():
+            if value is None:
+                self.status.pop(key, None)
+            else:
+                self.status[key] = value
+        return self._bump()
+
+    def ensure_driver_identity(self, job: JobRef) -> None:
+        """Logs the identity as ensured."""
+        self.log.append(("identity", job.name))
+
+    def create_pod(self, pod: dict[str, Any]) -> bool:
+        """Adds a driver Pod."""
+        self.log.append(("create", pod["metadata"]["name"]))
+        self.pods[pod["metadata"]["name"]] = pod
+        return True
+
+    def delete_pod(self, namespace: str, name: str) -> bool:
+        """Removes a driver Pod; False if there was none."""
+        self.log.append(("delete", name))
+        return self.pods.pop(name, None) is not None
+
+    def emit_job_event(self, job: JobRef, event: EmitEvent) -> None:
+        """Logs the Event's reason."""
+        self.log.append(("event", event.reason.value))
+
+    def read_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Returns a copy of the StatefulSet, or None if there is none."""
+        return copy.deepcopy(self.statefulset)
+
+    def list_statefulset_pods(self, statefulset: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Returns copies of the member Pods."""
+        return copy.deepcopy(list(self.member_pods.values()))
+
+    def delete_pod_if_unchanged(
+        self, namespace: str, name: str, *, uid: str, resource_version: str
+    ) -> bool:
+        """Removes a member Pod if its uid and resourceVersion still match."""
+        pod = self.member_pods.get(name)
+        metadata = (pod or {}).get("metadata") or {}
+        if metadata.get("uid") != uid or metadata.get("resourceVersion") != resource_version:
+            self.log.append(("precondition failed", name))
+            return False
+        del self.member_pods[name]
+        self.log.append(("delete member", name))
+        return True
+
+    def emit_event(
+        self,
+        regarding: Mapping[str, str],
+        *,
+        action: str,
+        reason: str,
+        event_type: str,
+        note: str,
+    ) -> None:
+        """Logs the Event's reason and the kind and name of what it regards."""
+        self.log.append(("event", (reason, regarding["kind"], regarding["name"])))
+
+
+class FakeStore:
+    """The snapshot store in memory: health documents, and copies that record their calls.
+
+    Attributes:
+        health: The document every member answers with; None: no member answers.
+        unreachable: Members that never answer, whatever ``health`` says.
+        copies: Every copy asked for, in order.
+        destroyed: Every map destroyed, in order.
+        failures: Errors the next copies raise, one each, first first.
+    """
+
+    def __init__(self) -> None:
+        self.health: dict[str, Any] | None = HEALTHY
+        self.unreachable: set[str] = set()
+        self.copies: list[dict[str, Any]] = []
+        self.destroyed: list[str] = []
+        self.failures: list[Exception] = []
+
+    def read_health(self, members: Sequence[str], timeout: float) -> dict[str, Any] | None:
+        """Returns ``health`` if any of the members is reachable."""
+        if all(member in self.unreachable for member in members):
+            return None
+        return self.health
+
+    def copy_snapshot(
+        self,
+        members: Sequence[str],
+        cluster_name: str,
+        *,
+        source_map: str,
+        target_map: str,
+        snapshot_id: int,
+    ) -> CopiedSnapshot:
+        """Records the copy; raises the next of ``failures`` if any."""
+        self.copies.append({"source": source_map, "target": target_map, "id": snapshot_id})
+        if self.failures:
+            raise self.failures.pop(0)
+        return CopiedSnapshot(snapshot_id=snapshot_id, num_bytes=123)
+
+    def destroy_maps(
+        self, members: Sequence[str], cluster_name: str, map_names: Sequence[str]
+    ) -> None:
+        """Records the maps as destroyed."""
+        self.destroyed += map_names
