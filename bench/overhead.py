@@ -52,8 +52,8 @@ from spark_runtime.protocol import ChunkWriter, JobIdentity, SnapshotRef
 from spark_runtime.sinks import PostgresSink, Sink, TransactionalSink
 from spark_runtime.sources import SequenceSource
 from spark_runtime.state import RunningAggregate, StateContext
-from tests.fixtures.hazelcast import HazelcastCluster
-from tests.fixtures.postgres import PostgresServer
+from testbed.hazelcast import HazelcastCluster
+from testbed.postgres import PostgresServer
 
 KEYS = 1000
 STATE_PARTITIONS = 4

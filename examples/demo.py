@@ -25,8 +25,8 @@ import psycopg
 
 from examples.sequence_sum import expected_sums
 from spark_runtime.devtools.driver_process import DriverHarness
-from tests.fixtures.hazelcast import HazelcastCluster
-from tests.fixtures.postgres import PostgresServer
+from testbed.hazelcast import HazelcastCluster
+from testbed.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parent.parent
 

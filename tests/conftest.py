@@ -15,9 +15,9 @@ settings.register_profile("snapshotjob", deadline=None)
 settings.load_profile("snapshotjob")
 
 pytest_plugins = [
-    "tests.fixtures.hazelcast",
-    "tests.fixtures.postgres",
-    "tests.fixtures.spark",
+    "testbed.hazelcast",
+    "testbed.postgres",
+    "testbed.spark",
     "tests.fixtures.kube",
 ]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures import artifacts
-from tests.fixtures.artifacts import Artifact, ArtifactKind
+from testbed import artifacts
+from testbed.artifacts import Artifact, ArtifactKind
 
 REPO = Path(__file__).resolve().parents[2]
 ALL_ARTIFACTS = sorted(
