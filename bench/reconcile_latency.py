@@ -37,9 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubernetes import client, watch
 
 from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
+from testbed import controlplane
 from testbed.hazelcast import HazelcastCluster
 from testbed.snapshotjob_crd import install_crd
-from tests.fixtures.kube import KubeAPI, controlplane
+from tests.fixtures.kube import KubeAPI
 from tests.integration.test_operator import TERMINATED, Harness, Operator
 
 JOB = "latency"

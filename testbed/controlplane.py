@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Local Kubernetes control plane (etcd + kube-apiserver + controller-manager + scheduler).
 
 Why this exists: most of the operator's behaviour is API-server behaviour (CRD validation,
@@ -20,9 +19,9 @@ Used two ways:
 * as a library by ``tests/fixtures/kube.py`` (``ControlPlane(...).start()``), and
 * as a CLI by ``make control-plane-up`` / ``control-plane-down``::
 
-      hack/kube/controlplane.py up   [--dir DIR]   # prints the kubeconfig path
-      hack/kube/controlplane.py down [--dir DIR]
-      hack/kube/controlplane.py status [--dir DIR]
+      python -m testbed.controlplane up   [--dir DIR]   # prints the kubeconfig path
+      python -m testbed.controlplane down [--dir DIR]
+      python -m testbed.controlplane status [--dir DIR]
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ from typing import Final
 
 LOG = logging.getLogger("snapshotjob.kube.controlplane")
 
-HACK_DIR: Final = Path(__file__).resolve().parent
+HACK_DIR: Final = Path(__file__).resolve().parents[1] / "hack" / "kube"
 BUILD_SCRIPT: Final = HACK_DIR / "build.sh"
 SERVICE_CIDR: Final = "10.0.0.0/24"
 SERVICE_IP: Final = "10.0.0.1"
@@ -655,7 +654,7 @@ def _cmd_status(state_dir: Path) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``hack/kube/controlplane.py``.
+    """Entry point of ``python -m testbed.controlplane``.
 
     Args:
         argv: Command-line arguments (defaults to ``sys.argv[1:]``).
