@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubernetes import client, watch
 
 from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
-from testbed import controlplane
+from testbed import controlplane, kube_binaries
 from testbed.hazelcast import HazelcastCluster
 from testbed.snapshotjob_crd import install_crd
 from tests.fixtures.kube import KubeAPI
@@ -164,7 +164,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="sj-latency-"))
     print(f"Logs of the operator, control plane and members in {workdir}", flush=True)
     plane = controlplane.ControlPlane(
-        state_dir=workdir / "kube", bin_dir=controlplane.ensure_binaries(), tie_to_parent=True
+        state_dir=workdir / "kube", bin_dir=kube_binaries.ensure_binaries(), tie_to_parent=True
     )
     (workdir / "hazelcast").mkdir()
     store = HazelcastCluster(workdir / "hazelcast")
