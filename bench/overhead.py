@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -54,25 +53,19 @@ from spark_runtime.sources import SequenceSource
 from spark_runtime.state import RunningAggregate, StateContext
 from testbed.hazelcast import HazelcastCluster
 from testbed.postgres import PostgresServer
+from testbed.spark import local_session
 
 KEYS = 1000
 STATE_PARTITIONS = 4
 
 
 def _session() -> SparkSession:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("snapshotjob-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(STATE_PARTITIONS))
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
+    return local_session(
+        "snapshotjob-bench",
+        driver_memory="2g",
+        shuffle_partitions=STATE_PARTITIONS,
+        config={"spark.ui.showConsoleProgress": "false"},
     )
-    session.sparkContext.setLogLevel("ERROR")
-    return session
 
 
 class CountingSink(TransactionalSink):

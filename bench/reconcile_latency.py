@@ -40,7 +40,6 @@ from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
 from testbed import controlplane, kube_binaries
 from testbed.hazelcast import HazelcastCluster
 from testbed.snapshotjob_crd import install_crd
-from tests.fixtures.kube import KubeAPI
 from tests.integration.test_operator import TERMINATED, Harness, Operator
 
 JOB = "latency"
@@ -174,12 +173,7 @@ def main() -> None:
     try:
         plane.start()
         store.start()
-        kube = KubeAPI(
-            kubeconfig=plane.kubeconfig,
-            server=plane.server,
-            state_dir=workdir / "kube",
-            start_seconds=plane.started_seconds,
-        )
+        kube = plane.kube_api()
         api = kube.api_client()
         install_crd(api)
         client.CoreV1Api(api).create_namespace({"metadata": {"name": "bench"}})

@@ -41,11 +41,13 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+from testbed.kube_access import new_api_client, run_kubectl
 from testbed.kube_binaries import (
     CONTROL_PLANE_BINARIES,
     BinaryBuildError,
+    binary_path,
     default_bin_dir,
     ensure_binaries,
     missing_binaries,
@@ -104,6 +106,34 @@ def stop_in_order(groups: dict[str, int]) -> None:
     """
     stop_process_groups({n: p for n, p in groups.items() if n != "etcd"})
     stop_process_groups({n: p for n, p in groups.items() if n == "etcd"})
+
+
+@dataclass
+class KubeAPI:
+    """Handle on a running control plane: what tests and benchmarks need to talk to it.
+
+    Attributes:
+        kubeconfig: Path of a cluster-admin kubeconfig (certificates embedded).
+        server: API server URL on 127.0.0.1.
+        state_dir: Directory with certificates, etcd data and component logs.
+        start_seconds: How long the control plane took to become ready.
+        binary: Finds a built binary by name; the pytest plugin passes one that refuses
+            binaries the running test's markers do not declare.
+    """
+
+    kubeconfig: Path
+    server: str
+    state_dir: Path
+    start_seconds: float
+    binary: Callable[[str], Path] = field(default=binary_path, repr=False, compare=False)
+
+    def api_client(self) -> Any:
+        """Return a new ``kubernetes.client.ApiClient`` bound to this control plane."""
+        return new_api_client(self.kubeconfig)
+
+    def kubectl(self, *args: str, timeout: float = 120) -> str:
+        """Run the built ``kubectl`` against this control plane and return its stdout."""
+        return run_kubectl(self.binary("kubectl"), self.kubeconfig, *args, timeout=timeout)
 
 
 @dataclass
@@ -355,6 +385,20 @@ class ControlPlane:
         self.components.clear()
         if self.tie_to_parent:
             cancel_stop_at_exit(self.stop)
+
+    def kube_api(self, binary: Callable[[str], Path] = binary_path) -> KubeAPI:
+        """Return the handle tests use on this (started) control plane.
+
+        Args:
+            binary: Finds a built binary by name (see :class:`KubeAPI`).
+        """
+        return KubeAPI(
+            kubeconfig=self.kubeconfig,
+            server=self.server,
+            state_dir=self.state_dir,
+            start_seconds=self.started_seconds,
+            binary=binary,
+        )
 
     def pids(self) -> dict[str, int]:
         """Return ``{component: pid}`` of the running components."""

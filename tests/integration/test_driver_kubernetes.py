@@ -38,10 +38,10 @@ from spark_runtime.protocol import (
     export_map_name,
     validate_snapshot,
 )
+from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
 from testbed.processes import wait_until
 from testbed.snapshotjob_crd import create_job, install_crd
-from tests.fixtures.kube import KubeAPI
 from tests.integration import driver_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]

@@ -31,10 +31,10 @@ from snapshot_operator.reconcile.observe import DRIVER_CONTAINER, LABEL_EXECUTIO
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.protocol import export_map_name, snapshot_map_name
 from spark_runtime.protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot
+from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
 from testbed.processes import ManagedProcess
 from testbed.snapshotjob_crd import install_crd
-from tests.fixtures.kube import KubeAPI
 from tests.unit.operator.specs import VALID_SPEC
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]

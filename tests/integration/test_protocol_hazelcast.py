@@ -42,9 +42,9 @@ from spark_runtime.protocol import (
     ZombieExecution,
 )
 from spark_runtime.protocol.record import export_map_name, snapshot_map_name
+from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
 from testbed.snapshotjob_crd import create_job, install_crd
-from tests.fixtures.kube import KubeAPI
 
 pytestmark = pytest.mark.integration
 

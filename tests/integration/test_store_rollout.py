@@ -22,9 +22,9 @@ import pytest
 from kubernetes import client
 
 from snapshot_operator.restarting import EVENT_REASON
+from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
 from testbed.processes import ManagedProcess, wait_until
-from tests.fixtures.kube import KubeAPI
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 
