@@ -1,7 +1,7 @@
 """What snapshots cost: throughput with and without them, against Structured Streaming, and
 snapshot/restore time for 10 and 100 MiB of keyed state.
 
-Starts its own three Hazelcast members and PostgreSQL (the test fixtures' launchers) and runs
+Starts its own three Hazelcast members and PostgreSQL (the test bed's launchers) and runs
 everything in one local[2] SparkSession, so no JVM start is measured:
 
 1. ``overhead_ratio``: throughput of the sequence -> keyed sum -> sink pipeline over the same

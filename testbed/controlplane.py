@@ -5,7 +5,7 @@ status subresources, optimistic concurrency, owner-reference garbage collection)
 of that needs a kubelet. Running the real binaries as plain loopback processes, the way
 controller-runtime's *envtest* does, gives a real API in a few seconds instead of the
 minutes a container-based cluster takes. Pods are accepted and scheduled-to-nothing: they
-never run. For running workloads use cluster mode (hack/kube/cluster.sh).
+never run. For running workloads use cluster mode (:mod:`testbed.kind`).
 
 Everything is generated fresh per instance in one state directory (:mod:`testbed.pki`):
 an ECDSA CA, serving and client certificates, a service-account signing key, per-component
@@ -16,7 +16,8 @@ kernel to kill the processes if the Python process dies and stops them at interp
 
 Used two ways:
 
-* as a library by ``tests/fixtures/kube.py`` (``ControlPlane(...).start()``), and
+* as a library by ``tests/fixtures/kube.py`` and ``bench/reconcile_latency.py``
+  (``ControlPlane(...).start()``, then :meth:`ControlPlane.kube_api`), and
 * as a CLI by ``make control-plane-up`` / ``control-plane-down``::
 
       python -m testbed.controlplane up   [--dir DIR]   # prints the kubeconfig path
