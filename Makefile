@@ -54,9 +54,9 @@ format: install ## Apply ruff's fixes and formatting
 	@$(VENV)/bin/ruff check --fix .
 	@$(VENV)/bin/ruff format .
 
-typecheck: install ## mypy --strict on the packages
+typecheck: install ## mypy --strict on the packages, the test bed and its pytest plugins
 	@echo "==> mypy"
-	@$(VENV)/bin/mypy $(PACKAGES) tests/fixtures
+	@$(VENV)/bin/mypy $(PACKAGES) testbed tests/fixtures
 
 contracts: install ## Import-layer contracts (import-linter)
 	@echo "==> import-linter"

@@ -1,7 +1,7 @@
 """What snapshots cost: throughput with and without them, against Structured Streaming, and
 snapshot/restore time for 10 and 100 MiB of keyed state.
 
-Starts its own three Hazelcast members and PostgreSQL (the test fixtures' launchers) and runs
+Starts its own three Hazelcast members and PostgreSQL (the test bed's launchers) and runs
 everything in one local[2] SparkSession, so no JVM start is measured:
 
 1. ``overhead_ratio``: throughput of the sequence -> keyed sum -> sink pipeline over the same
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -52,27 +51,21 @@ from spark_runtime.protocol import ChunkWriter, JobIdentity, SnapshotRef
 from spark_runtime.sinks import PostgresSink, Sink, TransactionalSink
 from spark_runtime.sources import SequenceSource
 from spark_runtime.state import RunningAggregate, StateContext
-from tests.fixtures.hazelcast import HazelcastCluster
-from tests.fixtures.postgres import PostgresServer
+from testbed.hazelcast import HazelcastCluster
+from testbed.postgres import PostgresServer
+from testbed.spark import local_session
 
 KEYS = 1000
 STATE_PARTITIONS = 4
 
 
 def _session() -> SparkSession:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("snapshotjob-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(STATE_PARTITIONS))
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
+    return local_session(
+        "snapshotjob-bench",
+        driver_memory="2g",
+        shuffle_partitions=STATE_PARTITIONS,
+        config={"spark.ui.showConsoleProgress": "false"},
     )
-    session.sparkContext.setLogLevel("ERROR")
-    return session
 
 
 class CountingSink(TransactionalSink):

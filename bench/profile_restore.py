@@ -33,7 +33,7 @@ from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.protocol import ChunkWriter, SnapshotRef
 from spark_runtime.spark_state import empty_frame
 from spark_runtime.state import RunningAggregate, StateContext
-from tests.fixtures.hazelcast import HazelcastCluster
+from testbed.hazelcast import HazelcastCluster
 
 _phases: dict[str, list[float]] = defaultdict(list)
 

@@ -37,10 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubernetes import client, watch
 
 from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
-from tests.fixtures.hazelcast import HazelcastCluster
-from tests.fixtures.kube import KubeAPI, controlplane
-from tests.fixtures.snapshotjob_crd import install_crd
-from tests.integration.test_operator import TERMINATED, Harness, Operator
+from spark_runtime.exit_codes import ExitCode
+from testbed import controlplane, kube_binaries
+from testbed.hazelcast import HazelcastCluster
+from testbed.operator_harness import OperatorHarness, OperatorProcess
+from testbed.snapshotjob_crd import install_crd
 
 JOB = "latency"
 PROBE_ANNOTATION = "bench.snapshotjob.io/probe"
@@ -49,7 +50,7 @@ PROBE_ANNOTATION = "bench.snapshotjob.io/probe"
 class RequestWatch:
     """Records when each termination request first shows in the job's status."""
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: OperatorHarness) -> None:
         self.seen: dict[str, float] = {}
         self.probes: dict[str, float] = {}
         self._stopping = threading.Event()
@@ -58,7 +59,7 @@ class RequestWatch:
         self._thread = threading.Thread(target=self._run, args=(harness,), daemon=True)
         self._thread.start()
 
-    def _run(self, harness: Harness) -> None:
+    def _run(self, harness: OperatorHarness) -> None:
         while not self._stopping.is_set():
             try:
                 for event in self._watch.stream(
@@ -110,7 +111,7 @@ class RequestWatch:
                 self._changed.wait(remaining)
 
 
-def run_round(harness: Harness, requests: RequestWatch, uid: str) -> tuple[float, float]:
+def run_round(harness: OperatorHarness, requests: RequestWatch, uid: str) -> tuple[float, float]:
     """One suspend of a running job, then resumes it.
 
     Returns:
@@ -133,7 +134,7 @@ def run_round(harness: Harness, requests: RequestWatch, uid: str) -> tuple[float
     sent = time.perf_counter()
     harness.patch_spec(JOB, suspend=True)
     seen = requests.wait_for(f"{execution['id']}/SUSPEND_GRACEFUL")
-    harness.exit_pod(execution["driverPod"], TERMINATED)
+    harness.exit_pod(execution["driverPod"], ExitCode.TERMINATED.value)
     harness.wait_phase(JOB, "SUSPENDED")
     harness.patch_spec(JOB, suspend=False)
     started = harness.wait_status(
@@ -163,28 +164,23 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="sj-latency-"))
     print(f"Logs of the operator, control plane and members in {workdir}", flush=True)
     plane = controlplane.ControlPlane(
-        state_dir=workdir / "kube", bin_dir=controlplane.ensure_binaries(), tie_to_parent=True
+        state_dir=workdir / "kube", bin_dir=kube_binaries.ensure_binaries(), tie_to_parent=True
     )
     (workdir / "hazelcast").mkdir()
     store = HazelcastCluster(workdir / "hazelcast")
-    operator: Operator | None = None
+    operator: OperatorProcess | None = None
     requests: RequestWatch | None = None
     result: dict[str, Any] = {}
     try:
         plane.start()
         store.start()
-        kube = KubeAPI(
-            kubeconfig=plane.kubeconfig,
-            server=plane.server,
-            state_dir=workdir / "kube",
-            start_seconds=plane.started_seconds,
-        )
+        kube = plane.kube_api()
         api = kube.api_client()
         install_crd(api)
         client.CoreV1Api(api).create_namespace({"metadata": {"name": "bench"}})
-        operator = Operator(kube, "bench", store, workdir / "operator.log")
+        operator = OperatorProcess(kube, "bench", store, workdir / "operator.log")
         operator.start()
-        harness = Harness(kube, "bench", operator)
+        harness = OperatorHarness(kube, "bench", operator)
         requests = RequestWatch(harness)
         uid = harness.create_job(JOB)
         status = harness.wait_phase(JOB, "STARTING")

@@ -36,7 +36,7 @@ from spark_runtime.protocol.chunks import (
     ValidationRecord,
     validate_snapshot,
 )
-from tests.fixtures.hazelcast import HazelcastCluster
+from testbed.hazelcast import HazelcastCluster
 
 MIB = 1024 * 1024
 BATCH = 16  # entries per put_all / get_all call

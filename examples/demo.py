@@ -2,7 +2,7 @@
 
 ``python -m examples.demo sequence-sum`` (or ``word-count``) starts what the job needs, the
 same way the tests do (three Hazelcast members and a PostgreSQL server from
-:mod:`tests.fixtures`), runs the driver as ``python -m spark_runtime run`` in local mode,
+:mod:`testbed`), runs the driver as ``python -m spark_runtime run`` in local mode,
 prints the output table and checks it, then stops everything. With ``--crash-after`` the
 driver is killed (SIGKILL) once after that many seconds and started again, to show that the
 result is still exact.
@@ -24,9 +24,9 @@ from pathlib import Path
 import psycopg
 
 from examples.sequence_sum import expected_sums
-from spark_runtime.devtools.driver_process import DriverHarness
-from tests.fixtures.hazelcast import HazelcastCluster
-from tests.fixtures.postgres import PostgresServer
+from testbed.driver_process import DriverHarness
+from testbed.hazelcast import HazelcastCluster
+from testbed.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -13,13 +13,13 @@ kube-binaries: ## build Kubernetes, etcd, CoreDNS, pause, kind and helm from the
 	bash $(KUBE_HACK)/build.sh
 
 control-plane-up: kube-binaries ## etcd + kube-apiserver + controller-manager + scheduler on 127.0.0.1
-	$(PY) $(KUBE_HACK)/controlplane.py up
+	$(PY) -m testbed.controlplane up
 
 control-plane-down: ## stop the control plane started by control-plane-up
-	$(PY) $(KUBE_HACK)/controlplane.py down
+	$(PY) -m testbed.controlplane down
 
 control-plane-status: ## Show whether the control plane runs
-	$(PY) $(KUBE_HACK)/controlplane.py status
+	$(PY) -m testbed.controlplane status
 
 node-image: kube-binaries ## build the kind node image locally (debootstrap rootfs + binaries built here)
 	bash $(KUBE_HACK)/node-image.sh

@@ -1,7 +1,8 @@
 """Test configuration shared by every tier.
 
-The real-server fixtures live in :mod:`tests.fixtures`; they are registered here as
-plugins so every test module can ask for ``hazelcast_cluster``, ``postgres`` or ``spark``.
+The real-server fixtures live in :mod:`tests.fixtures` (thin pytest plugins over the
+:mod:`testbed` package); they are registered here as plugins so every test module can ask
+for ``hazelcast_cluster``, ``postgres``, ``spark``, ``kube_api`` or ``kind_cluster``.
 """
 
 from __future__ import annotations

@@ -29,8 +29,9 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.kind import KindCluster
 from tests.e2e.pipelines.sequence_map_sum import expected_sums
-from tests.fixtures.kube import KindCluster, binary
+from tests.fixtures.kube import binary
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(900)]
 

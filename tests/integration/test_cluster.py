@@ -23,7 +23,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.fixtures.kube import HACK_KUBE, KindCluster, KubeAPI
+from testbed.controlplane import KubeAPI
+from testbed.kind import KindCluster
+from testbed.kube_binaries import HACK_KUBE
 
 T = TypeVar("T")
 

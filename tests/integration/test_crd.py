@@ -26,8 +26,8 @@ from snapshot_operator.manifests import (
     build_service_account,
 )
 from snapshot_operator.reconcile import CreateDriverPod, JobRef, driver_pod_name, execution_id
-from tests.fixtures.kube import KubeAPI
-from tests.fixtures.snapshotjob_crd import install_crd
+from testbed.controlplane import KubeAPI
+from testbed.snapshotjob_crd import install_crd
 from tests.unit.operator.specs import INVALID_SPECS, VALID_SPEC, InvalidSpecCase
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]

@@ -38,10 +38,10 @@ from spark_runtime.protocol import (
     export_map_name,
     validate_snapshot,
 )
-from tests.fixtures.hazelcast import HazelcastCluster
-from tests.fixtures.kube import KubeAPI
-from tests.fixtures.processes import wait_until
-from tests.fixtures.snapshotjob_crd import create_job, install_crd
+from testbed.controlplane import KubeAPI
+from testbed.hazelcast import HazelcastCluster
+from testbed.processes import start_in_own_session, wait_until
+from testbed.snapshotjob_crd import create_job, install_crd
 from tests.integration import driver_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
@@ -93,14 +93,8 @@ class Drivers:
         argv = [sys.executable, "-m", "spark_runtime", "run", "--kubernetes", "--namespace"]
         argv += [NAMESPACE, "--name", name, "--execution-id", execution_id]
         with log_path.open("wb") as out:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=REPO,
-                start_new_session=True,
+            process = start_in_own_session(
+                f"driver-{name}", argv, out, env=env, cwd=REPO, tie_to_parent=False
             )
         self.started.append((process, log_path))
         return process

@@ -28,10 +28,10 @@ import psycopg
 import pytest
 
 from examples.sequence_sum import expected_sums
-from spark_runtime.devtools.driver_process import DriverHarness
 from spark_runtime.exit_codes import ExitCode
 from spark_runtime.protocol import FAILPOINTS, FailpointAction
-from tests.fixtures.hazelcast import HazelcastCluster
+from testbed.driver_process import DriverHarness
+from testbed.hazelcast import HazelcastCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 

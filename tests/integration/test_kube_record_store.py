@@ -22,8 +22,8 @@ from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
 from spark_runtime.kube_record_store import KubernetesRecordStore
 from spark_runtime.protocol.errors import IndeterminateRecordWrite, ZombieExecution
 from spark_runtime.protocol.record import ExecutionRecord
-from tests.fixtures.kube import KubeAPI
-from tests.fixtures.snapshotjob_crd import create_job, install_crd
+from testbed.controlplane import KubeAPI
+from testbed.snapshotjob_crd import create_job, install_crd
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 

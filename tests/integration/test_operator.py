@@ -2,308 +2,43 @@
 
 The operator runs as it does in production, ``python -m snapshot_operator``, in a subprocess
 watching one namespace of the control-plane testbed; restarting it is killing the process.
-The testbed has no kubelet, so the tests play the kubelet and the driver: they set the driver
-Pod's phase and its container's exit code, and write the execution record and snapshot data
-a driver would write. Everything the operator does is then read back from the API server
-(status, Pods, Events) and from Hazelcast (snapshot and export maps).
+The testbed has no kubelet, so the tests play the kubelet and the driver (with
+:mod:`testbed.operator_harness`): they set the driver Pod's phase and its container's exit
+code, and write the execution record and snapshot data a driver would write. Everything the
+operator does is then read back from the API server (status, Pods, Events) and from Hazelcast
+(snapshot and export maps).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import urllib3
-from kubernetes import client, watch
+from kubernetes import client
 
 from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
-from snapshot_operator.manifests import LABEL_JOB_UID, driver_service_account_name
+from snapshot_operator.manifests import driver_service_account_name
 from snapshot_operator.reconcile import JobRef
-from snapshot_operator.reconcile.observe import DRIVER_CONTAINER, LABEL_EXECUTION_ID
+from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.protocol import export_map_name, snapshot_map_name
 from spark_runtime.protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot
-from tests.fixtures.hazelcast import HazelcastCluster
-from tests.fixtures.kube import KubeAPI
-from tests.fixtures.processes import ManagedProcess
-from tests.fixtures.snapshotjob_crd import install_crd
+from testbed.controlplane import KubeAPI
+from testbed.hazelcast import HazelcastCluster
+from testbed.operator_harness import WAIT, OperatorHarness, OperatorProcess
+from testbed.snapshotjob_crd import install_crd
 from tests.unit.operator.specs import VALID_SPEC
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 
-ROOT = Path(__file__).resolve().parents[2]
 TERMINATED = 64
 FENCED = 77
 INTERRUPTED = 143
-WAIT = 30.0
-
-
-class Operator:
-    """The operator as a subprocess watching one namespace (or every one)."""
-
-    def __init__(
-        self,
-        kube: KubeAPI,
-        namespace: str,
-        store: HazelcastCluster,
-        log_path: Path,
-        *extra: str,
-        standalone: bool = True,
-        all_namespaces: bool = False,
-    ) -> None:
-        argv = [
-            sys.executable,
-            "-m",
-            "snapshot_operator",
-            *(["--all-namespaces"] if all_namespaces else ["--namespace", namespace]),
-            *(["--standalone"] if standalone else []),
-            "--store-members",
-            ",".join(node.address for node in store.nodes),
-            "--store-cluster-name",
-            store.cluster_name,
-            "--store-retry",
-            "1",
-            "--instance",
-            f"test-{namespace}",
-            *extra,
-        ]
-        self.process = ManagedProcess(
-            f"operator-{namespace}",
-            argv,
-            log_path,
-            env={"KUBECONFIG": str(kube.kubeconfig), "PYTHONUNBUFFERED": "1"},
-            cwd=ROOT,
-        )
-
-    def start(self) -> None:
-        """Starts the operator."""
-        self.process.start()
-
-    def kill(self) -> None:
-        """Kills the operator outright, as a crashed or evicted replica."""
-        self.process.kill()
-
-    def stop(self) -> None:
-        """Stops the operator gracefully."""
-        self.process.stop()
-
-
-class Harness:
-    """Plays user, kubelet and driver against one namespace the operator watches."""
-
-    def __init__(self, kube: KubeAPI, namespace: str, operator: Operator) -> None:
-        self.api = kube.api_client()
-        self.namespace = namespace
-        self.operator = operator
-        self.objects = client.CustomObjectsApi(self.api)
-        self.core = client.CoreV1Api(self.api)
-
-    # --- the user ---------------------------------------------------------------------------
-
-    def create_job(self, name: str, **spec: Any) -> str:
-        """Creates a SnapshotJob from VALID_SPEC with top-level spec changes; returns its uid."""
-        body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "SnapshotJob",
-            "metadata": {"name": name},
-            "spec": {**VALID_SPEC, **spec},
-        }
-        created = self.objects.create_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, body
-        )
-        return str(created["metadata"]["uid"])
-
-    def patch_spec(self, name: str, **changes: Any) -> None:
-        """Merge-patches the spec."""
-        self.objects.patch_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, name, {"spec": changes}
-        )
-
-    def delete_job(self, name: str) -> None:
-        """Deletes the SnapshotJob (the operator's finalizer holds it until cleanup)."""
-        self.objects.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
-
-    def job(self, name: str) -> dict[str, Any] | None:
-        """Returns the SnapshotJob, or None once it is gone."""
-        try:
-            job: dict[str, Any] = self.objects.get_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, PLURAL, name
-            )
-        except client.exceptions.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return job
-
-    def status(self, name: str) -> dict[str, Any]:
-        """Returns the job's status ({} before the first one)."""
-        job = self.job(name)
-        assert job is not None, f"SnapshotJob {name} is gone"
-        return dict(job.get("status") or {})
-
-    def wait_status(
-        self, name: str, check: Callable[[dict[str, Any]], bool], what: str, timeout: float = WAIT
-    ) -> dict[str, Any]:
-        """Waits until the job's status passes ``check``; returns that status."""
-        deadline = time.monotonic() + timeout
-        status: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            status = self.status(name)
-            if check(status):
-                return status
-            time.sleep(0.1)
-        raise AssertionError(
-            f"Timed out waiting for {what}: status={json.dumps(status, indent=1)}\n"
-            f"operator log:\n{self.operator.process.log_tail(60)}"
-        )
-
-    def wait_phase(self, name: str, phase: str, timeout: float = WAIT) -> dict[str, Any]:
-        """Waits for a phase; returns the status."""
-        return self.wait_status(name, lambda s: s.get("phase") == phase, f"phase={phase}", timeout)
-
-    def event_sources(self, name: str) -> dict[str, set[str]]:
-        """Returns, per Event reason regarding the job, the replicas that emitted it."""
-        events = client.EventsV1Api(self.api).list_namespaced_event(
-            self.namespace, field_selector=f"regarding.name={name}"
-        )
-        sources: dict[str, set[str]] = {}
-        for event in events.items:
-            sources.setdefault(event.reason, set()).add(event.reporting_instance)
-        return sources
-
-    def events(self, name: str) -> list[str]:
-        """Returns the reasons of the Events regarding the job, oldest first."""
-        events = client.EventsV1Api(self.api).list_namespaced_event(
-            self.namespace, field_selector=f"regarding.name={name}"
-        )
-        ordered = sorted(events.items, key=lambda e: e.event_time or e.metadata.creation_timestamp)
-        return [event.reason for event in ordered]
-
-    def wait_event(self, name: str, reason: str, timeout: float = WAIT) -> None:
-        """Waits until an Event with the reason regards the job."""
-        deadline = time.monotonic() + timeout
-        while reason not in self.events(name):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"No {reason} Event, got {self.events(name)}")
-            time.sleep(0.1)
-
-    # --- the kubelet ------------------------------------------------------------------------
-
-    def pods(self, uid: str) -> list[client.V1Pod]:
-        """The job's driver Pods."""
-        listed = self.core.list_namespaced_pod(
-            self.namespace, label_selector=f"{LABEL_JOB_UID}={uid}"
-        )
-        return list(listed.items)
-
-    def pod_names(self, uid: str) -> list[str]:
-        """Names of the job's Pods, sorted."""
-        return sorted(pod.metadata.name for pod in self.pods(uid))
-
-    def wait_pods(self, uid: str, names: list[str], timeout: float = WAIT) -> None:
-        """Waits until exactly these Pods of the job exist."""
-        deadline = time.monotonic() + timeout
-        while self.pod_names(uid) != sorted(names):
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"Pods {self.pod_names(uid)} != {sorted(names)}\n"
-                    f"operator log:\n{self.operator.process.log_tail(40)}"
-                )
-            time.sleep(0.1)
-
-    def run_pod(self, pod: str) -> None:
-        """Marks the driver Pod Running, as the kubelet would once the container started."""
-        self.core.patch_namespaced_pod_status(pod, self.namespace, {"status": {"phase": "Running"}})
-
-    def exit_pod(self, pod: str, code: int) -> None:
-        """Marks the driver container terminated with an exit code, and the Pod terminal."""
-        status = {
-            "phase": "Succeeded" if code == 0 else "Failed",
-            "containerStatuses": [
-                {
-                    "name": DRIVER_CONTAINER,
-                    "image": VALID_SPEC["image"],
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "state": {"terminated": {"exitCode": code}},
-                }
-            ],
-        }
-        self.core.patch_namespaced_pod_status(pod, self.namespace, {"status": status})
-
-    # --- the driver -------------------------------------------------------------------------
-
-    def write_status(self, name: str, **fields: Any) -> None:
-        """Writes status fields as the driver does: a status patch under the lock."""
-        job = self.job(name)
-        assert job is not None
-        body = {
-            "metadata": {"resourceVersion": job["metadata"]["resourceVersion"]},
-            "status": fields,
-        }
-        self.objects.patch_namespaced_custom_object_status(
-            GROUP, VERSION, self.namespace, PLURAL, name, body
-        )
-
-    def record_phases(self, name: str) -> PhaseRecorder:
-        """Starts recording every phase the job's status passes through."""
-        return PhaseRecorder(self, name)
-
-    def start_running(self, name: str, **spec: Any) -> tuple[str, dict[str, Any]]:
-        """Creates a job and brings its first execution to RUNNING; returns uid and status."""
-        uid = self.create_job(name, **spec)
-        status = self.wait_phase(name, "STARTING")
-        self.wait_pods(uid, [status["execution"]["driverPod"]])
-        self.run_pod(status["execution"]["driverPod"])
-        return uid, self.wait_phase(name, "RUNNING")
-
-
-class PhaseRecorder:
-    """Watches one SnapshotJob and keeps every phase its status passed through, in order."""
-
-    def __init__(self, harness: Harness, name: str) -> None:
-        self.phases: list[str] = []
-        self._watch = watch.Watch()
-        job = harness.job(name)
-        assert job is not None
-        self._thread = threading.Thread(
-            target=self._run,
-            args=(harness, name, job["metadata"]["resourceVersion"]),
-            daemon=True,
-        )
-        self._thread.start()
-
-    def _run(self, harness: Harness, name: str, version: str) -> None:
-        stream = self._watch.stream(
-            harness.objects.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            harness.namespace,
-            PLURAL,
-            field_selector=f"metadata.name={name}",
-            resource_version=version,
-            timeout_seconds=120,
-        )
-        # Stopping the watch ends the stream mid-response; that is the normal end here.
-        with contextlib.suppress(urllib3.exceptions.ProtocolError):
-            for event in stream:
-                phase = (event["object"].get("status") or {}).get("phase")
-                if phase and (not self.phases or self.phases[-1] != phase):
-                    self.phases.append(phase)
-
-    def stop(self) -> list[str]:
-        """Stops watching; returns the phases seen."""
-        self._watch.stop()
-        return self.phases
 
 
 @pytest.fixture(scope="module")
@@ -335,9 +70,9 @@ def operator(
     healthy_hazelcast: HazelcastCluster,
     tmp_path: Path,
     operator_args: tuple[str, ...],
-) -> Iterator[Operator]:
+) -> Iterator[OperatorProcess]:
     """The operator, running for one test."""
-    running = Operator(
+    running = OperatorProcess(
         kube_api, namespace, healthy_hazelcast, tmp_path / "operator.log", *operator_args
     )
     running.start()
@@ -346,9 +81,9 @@ def operator(
 
 
 @pytest.fixture
-def harness(kube_api: KubeAPI, namespace: str, operator: Operator) -> Harness:
+def harness(kube_api: KubeAPI, namespace: str, operator: OperatorProcess) -> OperatorHarness:
     """User, kubelet and driver for one namespace."""
-    return Harness(kube_api, namespace, operator)
+    return OperatorHarness(kube_api, namespace, operator)
 
 
 @pytest.fixture
@@ -385,7 +120,7 @@ def write_snapshot(
 # --- the core loop ----------------------------------------------------------------------------
 
 
-def test_create_run_suspend_resume(harness: Harness) -> None:
+def test_create_run_suspend_resume(harness: OperatorHarness) -> None:
     uid, running = harness.start_running("wordcount")
     first = running["execution"]
     assert first["attempt"] == 1
@@ -421,7 +156,7 @@ def test_create_run_suspend_resume(harness: Harness) -> None:
         harness.wait_event("wordcount", reason)
 
 
-def test_failures_back_off_then_fail(harness: Harness) -> None:
+def test_failures_back_off_then_fail(harness: OperatorHarness) -> None:
     policy = {"maxRestarts": 1, "backoffSeconds": 1, "maxBackoffSeconds": 1}
     uid, running = harness.start_running("flaky", restartPolicy=policy)
     harness.exit_pod(running["execution"]["driverPod"], 1)
@@ -444,7 +179,7 @@ def test_failures_back_off_then_fail(harness: Harness) -> None:
     assert harness.status("flaky")["execution"]["attempt"] == 2, "FAILED must not restart"
 
 
-def test_suspend_on_failure(harness: Harness) -> None:
+def test_suspend_on_failure(harness: OperatorHarness) -> None:
     uid, running = harness.start_running("fragile", suspendOnFailure=True)
     harness.exit_pod(running["execution"]["driverPod"], 3)
     suspended = harness.wait_phase("fragile", "SUSPENDED")
@@ -459,7 +194,7 @@ def test_suspend_on_failure(harness: Harness) -> None:
 
 
 def test_delete_cancels_and_destroys_snapshot_maps(
-    harness: Harness, store: HazelcastSnapshotStore
+    harness: OperatorHarness, store: HazelcastSnapshotStore
 ) -> None:
     uid, running = harness.start_running("doomed")
     own = snapshot_map_name(uid, 0)
@@ -482,7 +217,7 @@ def test_delete_cancels_and_destroys_snapshot_maps(
 
 
 def test_operator_restart_during_suspend_starts_no_second_driver(
-    harness: Harness,
+    harness: OperatorHarness,
 ) -> None:
     uid, running = harness.start_running("steady")
     driver = running["execution"]["driverPod"]
@@ -509,7 +244,7 @@ def test_operator_restart_during_suspend_starts_no_second_driver(
 # --- exports -----------------------------------------------------------------------------------
 
 
-def test_export_while_running_asks_the_driver(harness: Harness) -> None:
+def test_export_while_running_asks_the_driver(harness: OperatorHarness) -> None:
     harness.start_running("exporter")
     harness.patch_spec("exporter", exportSnapshot={"name": "nightly"})
     requested = harness.wait_status(
@@ -535,7 +270,7 @@ def test_export_while_running_asks_the_driver(harness: Harness) -> None:
     harness.wait_event("exporter", "SnapshotExported")
 
 
-def test_export_with_cancel_job_cancels_gracefully(harness: Harness) -> None:
+def test_export_with_cancel_job_cancels_gracefully(harness: OperatorHarness) -> None:
     _, running = harness.start_running("finale")
     harness.patch_spec("finale", exportSnapshot={"name": "last", "cancelJob": True})
     completing = harness.wait_status(
@@ -550,7 +285,7 @@ def test_export_with_cancel_job_cancels_gracefully(harness: Harness) -> None:
 
 
 def test_export_while_suspended_copies_and_validates(
-    harness: Harness, store: HazelcastSnapshotStore
+    harness: OperatorHarness, store: HazelcastSnapshotStore
 ) -> None:
     uid, running = harness.start_running("archive")
     write_snapshot(store, snapshot_map_name(uid, 0), uid, 3)
@@ -590,7 +325,7 @@ def test_export_while_suspended_copies_and_validates(
 # --- upgrades ----------------------------------------------------------------------------------
 
 
-def test_upgrade_with_snapshot_restarts_gracefully(harness: Harness) -> None:
+def test_upgrade_with_snapshot_restarts_gracefully(harness: OperatorHarness) -> None:
     uid, running = harness.start_running("rolling")
     harness.patch_spec("rolling", snapshotIntervalSeconds=30)
     completing = harness.wait_status(
@@ -608,7 +343,7 @@ def test_upgrade_with_snapshot_restarts_gracefully(harness: Harness) -> None:
 
 
 @pytest.mark.parametrize("mode", ["last-snapshot", "stateless"])
-def test_upgrade_forceful_modes_replace_the_driver(harness: Harness, mode: str) -> None:
+def test_upgrade_forceful_modes_replace_the_driver(harness: OperatorHarness, mode: str) -> None:
     uid, running = harness.start_running("swift", upgradeMode=mode)
     harness.write_status(
         "swift", executionRecord={"snapshotId": 5, "dataMapIndex": 1, "ongoingSnapshotId": 5}
@@ -634,7 +369,7 @@ def test_upgrade_forceful_modes_replace_the_driver(harness: Harness, mode: str) 
 
 
 @pytest.mark.parametrize("operator_args", [("--graceful-timeout", "2")])
-def test_graceful_request_not_served_escalates(harness: Harness) -> None:
+def test_graceful_request_not_served_escalates(harness: OperatorHarness) -> None:
     uid, running = harness.start_running("stuck")
     harness.patch_spec("stuck", suspend=True)
     harness.wait_status("stuck", lambda s: "termination" in s, "the suspend request")
@@ -655,7 +390,7 @@ def test_graceful_request_not_served_escalates(harness: Harness) -> None:
     ],
 )
 def test_invalid_specs_are_rejected_at_admission(
-    harness: Harness, spec: dict[str, Any], message: str
+    harness: OperatorHarness, spec: dict[str, Any], message: str
 ) -> None:
     body = {key: value for key, value in VALID_SPEC.items() if spec.get(key, 0) is not None}
     body.update({key: value for key, value in spec.items() if value is not None})
@@ -676,7 +411,7 @@ def test_invalid_specs_are_rejected_at_admission(
     assert message in json.loads(rejected.value.body)["message"]
 
 
-def test_export_over_the_initial_snapshot_is_rejected(harness: Harness) -> None:
+def test_export_over_the_initial_snapshot_is_rejected(harness: OperatorHarness) -> None:
     uid = harness.create_job(
         "careful", initialSnapshotName="golden", exportSnapshot={"name": "golden"}
     )
@@ -698,7 +433,7 @@ def test_export_over_the_initial_snapshot_is_rejected(harness: Harness) -> None:
 # --- the store gates starts --------------------------------------------------------------------
 
 
-def test_no_start_while_the_store_cannot_hold_the_backups(harness: Harness) -> None:
+def test_no_start_while_the_store_cannot_hold_the_backups(harness: OperatorHarness) -> None:
     uid = harness.create_job("greedy", hazelcast={"backupCount": 3})
     waiting = harness.wait_status(
         "greedy",
@@ -713,7 +448,7 @@ def test_no_start_while_the_store_cannot_hold_the_backups(harness: Harness) -> N
     harness.wait_phase("greedy", "STARTING")
 
 
-def test_no_start_while_the_store_is_unreachable(harness: Harness) -> None:
+def test_no_start_while_the_store_is_unreachable(harness: OperatorHarness) -> None:
     uid = harness.create_job("lonely", hazelcast={"address": "127.0.0.1:1", "clusterName": "x"})
     waiting = harness.wait_status(
         "lonely",
@@ -726,7 +461,7 @@ def test_no_start_while_the_store_is_unreachable(harness: Harness) -> None:
 
 @pytest.mark.slow
 def test_split_brain_protection_waits_for_the_quorum(
-    harness: Harness, healthy_hazelcast: HazelcastCluster
+    harness: OperatorHarness, healthy_hazelcast: HazelcastCluster
 ) -> None:
     policy = {"maxRestarts": 5, "backoffSeconds": 1, "maxBackoffSeconds": 1}
     uid, running = harness.start_running("guarded", splitBrainProtection=True, restartPolicy=policy)
@@ -760,7 +495,7 @@ def test_split_brain_protection_waits_for_the_quorum(
 
 @pytest.mark.slow
 def test_no_start_while_the_store_is_not_cluster_safe(
-    harness: Harness, healthy_hazelcast: HazelcastCluster, store: HazelcastSnapshotStore
+    harness: OperatorHarness, healthy_hazelcast: HazelcastCluster, store: HazelcastSnapshotStore
 ) -> None:
     # Enough data that the migration after losing a member takes a while to settle.
     uid, running = harness.start_running(
@@ -850,8 +585,8 @@ def test_two_replicas_one_works_and_the_other_takes_over(
                 raise
             time.sleep(0.2)  # the CRD is not served yet
 
-    def replica(label: str, priority: int) -> Operator:
-        return Operator(
+    def replica(label: str, priority: int) -> OperatorProcess:
+        return OperatorProcess(
             kube_api,
             namespace,
             healthy_hazelcast,
@@ -869,7 +604,7 @@ def test_two_replicas_one_works_and_the_other_takes_over(
     low.start()
     high.start()
     try:
-        harness = Harness(kube_api, namespace, high)
+        harness = OperatorHarness(kube_api, namespace, high)
         time.sleep(3)  # both announced themselves; the low one pauses
         uid, running = harness.start_running("shared")
         harness.wait_event("shared", "ExecutionStarted")
@@ -897,7 +632,7 @@ def test_two_replicas_one_works_and_the_other_takes_over(
 # --- exit codes, scope --------------------------------------------------------------------
 
 
-def test_an_interrupted_driver_restarts_at_once_without_counting(harness: Harness) -> None:
+def test_an_interrupted_driver_restarts_at_once_without_counting(harness: OperatorHarness) -> None:
     uid, running = harness.start_running("drained")
     first = running["execution"]
 
@@ -915,7 +650,7 @@ def test_an_interrupted_driver_restarts_at_once_without_counting(harness: Harnes
     assert "ExecutionFailed" not in harness.events("drained")
 
 
-def test_a_fenced_driver_starts_nothing(harness: Harness) -> None:
+def test_a_fenced_driver_starts_nothing(harness: OperatorHarness) -> None:
     uid, running = harness.start_running("zombie")
     first = running["execution"]
 
@@ -942,7 +677,7 @@ def _namespace(kube: KubeAPI) -> str:
     return name
 
 
-def _started(harness: Harness, name: str, uid: str, timeout: float = WAIT) -> str:
+def _started(harness: OperatorHarness, name: str, uid: str, timeout: float = WAIT) -> str:
     status = harness.wait_phase(name, "STARTING", timeout)
     pod = str(status["execution"]["driverPod"])
     harness.wait_pods(uid, [pod])
@@ -953,15 +688,15 @@ def test_all_namespaces_reconciles_jobs_everywhere_and_namespace_only_its_own(
     kube_api: KubeAPI, namespace: str, healthy_hazelcast: HazelcastCluster, tmp_path: Path
 ) -> None:
     other = _namespace(kube_api)
-    everywhere = Operator(
+    everywhere = OperatorProcess(
         kube_api, namespace, healthy_hazelcast, tmp_path / "all.log", all_namespaces=True
     )
-    scoped = Operator(kube_api, namespace, healthy_hazelcast, tmp_path / "scoped.log")
+    scoped = OperatorProcess(kube_api, namespace, healthy_hazelcast, tmp_path / "scoped.log")
     try:
         everywhere.start()
         mine, theirs = (
-            Harness(kube_api, namespace, everywhere),
-            Harness(kube_api, other, everywhere),
+            OperatorHarness(kube_api, namespace, everywhere),
+            OperatorHarness(kube_api, other, everywhere),
         )
         for harness in (mine, theirs):
             uid = harness.create_job("everywhere")

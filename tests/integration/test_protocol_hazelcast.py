@@ -42,9 +42,9 @@ from spark_runtime.protocol import (
     ZombieExecution,
 )
 from spark_runtime.protocol.record import export_map_name, snapshot_map_name
-from tests.fixtures.hazelcast import HazelcastCluster
-from tests.fixtures.kube import KubeAPI
-from tests.fixtures.snapshotjob_crd import create_job, install_crd
+from testbed.controlplane import KubeAPI
+from testbed.hazelcast import HazelcastCluster
+from testbed.snapshotjob_crd import create_job, install_crd
 
 pytestmark = pytest.mark.integration
 

@@ -37,7 +37,7 @@ from spark_runtime.protocol import ChunkWriter, JobIdentity, SnapshotRef
 from spark_runtime.sinks import ConsoleSink, FileSink, HazelcastMapSink, PostgresSink
 from spark_runtime.sources import FileSource, PostgresSource, SequenceSource
 from spark_runtime.state import RunningAggregate, StateContext
-from tests.fixtures.hazelcast import HazelcastCluster
+from testbed.hazelcast import HazelcastCluster
 
 Build = Callable[[Pipeline], None]
 

@@ -31,7 +31,7 @@ from spark_runtime.protocol import (
 )
 from spark_runtime.sinks import PostgresSink
 from spark_runtime.sources import SequenceSource
-from tests.fixtures.hazelcast import HazelcastCluster
+from testbed.hazelcast import HazelcastCluster
 
 EPOCH_ROWS = 100
 

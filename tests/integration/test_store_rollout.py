@@ -11,7 +11,6 @@ it unsafe. The operator runs as in production, ``python -m snapshot_operator``.
 from __future__ import annotations
 
 import json
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,13 +21,13 @@ import pytest
 from kubernetes import client
 
 from snapshot_operator.store_restarts import EVENT_REASON
-from tests.fixtures.hazelcast import HazelcastCluster
-from tests.fixtures.kube import KubeAPI
-from tests.fixtures.processes import ManagedProcess, wait_until
+from testbed.controlplane import KubeAPI
+from testbed.hazelcast import HazelcastCluster
+from testbed.operator_harness import OperatorProcess
+from testbed.processes import ManagedProcess, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 
-ROOT = Path(__file__).resolve().parents[2]
 STATEFULSET = "store"
 REPLICAS = 3
 LABELS = {"app.kubernetes.io/name": "rollout-store"}
@@ -153,40 +152,23 @@ def operator(
     kube_api: KubeAPI, namespace: str, healthy_hazelcast: HazelcastCluster, tmp_path: Path
 ) -> Iterator[ManagedProcess]:
     """The operator, restarting the StatefulSet's members, with the session's cluster."""
-    argv = [
-        sys.executable,
-        "-m",
-        "snapshot_operator",
-        "--namespace",
+    running = OperatorProcess(
+        kube_api,
         namespace,
-        "--standalone",
-        "--store-members",
-        ",".join(node.address for node in healthy_hazelcast.nodes),
-        "--store-cluster-name",
-        healthy_hazelcast.cluster_name,
+        healthy_hazelcast,
+        tmp_path / "operator.log",
         "--store-statefulset",
         STATEFULSET,
         "--store-namespace",
         namespace,
-        "--store-retry",
-        "1",
         "--resync",
         "1",
-        "--instance",
-        f"test-{namespace}",
         "--log-level",
         "DEBUG",
-    ]
-    process = ManagedProcess(
-        f"operator-{namespace}",
-        argv,
-        tmp_path / "operator.log",
-        env={"KUBECONFIG": str(kube_api.kubeconfig), "PYTHONUNBUFFERED": "1"},
-        cwd=ROOT,
     )
-    process.start()
-    yield process
-    process.stop()
+    running.start()
+    yield running.process
+    running.stop()
 
 
 def _wait_deleted(store: Store, name: str, uid: str, operator: ManagedProcess) -> str:

@@ -22,8 +22,8 @@ from hazelcast.errors import IndeterminateOperationStateError
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as sf
 
-from tests.fixtures.hazelcast import HazelcastCluster
-from tests.fixtures.postgres import PostgresServer
+from testbed.hazelcast import HazelcastCluster
+from testbed.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ import os
 import time
 from pathlib import Path
 
-from tests.fixtures.hazelcast import HazelcastCluster
-from tests.fixtures.postgres import PostgresServer
+from testbed.hazelcast import HazelcastCluster
+from testbed.postgres import PostgresServer
 
 
 def test_wait_for_interrupt(hazelcast_cluster: HazelcastCluster, postgres: PostgresServer) -> None:

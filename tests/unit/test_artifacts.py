@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures import artifacts
-from tests.fixtures.artifacts import Artifact, ArtifactKind
+from testbed import artifacts
+from testbed.artifacts import Artifact, ArtifactKind
 
 REPO = Path(__file__).resolve().parents[2]
 ALL_ARTIFACTS = sorted(
@@ -93,7 +93,7 @@ def test_every_binary_of_the_tests_is_declared_for_a_marker() -> None:
     """Static twin of the run-time check in ``binary()``: names passed to it are declared."""
     declared = {a.name for needs in artifacts.MARKER_NEEDS.values() for a in needs}
     used: set[str] = set()
-    for path in (REPO / "tests").rglob("*.py"):
+    for path in (*(REPO / "tests").rglob("*.py"), *(REPO / "testbed").rglob("*.py")):
         used |= set(re.findall(r"\bbinary\(\"([a-z0-9-]+)\"\)", path.read_text()))
     assert used, "no test runs a testbed binary: the scan is broken"
     assert used <= declared, f"undeclared binaries: {sorted(used - declared)}"

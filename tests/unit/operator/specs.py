@@ -2,7 +2,8 @@
 
 One table of invalid specs serves both tiers, so the pydantic models (which the operator uses
 to re-validate stored objects) and the generated CRD (which the API server enforces at
-admission) are held to the same rules.
+admission) are held to the same rules. ``VALID_SPEC``, the spec they vary, is the test bed's
+(:mod:`testbed.snapshotjob_crd`): the operator harness creates its jobs from it too.
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-VALID_SPEC: dict[str, Any] = {
-    "image": "snapshotjob/runtime:dev",
-    "pipeline": {"module": "pipelines.wordcount", "args": {"rate": 100, "words": ["a", "b"]}},
-}
-"""The smallest valid spec: everything else has a default."""
+from testbed.snapshotjob_crd import VALID_SPEC
+
+__all__ = ["INVALID_SPECS", "VALID_SPEC", "InvalidSpecCase"]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Local Kubernetes control plane (etcd + kube-apiserver + controller-manager + scheduler).
 
 Why this exists: most of the operator's behaviour is API-server behaviour (CRD validation,
@@ -6,38 +5,34 @@ status subresources, optimistic concurrency, owner-reference garbage collection)
 of that needs a kubelet. Running the real binaries as plain loopback processes, the way
 controller-runtime's *envtest* does, gives a real API in a few seconds instead of the
 minutes a container-based cluster takes. Pods are accepted and scheduled-to-nothing: they
-never run. For running workloads use cluster mode (hack/kube/cluster.sh).
+never run. For running workloads use cluster mode (:mod:`testbed.kind`).
 
-Everything is generated fresh per instance in one state directory: an ECDSA CA, serving
-and client certificates (via the ``openssl`` CLI, so no Python crypto dependency is
-needed), a service-account signing key, per-component kubeconfigs and an ``admin``
-kubeconfig. Each process runs in its own process group so that teardown can always kill
-the whole tree, and a test-session instance additionally asks the kernel to kill the
-processes if the Python process dies (``PR_SET_PDEATHSIG``).
+Everything is generated fresh per instance in one state directory (:mod:`testbed.pki`):
+an ECDSA CA, serving and client certificates, a service-account signing key, per-component
+kubeconfigs and an ``admin`` kubeconfig. Each process runs in its own process group so that
+teardown can always kill the whole tree, and a test-session instance additionally asks the
+kernel to kill the processes if the Python process dies and stops them at interpreter exit
+(both from :mod:`testbed.processes`).
 
 Used two ways:
 
-* as a library by ``tests/fixtures/kube.py`` (``ControlPlane(...).start()``), and
+* as a library by ``tests/fixtures/kube.py`` and ``bench/reconcile_latency.py``
+  (``ControlPlane(...).start()``, then :meth:`ControlPlane.kube_api`), and
 * as a CLI by ``make control-plane-up`` / ``control-plane-down``::
 
-      hack/kube/controlplane.py up   [--dir DIR]   # prints the kubeconfig path
-      hack/kube/controlplane.py down [--dir DIR]
-      hack/kube/controlplane.py status [--dir DIR]
+      python -m testbed.controlplane up   [--dir DIR]   # prints the kubeconfig path
+      python -m testbed.controlplane down [--dir DIR]
+      python -m testbed.controlplane status [--dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
-import ctypes
 import json
 import logging
 import os
-import secrets
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -47,223 +42,35 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
+
+from testbed.kube_access import new_api_client, run_kubectl
+from testbed.kube_binaries import (
+    CONTROL_PLANE_BINARIES,
+    BinaryBuildError,
+    binary_path,
+    default_bin_dir,
+    ensure_binaries,
+    missing_binaries,
+)
+from testbed.pki import CertSpec, PkiError, generate_pki, write_kubeconfig
+from testbed.ports import free_port
+from testbed.processes import (
+    cancel_stop_at_exit,
+    start_in_own_session,
+    stop_at_exit,
+    stop_process_groups,
+)
 
 LOG = logging.getLogger("snapshotjob.kube.controlplane")
 
-HACK_DIR: Final = Path(__file__).resolve().parent
-BUILD_SCRIPT: Final = HACK_DIR / "build.sh"
 SERVICE_CIDR: Final = "10.0.0.0/24"
 SERVICE_IP: Final = "10.0.0.1"
 CLUSTER_DOMAIN: Final = "cluster.local"
-CONTROL_PLANE_BINARIES: Final = (
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kube-scheduler",
-    "kubectl",
-)
-_PR_SET_PDEATHSIG: Final = 1
 
 
 class ControlPlaneError(RuntimeError):
     """Raised when the control plane cannot be built, started or reached."""
-
-
-def read_versions() -> dict[str, str]:
-    """Parse ``hack/kube/versions.env`` (simple ``KEY=value`` lines).
-
-    Returns:
-        The pinned component versions keyed by variable name.
-    """
-    versions: dict[str, str] = {}
-    for raw in (HACK_DIR / "versions.env").read_text().splitlines():
-        line = raw.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            versions[key.strip()] = value.strip()
-    return versions
-
-
-def default_bin_dir() -> Path:
-    """Return the binary cache directory that ``hack/kube/build.sh`` writes to.
-
-    ``KUBE_BIN_DIR`` overrides it, exactly as in the build script.
-    """
-    override = os.environ.get("KUBE_BIN_DIR")
-    if override:
-        return Path(override)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "snapshotjob" / "kube" / read_versions()["KUBE_VERSION"] / "bin"
-
-
-def missing_binaries(bin_dir: Path, names: Sequence[str]) -> list[str]:
-    """List the binaries of ``names`` that are not executable files in ``bin_dir``."""
-    return [n for n in names if not os.access(bin_dir / n, os.X_OK)]
-
-
-def ensure_binaries(
-    names: Sequence[str] = CONTROL_PLANE_BINARIES,
-    groups: Sequence[str] = ("kubernetes", "etcd"),
-    bin_dir: Path | None = None,
-) -> Path:
-    """Make sure the binaries exist, building them from source when they do not.
-
-    A cold build compiles Kubernetes from the Go module proxy and takes tens of minutes on
-    a 2-core machine; it is logged, never skipped silently.
-
-    Args:
-        names: Binary names that must exist afterwards.
-        groups: ``build.sh`` groups that produce them.
-        bin_dir: Cache directory; defaults to :func:`default_bin_dir`.
-
-    Returns:
-        The directory holding the binaries.
-
-    Raises:
-        ControlPlaneError: If the build fails or still leaves binaries missing.
-    """
-    target = bin_dir or default_bin_dir()
-    missing = missing_binaries(target, names)
-    if not missing:
-        return target
-    LOG.warning(
-        "Building missing Kubernetes binaries, this takes long on a cold cache "
-        "missing=%s bin_dir=%s",
-        ",".join(missing),
-        target,
-    )
-    env = dict(os.environ, KUBE_BIN_DIR=str(target))
-    result = subprocess.run(["bash", str(BUILD_SCRIPT), *groups], env=env, check=False)
-    still = missing_binaries(target, names)
-    if result.returncode != 0 or still:
-        raise ControlPlaneError(
-            f"hack/kube/build.sh {' '.join(groups)} failed rc={result.returncode} "
-            f"missing={','.join(still)}; run `make kube-binaries` to see the build log"
-        )
-    return target
-
-
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _run_openssl(*args: str, cwd: Path) -> None:
-    result = subprocess.run(
-        ["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False
-    )
-    if result.returncode != 0:
-        raise ControlPlaneError(f"openssl {args[0]} failed: {result.stderr.strip()}")
-
-
-@dataclass(frozen=True)
-class CertSpec:
-    """One leaf certificate signed by the testbed CA.
-
-    Attributes:
-        name: File stem (``<name>.crt`` / ``<name>.key``).
-        common_name: Subject CN; Kubernetes maps it to the user name.
-        organizations: Subject O values; Kubernetes maps them to groups.
-        server: Whether this is a serving certificate (``serverAuth`` + SANs).
-        sans: subjectAltName entries such as ``DNS:localhost`` or ``IP:127.0.0.1``.
-    """
-
-    name: str
-    common_name: str
-    organizations: tuple[str, ...] = ()
-    server: bool = False
-    sans: tuple[str, ...] = ()
-
-
-def generate_pki(pki: Path, specs: Sequence[CertSpec]) -> None:
-    """Create a CA, the given leaf certificates and a service-account key pair.
-
-    ECDSA P-256 keys are used because they are generated in milliseconds.
-
-    Args:
-        pki: Directory to write into (created if needed).
-        specs: Leaf certificates to issue.
-    """
-    pki.mkdir(parents=True, exist_ok=True)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _run_openssl(
-        "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "3650",
-        "-subj", "/CN=snapshotjob-testbed-ca",
-        "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
-        cwd=pki,
-    )  # fmt: skip
-    for spec in specs:
-        subject = "".join(f"/O={o}" for o in spec.organizations) + f"/CN={spec.common_name}"
-        _run_openssl(
-            "req", "-new", *ec, "-keyout", f"{spec.name}.key", "-out", f"{spec.name}.csr",
-            "-subj", subject,
-            cwd=pki,
-        )  # fmt: skip
-        ext = ["basicConstraints=CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment"]
-        ext.append("extendedKeyUsage=" + ("serverAuth,clientAuth" if spec.server else "clientAuth"))
-        if spec.sans:
-            ext.append("subjectAltName=" + ",".join(spec.sans))
-        (pki / f"{spec.name}.ext").write_text("\n".join(ext) + "\n")
-        _run_openssl(
-            "x509", "-req", "-in", f"{spec.name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-            "-set_serial", "0x" + secrets.token_hex(16), "-days", "365",
-            "-extfile", f"{spec.name}.ext", "-out", f"{spec.name}.crt",
-            cwd=pki,
-        )  # fmt: skip
-    _run_openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "sa.key", cwd=pki)
-    _run_openssl("ec", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
-    for key in pki.glob("*.key"):
-        key.chmod(0o600)
-
-
-def write_kubeconfig(path: Path, server: str, pki: Path, user: str) -> None:
-    """Write a self-contained kubeconfig (certificates embedded) for one client identity.
-
-    Args:
-        path: Output file.
-        server: API server URL.
-        pki: Directory holding ``ca.crt`` and ``<user>.crt``/``<user>.key``.
-        user: Certificate name to authenticate with.
-    """
-
-    def b64(name: str) -> str:
-        return base64.b64encode((pki / name).read_bytes()).decode()
-
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "snapshotjob",
-                "cluster": {"server": server, "certificate-authority-data": b64("ca.crt")},
-            }
-        ],
-        "users": [
-            {
-                "name": user,
-                "user": {
-                    "client-certificate-data": b64(f"{user}.crt"),
-                    "client-key-data": b64(f"{user}.key"),
-                },
-            }
-        ],
-        "contexts": [{"name": "snapshotjob", "context": {"cluster": "snapshotjob", "user": user}}],
-        "current-context": "snapshotjob",
-    }
-    # JSON is valid YAML, and it avoids a PyYAML dependency for the CLI.
-    path.write_text(json.dumps(config, indent=2) + "\n")
-    path.chmod(0o600)
-
-
-def _set_pdeathsig() -> None:
-    """Ask Linux to SIGKILL this child when its parent thread dies (fixture mode)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 @dataclass
@@ -289,38 +96,6 @@ class Component:
         return "\n".join(text[-lines:])
 
 
-def stop_process_groups(groups: dict[str, int], grace: float = 10.0) -> None:
-    """SIGTERM process groups together, then SIGKILL those still alive after ``grace`` seconds.
-
-    Args:
-        groups: ``{component name: process-group id}`` (the leader's pid, as set by
-            ``start_new_session``).
-        grace: Seconds to wait between SIGTERM and SIGKILL.
-    """
-    pending: dict[str, int] = {}
-    for name, pgid in groups.items():
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-            pending[name] = pgid
-    deadline = time.monotonic() + grace
-    while pending and time.monotonic() < deadline:
-        for name, pgid in list(pending.items()):
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pgid, os.WNOHANG)
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                LOG.info("Stopped component=%s pgid=%d", name, pgid)
-                del pending[name]
-        time.sleep(0.1)
-    for name, pgid in pending.items():
-        LOG.warning("Killing component that ignored SIGTERM component=%s pgid=%d", name, pgid)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pgid, 0)
-
-
 def stop_in_order(groups: dict[str, int]) -> None:
     """Stop the API server and its clients together, and etcd only after them.
 
@@ -335,6 +110,34 @@ def stop_in_order(groups: dict[str, int]) -> None:
 
 
 @dataclass
+class KubeAPI:
+    """Handle on a running control plane: what tests and benchmarks need to talk to it.
+
+    Attributes:
+        kubeconfig: Path of a cluster-admin kubeconfig (certificates embedded).
+        server: API server URL on 127.0.0.1.
+        state_dir: Directory with certificates, etcd data and component logs.
+        start_seconds: How long the control plane took to become ready.
+        binary: Finds a built binary by name; the pytest plugin passes one that refuses
+            binaries the running test's markers do not declare.
+    """
+
+    kubeconfig: Path
+    server: str
+    state_dir: Path
+    start_seconds: float
+    binary: Callable[[str], Path] = field(default=binary_path, repr=False, compare=False)
+
+    def api_client(self) -> Any:
+        """Return a new ``kubernetes.client.ApiClient`` bound to this control plane."""
+        return new_api_client(self.kubeconfig)
+
+    def kubectl(self, *args: str, timeout: float = 120) -> str:
+        """Run the built ``kubectl`` against this control plane and return its stdout."""
+        return run_kubectl(self.binary("kubectl"), self.kubeconfig, *args, timeout=timeout)
+
+
+@dataclass
 class ControlPlane:
     """An etcd + kube-apiserver (+ controller-manager + scheduler) instance on loopback.
 
@@ -343,7 +146,8 @@ class ControlPlane:
         bin_dir: Directory holding the built binaries.
         controller_manager: Whether to run kube-controller-manager (GC, service accounts).
         scheduler: Whether to run kube-scheduler.
-        tie_to_parent: Kill the processes when this Python process dies (fixture mode).
+        tie_to_parent: Kill the processes when this Python process dies, and stop them at
+            interpreter exit (fixture mode); off for ``make control-plane-up``.
         startup_timeout: Seconds to wait for the API server to become ready.
     """
 
@@ -390,6 +194,8 @@ class ControlPlane:
                 "run `make kube-binaries` (hack/kube/build.sh)"
             )
         began = time.monotonic()
+        if self.tie_to_parent:
+            stop_at_exit(self.stop)
         try:
             self._start()
         except BaseException:
@@ -418,16 +224,19 @@ class ControlPlane:
             "IP:127.0.0.1",
             f"IP:{SERVICE_IP}",
         )
-        generate_pki(
-            self.pki,
-            [
-                CertSpec("apiserver", "kube-apiserver", server=True, sans=sans),
-                CertSpec("admin", "snapshotjob-admin", organizations=("system:masters",)),
-                CertSpec("controller-manager", "system:kube-controller-manager"),
-                CertSpec("scheduler", "system:kube-scheduler"),
-                CertSpec("front-proxy-client", "front-proxy-client"),
-            ],
-        )
+        try:
+            generate_pki(
+                self.pki,
+                [
+                    CertSpec("apiserver", "kube-apiserver", server=True, sans=sans),
+                    CertSpec("admin", "snapshotjob-admin", organizations=("system:masters",)),
+                    CertSpec("controller-manager", "system:kube-controller-manager"),
+                    CertSpec("scheduler", "system:kube-scheduler"),
+                    CertSpec("front-proxy-client", "front-proxy-client"),
+                ],
+            )
+        except PkiError as exc:
+            raise ControlPlaneError(str(exc)) from exc
         for user in ("admin", "controller-manager", "scheduler"):
             name = "kubeconfig" if user == "admin" else f"{user}.kubeconfig"
             write_kubeconfig(self.state_dir / name, self.server, self.pki, user)
@@ -527,13 +336,11 @@ class ControlPlane:
     def _spawn(self, name: str, args: list[str]) -> None:
         log_path = self.state_dir / "logs" / f"{name}.log"
         with log_path.open("ab") as log_file:
-            process = subprocess.Popen(
+            process = start_in_own_session(
+                name,
                 [str(self.bin_dir / name), *args],
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_set_pdeathsig if self.tie_to_parent else None,
+                log_file,
+                tie_to_parent=self.tie_to_parent,
             )
         self.components.append(Component(name, process, log_path))
         LOG.info("Started component=%s pid=%d log=%s", name, process.pid, log_path)
@@ -577,6 +384,22 @@ class ControlPlane:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 comp.process.wait(timeout=1)
         self.components.clear()
+        if self.tie_to_parent:
+            cancel_stop_at_exit(self.stop)
+
+    def kube_api(self, binary: Callable[[str], Path] = binary_path) -> KubeAPI:
+        """Return the handle tests use on this (started) control plane.
+
+        Args:
+            binary: Finds a built binary by name (see :class:`KubeAPI`).
+        """
+        return KubeAPI(
+            kubeconfig=self.kubeconfig,
+            server=self.server,
+            state_dir=self.state_dir,
+            start_seconds=self.started_seconds,
+            binary=binary,
+        )
 
     def pids(self) -> dict[str, int]:
         """Return ``{component: pid}`` of the running components."""
@@ -655,7 +478,7 @@ def _cmd_status(state_dir: Path) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``hack/kube/controlplane.py``.
+    """Entry point of ``python -m testbed.controlplane``.
 
     Args:
         argv: Command-line arguments (defaults to ``sys.argv[1:]``).
@@ -663,7 +486,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The process exit code.
     """
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="python -m testbed.controlplane",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
     parser.add_argument("command", choices=("up", "down", "status"))
     parser.add_argument("--dir", type=Path, default=None, help="state directory")
     args = parser.parse_args(argv)
@@ -675,7 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "down":
             return _cmd_down(state_dir)
         return _cmd_status(state_dir)
-    except ControlPlaneError as exc:
+    except (ControlPlaneError, BinaryBuildError) as exc:
         LOG.error("Control plane command failed command=%s error=%s", args.command, exc)
         return 1
 

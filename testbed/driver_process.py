@@ -3,6 +3,8 @@
 Chaos tests, the demo and the benchmark must stop the driver the way a node failure would
 (SIGKILL of the Python process, its Spark JVM and Python workers together), so the driver runs
 as a separate process group; this starts it, kills it, and reads its log to tell how far it got.
+It lived in ``spark_runtime.devtools`` until the test bed became a package of its own: test
+tooling stays out of the product's wheel.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from testbed.processes import start_in_own_session
+
+REPO = Path(__file__).resolve().parents[1]
 """The checkout, put on the driver's PYTHONPATH so it finds example pipeline modules."""
 
 
@@ -92,14 +96,14 @@ class DriverHarness:
         if failpoints:
             env["SJ_FAILPOINTS"] = failpoints
         with self._log.open("wb") as out:
-            self._process = subprocess.Popen(
+            # Not tied to this process: a chaos run kills the driver, never the other way.
+            self._process = start_in_own_session(
+                f"driver-{self.starts:03d}",
                 self.command(),
+                out,
                 env=env,
                 cwd=REPO,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+                tie_to_parent=False,
             )
 
     def running(self) -> bool:

@@ -1,1 +1,0 @@
-"""Tools for developing and testing the runtime: running the driver as a separate process."""

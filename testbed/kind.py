@@ -1,0 +1,140 @@
+"""The kind test bed: a one-node kind cluster on the local Docker engine, where Pods run.
+
+Why this exists: the control plane (:mod:`testbed.controlplane`) has no kubelet, so anything
+that needs Pods to actually run (images, DNS, StatefulSet ordering, logs, the end-to-end
+tests) needs a real node. ``hack/kube/cluster.sh`` creates the cluster from a node image built
+on this machine; this module uses a running cluster or creates one, and hands out access to
+it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from testbed.kube_access import new_api_client, run_kubectl
+from testbed.kube_binaries import HACK_KUBE, binary_path
+
+LOG = logging.getLogger("snapshotjob.kube.kind")
+
+CLUSTER_SCRIPT: Final = HACK_KUBE / "cluster.sh"
+DEFAULT_CLUSTER_NAME: Final = os.environ.get("SNAPSHOTJOB_KIND_CLUSTER", "snapshotjob")
+
+
+class KindClusterError(RuntimeError):
+    """Raised when the kind cluster cannot be found, created or reached."""
+
+
+@dataclass
+class KindCluster:
+    """Handle on the kind test bed.
+
+    Attributes:
+        name: kind cluster name.
+        kubeconfig: Path of the cluster's admin kubeconfig.
+        created: Whether this handle's creator created the cluster (and will delete it).
+        binary: Finds a built binary by name; the pytest plugin passes one that refuses
+            binaries the running test's markers do not declare.
+    """
+
+    name: str
+    kubeconfig: Path
+    created: bool
+    binary: Callable[[str], Path] = field(default=binary_path, repr=False, compare=False)
+
+    def api_client(self) -> Any:
+        """Return a new ``kubernetes.client.ApiClient`` bound to the kind cluster."""
+        return new_api_client(self.kubeconfig)
+
+    def kubectl(self, *args: str, timeout: float = 300) -> str:
+        """Run the built ``kubectl`` against the cluster and return its stdout."""
+        return run_kubectl(self.binary("kubectl"), self.kubeconfig, *args, timeout=timeout)
+
+    def helm(self, *args: str, timeout: float = 600) -> str:
+        """Run the built ``helm`` against the cluster and return its stdout.
+
+        Raises:
+            RuntimeError: If helm fails; the message carries helm's stderr.
+        """
+        result = subprocess.run(
+            [str(self.binary("helm")), f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"helm {' '.join(args)} failed: {result.stderr.strip()}")
+        return result.stdout
+
+    def load_image(self, image: str) -> None:
+        """Copy a local Docker image into the cluster's nodes (``kind load docker-image``)."""
+        subprocess.run(
+            ["bash", str(CLUSTER_SCRIPT), "load", image],
+            env=dict(os.environ, KIND_CLUSTER_NAME=self.name),
+            check=True,
+            timeout=600,
+        )
+
+    def delete_if_created(self) -> None:
+        """Delete the cluster if this handle created it, unless ``SNAPSHOTJOB_KEEP_CLUSTER=1``."""
+        if self.created and os.environ.get("SNAPSHOTJOB_KEEP_CLUSTER") != "1":
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                cluster_script(self.name, "down", timeout=300)
+
+
+def cluster_script(name: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``hack/kube/cluster.sh`` for the cluster ``name`` and capture its output."""
+    return subprocess.run(
+        ["bash", str(CLUSTER_SCRIPT), *args],
+        env=dict(os.environ, KIND_CLUSTER_NAME=name),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def use_or_create(
+    kubeconfig: Path,
+    name: str = DEFAULT_CLUSTER_NAME,
+    binary: Callable[[str], Path] = binary_path,
+) -> KindCluster:
+    """Use the running kind cluster (``make cluster-up``), or create one.
+
+    Args:
+        kubeconfig: Where to write the cluster's admin kubeconfig.
+        name: The kind cluster's name.
+        binary: Finds a built binary by name (see :class:`KindCluster`).
+
+    Returns:
+        A handle; ``created`` tells whether the cluster was created here.
+
+    Raises:
+        KindClusterError: If Docker is missing, the cluster cannot be created or its
+            kubeconfig cannot be exported.
+    """
+    if shutil.which("docker") is None:
+        raise KindClusterError("Cluster tests need Docker: run `make install` (installs docker.io)")
+    status = cluster_script(name, "status", timeout=60)
+    created = status.returncode != 0
+    if created:
+        LOG.info("Creating kind cluster name=%s", name)
+        up = cluster_script(name, "up", timeout=1800)
+        if up.returncode != 0:
+            raise KindClusterError(
+                f"hack/kube/cluster.sh up failed rc={up.returncode}:\n"
+                f"{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
+            )
+    export = cluster_script(name, "kubeconfig", timeout=60)
+    if export.returncode != 0:
+        raise KindClusterError(f"Cannot export the kind kubeconfig: {export.stderr.strip()}")
+    kubeconfig.write_text(export.stdout)
+    return KindCluster(name=name, kubeconfig=kubeconfig, created=created, binary=binary)
