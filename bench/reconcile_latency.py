@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubernetes import client, watch
 
-from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
+from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from spark_runtime.exit_codes import ExitCode
 from testbed import controlplane, kube_binaries
 from testbed.hazelcast import HazelcastCluster

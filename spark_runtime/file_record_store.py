@@ -18,12 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from snapshotjob_contract.record import ExecutionRecord
 from spark_runtime.protocol.errors import (
     IndeterminateRecordWrite,
     RecordStoreError,
     ZombieExecution,
 )
-from spark_runtime.protocol.record import ExecutionRecord
 
 log = logging.getLogger(__name__)
 

@@ -34,12 +34,12 @@ import urllib3.exceptions
 from kubernetes.client import CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
+from snapshotjob_contract.record import ExecutionRecord
 from spark_runtime.protocol.errors import (
     IndeterminateRecordWrite,
     RecordStoreError,
     ZombieExecution,
 )
-from spark_runtime.protocol.record import ExecutionRecord
 
 log = logging.getLogger(__name__)
 

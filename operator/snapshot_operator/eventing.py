@@ -15,8 +15,8 @@ from typing import Any
 
 from kubernetes import client
 
-from snapshot_operator.api.crd import GROUP, KIND, VERSION
 from snapshot_operator.reconcile import EmitEvent, JobRef
+from snapshotjob_contract.resource import GROUP, KIND, VERSION
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from snapshot_operator.api import ExportedSnapshot, ExportFailureStatus, SnapshotJobSpec
-from snapshot_operator.gateways import KubernetesGateway, StaleObservation, StoreGateway
+from snapshot_operator.gateways import (
+    KubernetesGateway,
+    StaleObservation,
+    StoreGateway,
+    StoreOperationFailed,
+)
 from snapshot_operator.manifests import build_driver_pod
 from snapshot_operator.reconcile import (
     Action,
@@ -43,7 +47,7 @@ from snapshot_operator.reconcile import (
     read_spec,
 )
 from snapshot_operator.settings import OperatorSettings
-from spark_runtime.protocol import SnapshotCorrupted, SnapshotStoreError
+from snapshotjob_contract import ExportedSnapshot, ExportFailureStatus, SnapshotJobSpec
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +108,7 @@ def reconcile_once(services: Services, namespace: str, name: str) -> Outcome:
 
     Raises:
         kubernetes.client.exceptions.ApiException: On API errors other than conflicts.
-        spark_runtime.protocol.errors.ProtocolError: If a store operation failed.
+        snapshot_operator.gateways.StoreOperationFailed: If the store failed.
     """
     started = time.perf_counter()
     raw = services.kube.read_job(namespace, name)
@@ -229,7 +233,7 @@ def _copy(
             target_map=action.export_map,
             snapshot_id=action.snapshot_id,
         )
-    except (SnapshotStoreError, SnapshotCorrupted) as error:
+    except StoreOperationFailed as error:
         return _copy_failed(services, observation, version, status, action, error)
     exported = ExportedSnapshot(
         name=action.export_name,
@@ -263,7 +267,7 @@ def _copy_failed(
     version: str,
     status: dict[str, Any],
     action: CopySnapshotToExport,
-    error: Exception,
+    error: StoreOperationFailed,
 ) -> str:
     """Records a failed copy in ``status.exportFailure``, counting attempts per export."""
     job = observation.job
@@ -274,7 +278,7 @@ def _copy_failed(
     failure = ExportFailureStatus(
         name=action.export_name,
         attempts=attempts,
-        message=f"{type(error).__name__}: {error}",
+        message=f"{error.reason}: {error}",
         time=services.clock(),
     )
     patch = {"exportFailure": failure.to_json()}

@@ -14,8 +14,8 @@ from typing import Any, cast
 
 from kubernetes import client
 
-from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
 from snapshot_operator.manifests import LABEL_JOB_UID
+from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 
 
 def read_job(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:

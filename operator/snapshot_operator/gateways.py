@@ -31,6 +31,23 @@ class StaleObservation(Exception):  # noqa: N818 (a signal to decide again, not 
     """The SnapshotJob changed since it was read: decide again from a fresh read."""
 
 
+class StoreOperationFailed(Exception):  # noqa: N818 - names the outcome, like StaleObservation
+    """A store operation failed; the gateway's implementation says why in ``reason``.
+
+    The operator does not import the runtime's store errors: the store gateway translates
+    them, so this is all the executor needs to know to record and retry a failed copy.
+
+    Args:
+        reason: The store's own name for the failure, e.g. ``SnapshotCorrupted`` or
+            ``SnapshotStoreError``; it is shown to users in ``status.exportFailure``.
+        message: What failed, naming the map and snapshot where known.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class CopiedSnapshot:
     """What a validated copy holds, for ``status.exportedSnapshots``.
@@ -162,9 +179,8 @@ class StoreGateway(Protocol):
         """Copies a snapshot to another map and validates the copy.
 
         Raises:
-            spark_runtime.protocol.SnapshotCorrupted: If the source or the copy fails
-                validation.
-            spark_runtime.protocol.SnapshotStoreError: If the store failed.
+            StoreOperationFailed: If the source or the copy fails validation
+                (``SnapshotCorrupted``) or the store failed (``SnapshotStoreError``).
         """
         ...
 
@@ -174,6 +190,6 @@ class StoreGateway(Protocol):
         """Destroys maps with their data; a map that does not exist is no error.
 
         Raises:
-            spark_runtime.protocol.SnapshotStoreError: If the store failed.
+            StoreOperationFailed: If the store failed (``SnapshotStoreError``).
         """
         ...

@@ -17,9 +17,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from snapshot_operator.api import SnapshotJobSpec
-from snapshot_operator.api.crd import GROUP, KIND, PLURAL, VERSION
-from snapshot_operator.api.driver import (
+from snapshot_operator.reconcile import CreateDriverPod, JobRef
+from snapshot_operator.reconcile.observe import DRIVER_CONTAINER, LABEL_EXECUTION_ID
+from snapshotjob_contract import SnapshotJobSpec
+from snapshotjob_contract.environment import (
     DRIVER_COMMAND,
     ENV_EXECUTION_ID,
     ENV_HAZELCAST_ADDRESS,
@@ -28,8 +29,7 @@ from snapshot_operator.api.driver import (
     ENV_JOB_NAME,
     ENV_NAMESPACE,
 )
-from snapshot_operator.reconcile import CreateDriverPod, JobRef
-from snapshot_operator.reconcile.observe import DRIVER_CONTAINER, LABEL_EXECUTION_ID
+from snapshotjob_contract.resource import GROUP, KIND, PLURAL, VERSION
 
 LABEL_JOB = f"{GROUP}/job"
 """Names the SnapshotJob on every object the operator creates for it."""

@@ -13,8 +13,8 @@ from typing import Any, cast
 
 from kubernetes import client
 
-from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
 from snapshot_operator.gateways import StaleObservation
+from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 
 
 def patch_status(

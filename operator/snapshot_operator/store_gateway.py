@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from snapshot_operator import store_health
-from snapshot_operator.gateways import CopiedSnapshot
+from snapshot_operator.gateways import CopiedSnapshot, StoreOperationFailed
 from snapshot_operator.snapshot_maps import SnapshotMaps
+from spark_runtime.protocol import SnapshotCorrupted, SnapshotStoreError
 
 
 class HazelcastStoreGateway:
@@ -42,19 +43,25 @@ class HazelcastStoreGateway:
         snapshot_id: int,
     ) -> CopiedSnapshot:
         """See :meth:`snapshot_operator.gateways.StoreGateway.copy_snapshot`."""
-        return self._maps.copy(
-            members,
-            cluster_name,
-            source_map=source_map,
-            target_map=target_map,
-            snapshot_id=snapshot_id,
-        )
+        try:
+            return self._maps.copy(
+                members,
+                cluster_name,
+                source_map=source_map,
+                target_map=target_map,
+                snapshot_id=snapshot_id,
+            )
+        except (SnapshotStoreError, SnapshotCorrupted) as error:
+            raise StoreOperationFailed(type(error).__name__, str(error)) from error
 
     def destroy_maps(
         self, members: Sequence[str], cluster_name: str, map_names: Sequence[str]
     ) -> None:
         """See :meth:`snapshot_operator.gateways.StoreGateway.destroy_maps`."""
-        self._maps.destroy(members, cluster_name, map_names)
+        try:
+            self._maps.destroy(members, cluster_name, map_names)
+        except SnapshotStoreError as error:
+            raise StoreOperationFailed(type(error).__name__, str(error)) from error
 
     def close(self) -> None:
         """Shuts the store clients down (at operator exit)."""

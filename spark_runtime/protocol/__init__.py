@@ -9,6 +9,15 @@ The world is reached through the ports: the execution record lives in the Snapsh
 pipeline's sources, state and sinks take part through :class:`Participant`.
 """
 
+from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
+from snapshotjob_contract.record import (
+    NO_SNAPSHOT,
+    ExecutionRecord,
+    JobIdentity,
+    SnapshotStats,
+    export_map_name,
+    snapshot_map_name,
+)
 from spark_runtime.protocol.chunks import (
     SNAPSHOT_FORMAT_VERSION,
     ChunkDescriptor,
@@ -48,21 +57,12 @@ from spark_runtime.protocol.failpoints import (
     FailpointIndeterminate,
     Failpoints,
 )
-from spark_runtime.protocol.modes import ActionAfter, SnapshotKind, TerminationMode
 from spark_runtime.protocol.ports import (
     ChunkReader,
     Clock,
     Participant,
     RecordStore,
     SnapshotStore,
-)
-from spark_runtime.protocol.record import (
-    NO_SNAPSHOT,
-    ExecutionRecord,
-    JobIdentity,
-    SnapshotStats,
-    export_map_name,
-    snapshot_map_name,
 )
 
 __all__ = [

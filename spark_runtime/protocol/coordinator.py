@@ -26,6 +26,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
+from snapshotjob_contract.record import (
+    NO_SNAPSHOT,
+    ExecutionRecord,
+    JobIdentity,
+    export_map_name,
+    snapshot_map_name,
+)
 from spark_runtime.protocol.chunks import (
     ChunkDescriptor,
     ChunkWriter,
@@ -43,15 +51,7 @@ from spark_runtime.protocol.errors import (
     ZombieExecution,
 )
 from spark_runtime.protocol.failpoints import RESTORE, TAKE, Failpoints, failpoint_name
-from spark_runtime.protocol.modes import ActionAfter, SnapshotKind, TerminationMode
 from spark_runtime.protocol.ports import Clock, Participant, RecordStore, SnapshotStore
-from spark_runtime.protocol.record import (
-    NO_SNAPSHOT,
-    ExecutionRecord,
-    JobIdentity,
-    export_map_name,
-    snapshot_map_name,
-)
 
 _log = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from snapshotjob_contract.record import ExecutionRecord
 from spark_runtime.protocol.chunks import (
     ChunkDescriptor,
     ChunkKey,
@@ -19,7 +20,6 @@ from spark_runtime.protocol.chunks import (
     SnapshotRef,
     ValidationRecord,
 )
-from spark_runtime.protocol.record import ExecutionRecord
 
 Clock = Callable[[], int]
 """Returns the current time in epoch milliseconds; injected so the core never reads the time."""

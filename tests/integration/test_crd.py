@@ -17,8 +17,6 @@ from typing import Any, cast
 import pytest
 from kubernetes import client
 
-from snapshot_operator.api import SnapshotJobSpec, SnapshotJobStatus
-from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
 from snapshot_operator.manifests import (
     build_driver_pod,
     build_role,
@@ -26,6 +24,8 @@ from snapshot_operator.manifests import (
     build_service_account,
 )
 from snapshot_operator.reconcile import CreateDriverPod, JobRef, driver_pod_name, execution_id
+from snapshotjob_contract import SnapshotJobSpec, SnapshotJobStatus
+from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from testbed.controlplane import KubeAPI
 from testbed.snapshotjob_crd import install_crd
 from tests.unit.operator.specs import INVALID_SPECS, VALID_SPEC, InvalidSpecCase

@@ -24,7 +24,7 @@ import pytest
 from kubernetes import client
 from pyspark.sql import SparkSession
 
-from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
+from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings, ExportedSnapshot
 from spark_runtime.exit_codes import ExitCode

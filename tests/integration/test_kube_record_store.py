@@ -18,10 +18,10 @@ import pytest
 import urllib3.exceptions
 from kubernetes import client
 
-from snapshot_operator.api.crd import GROUP, PLURAL, VERSION
+from snapshotjob_contract.record import ExecutionRecord
+from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from spark_runtime.kube_record_store import KubernetesRecordStore
 from spark_runtime.protocol.errors import IndeterminateRecordWrite, ZombieExecution
-from spark_runtime.protocol.record import ExecutionRecord
 from testbed.controlplane import KubeAPI
 from testbed.snapshotjob_crd import create_job, install_crd
 

@@ -21,19 +21,15 @@ from typing import Any
 
 import yaml
 
-from snapshot_operator.api.spec import SnapshotJobSpec
-from snapshot_operator.api.status import SnapshotJobStatus
+from snapshotjob_contract.resource import GROUP, KIND, PLURAL, SINGULAR, VERSION
+from snapshotjob_contract.spec import SnapshotJobSpec
+from snapshotjob_contract.status import SnapshotJobStatus
 
-GROUP = "snapshotjob.io"
-VERSION = "v1alpha1"
-KIND = "SnapshotJob"
-PLURAL = "snapshotjobs"
-SINGULAR = "snapshotjob"
 SHORT_NAMES = ("sj",)
 CRD_NAME = f"{PLURAL}.{GROUP}"
 
 HEADER = (
-    "# Generated from snapshot_operator.api by `python -m snapshot_operator.api.crd`.\n"
+    "# Generated from the snapshotjob_contract models by `python -m snapshot_operator.api.crd`.\n"
     "# Do not edit: change the models and render again (make crds).\n"
 )
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from snapshot_operator.api import ExportRequestStatus, TerminationModeName, TerminationStatus
+from snapshotjob_contract import ExportRequestStatus, TerminationModeName, TerminationStatus
 
 
 class EventType(enum.StrEnum):

@@ -11,20 +11,23 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from snapshot_operator.api import (
-    ConditionReason,
-    ExportFailureStatus,
-    Phase,
-    SnapshotJobSpec,
-    TerminationModeName,
-)
 from snapshot_operator.reconcile.actions import CopySnapshotToExport, EventReason
 from snapshot_operator.reconcile.exits import cancelled
 from snapshot_operator.reconcile.gates import export_to_take
 from snapshot_operator.reconcile.phases import suspended_on_failure
 from snapshot_operator.reconcile.plan import Plan, Problem
 from snapshot_operator.reconcile.starting import start_or_wait
-from spark_runtime.protocol import NO_SNAPSHOT, ExecutionRecord, export_map_name, snapshot_map_name
+from snapshotjob_contract import (
+    NO_SNAPSHOT,
+    ConditionReason,
+    ExecutionRecord,
+    ExportFailureStatus,
+    Phase,
+    SnapshotJobSpec,
+    TerminationModeName,
+    export_map_name,
+    snapshot_map_name,
+)
 
 
 def between_executions(plan: Plan, spec: SnapshotJobSpec) -> None:

@@ -15,7 +15,11 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import NamedTuple
 
-from snapshot_operator.api import (
+from snapshot_operator.reconcile.actions import EventReason
+from snapshot_operator.reconcile.observation import Settings
+from snapshot_operator.reconcile.phases import suspended_on_failure
+from snapshot_operator.reconcile.plan import Plan
+from snapshotjob_contract import (
     Condition,
     ConditionReason,
     ConditionStatus,
@@ -25,10 +29,6 @@ from snapshot_operator.api import (
     SnapshotJobSpec,
     SnapshotJobStatus,
 )
-from snapshot_operator.reconcile.actions import EventReason
-from snapshot_operator.reconcile.observation import Settings
-from snapshot_operator.reconcile.phases import suspended_on_failure
-from snapshot_operator.reconcile.plan import Plan
 
 _PHASE_REASONS: Mapping[Phase, ConditionReason] = MappingProxyType(
     {

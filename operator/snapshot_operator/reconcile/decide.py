@@ -65,7 +65,6 @@ actions), :mod:`~snapshot_operator.reconcile.phases` (the allowed phase changes)
 
 from __future__ import annotations
 
-from snapshot_operator.api import SnapshotJobSpec
 from snapshot_operator.reconcile.actions import Action
 from snapshot_operator.reconcile.between import between_executions
 from snapshot_operator.reconcile.conditions import conditions
@@ -79,6 +78,7 @@ from snapshot_operator.reconcile.live import supervise
 from snapshot_operator.reconcile.observation import InvalidSpec, Observation, Settings
 from snapshot_operator.reconcile.phases import LIVE_PHASES
 from snapshot_operator.reconcile.plan import Plan
+from snapshotjob_contract import SnapshotJobSpec
 
 
 def decide(observation: Observation, settings: Settings | None = None) -> tuple[Action, ...]:

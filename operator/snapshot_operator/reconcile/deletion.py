@@ -18,7 +18,7 @@ from snapshot_operator.reconcile.actions import (
     Requeue,
 )
 from snapshot_operator.reconcile.plan import Plan
-from spark_runtime.protocol import snapshot_map_name
+from snapshotjob_contract import snapshot_map_name
 
 
 def delete(plan: Plan) -> tuple[Action, ...]:

@@ -18,7 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from snapshot_operator.api import (
+from snapshot_operator.reconcile.actions import EventReason
+from snapshot_operator.reconcile.observation import DriverPod, PodPhase
+from snapshot_operator.reconcile.plan import Plan
+from snapshot_operator.reconcile.starting import start_or_wait
+from snapshotjob_contract import (
+    ActionAfter,
     ConditionReason,
     DriverExit,
     FailureStatus,
@@ -27,11 +32,6 @@ from snapshot_operator.api import (
     TerminationModeName,
     TerminationStatus,
 )
-from snapshot_operator.reconcile.actions import EventReason
-from snapshot_operator.reconcile.observation import DriverPod, PodPhase
-from snapshot_operator.reconcile.plan import Plan
-from snapshot_operator.reconcile.starting import start_or_wait
-from spark_runtime.protocol import ActionAfter
 
 CANCELLED = ConditionReason.CANCELLED
 """``lastFailure.reason`` of a cancelled job: Jet reports a cancelled job as failed."""
@@ -124,6 +124,9 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
             phase=Phase.FAILED,
             failure=ConditionReason.BAD_INPUT,
         ),
+        # The pipeline failed, or a test's failpoint crashed it: restartPolicy decides.
+        DriverExit.FAILED: _PLAIN_FAILURE,
+        DriverExit.FAILPOINT_CRASH: _PLAIN_FAILURE,
         DriverExit.TERMINATED: ExitHandling(ExitOutcome.CARRY_OUT_TERMINATION),
         DriverExit.SNAPSHOT_CORRUPTED: ExitHandling(
             ExitOutcome.STOP,
@@ -159,7 +162,8 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
         None: _PLAIN_FAILURE,
     }
 )
-"""What the operator does for each exit code of the current driver; None: any other code."""
+"""What the operator does for each exit code of the current driver; None: any other code
+(e.g. 137 after a SIGKILL or an OOM kill), which is a failure like FAILED."""
 
 
 def exit_handling(code: int | None, termination: TerminationStatus | None) -> ExitHandling:

@@ -10,16 +10,16 @@ than act on a spec it cannot apply.
 
 from __future__ import annotations
 
-from snapshot_operator.api import (
+from snapshot_operator.reconcile.observation import StoreHealth
+from snapshot_operator.reconcile.plan import Plan, Problem
+from snapshotjob_contract import (
+    NO_SNAPSHOT,
     ConditionReason,
     ProcessingGuarantee,
     SnapshotJobSpec,
     SnapshotJobStatus,
     UpgradeMode,
 )
-from snapshot_operator.reconcile.observation import StoreHealth
-from snapshot_operator.reconcile.plan import Plan, Problem
-from spark_runtime.protocol import NO_SNAPSHOT
 
 
 def store_problem(

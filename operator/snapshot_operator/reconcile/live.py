@@ -13,23 +13,24 @@ from collections.abc import Mapping
 from datetime import timedelta
 from types import MappingProxyType
 
-from snapshot_operator.api import (
-    ConditionReason,
-    ExportRequestStatus,
-    Phase,
-    ProcessingGuarantee,
-    SnapshotJobSpec,
-    TerminationModeName,
-    TerminationStatus,
-    UpgradeMode,
-)
 from snapshot_operator.reconcile.actions import EventReason
 from snapshot_operator.reconcile.exits import cancelled, execution_ended, failed
 from snapshot_operator.reconcile.gates import export_to_take
 from snapshot_operator.reconcile.observation import DriverPod, PodPhase
 from snapshot_operator.reconcile.plan import Plan
 from snapshot_operator.reconcile.starting import start_or_wait
-from spark_runtime.protocol import ActionAfter, TerminationMode
+from snapshotjob_contract import (
+    ActionAfter,
+    ConditionReason,
+    ExportRequestStatus,
+    Phase,
+    ProcessingGuarantee,
+    SnapshotJobSpec,
+    TerminationMode,
+    TerminationModeName,
+    TerminationStatus,
+    UpgradeMode,
+)
 
 _UPGRADE_MODES: Mapping[UpgradeMode, TerminationModeName] = MappingProxyType(
     {

@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from snapshot_operator.api import SnapshotJobSpec, SnapshotJobStatus
+from snapshotjob_contract import SnapshotJobSpec, SnapshotJobStatus
 
 
 class PodPhase(enum.StrEnum):

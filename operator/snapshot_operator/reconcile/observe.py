@@ -14,8 +14,6 @@ from typing import Any
 
 import pydantic
 
-from snapshot_operator.api import SnapshotJobSpec, SnapshotJobStatus
-from snapshot_operator.api.crd import GROUP
 from snapshot_operator.reconcile.observation import (
     DriverPod,
     InvalidSpec,
@@ -24,6 +22,8 @@ from snapshot_operator.reconcile.observation import (
     PodPhase,
     StoreHealth,
 )
+from snapshotjob_contract import SnapshotJobSpec, SnapshotJobStatus
+from snapshotjob_contract.resource import GROUP
 
 LABEL_EXECUTION_ID = f"{GROUP}/execution-id"
 """The driver Pod label naming its execution (set by ``manifests.build_driver_pod``)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from snapshot_operator.api import Phase, SnapshotJobStatus, TerminationModeName
+from snapshotjob_contract import Phase, SnapshotJobStatus, TerminationModeName
 
 LIVE_PHASES = frozenset({Phase.STARTING, Phase.RUNNING, Phase.COMPLETING})
 """Phases in which an execution exists and its driver Pod is supervised."""

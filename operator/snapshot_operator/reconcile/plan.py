@@ -13,13 +13,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from snapshot_operator.api import (
-    ConditionReason,
-    ExportRequestStatus,
-    SnapshotJobStatus,
-    TerminationModeName,
-    TerminationStatus,
-)
 from snapshot_operator.reconcile.actions import (
     Action,
     DeleteDriverPod,
@@ -32,7 +25,14 @@ from snapshot_operator.reconcile.actions import (
 )
 from snapshot_operator.reconcile.observation import DriverPod, Observation, Settings
 from snapshot_operator.reconcile.phases import check_phase_change
-from spark_runtime.protocol import NO_SNAPSHOT
+from snapshotjob_contract import (
+    NO_SNAPSHOT,
+    ConditionReason,
+    ExportRequestStatus,
+    SnapshotJobStatus,
+    TerminationModeName,
+    TerminationStatus,
+)
 
 JOB_WIDE = "job"
 """Stands for the execution id in request ids made while the job has no execution."""

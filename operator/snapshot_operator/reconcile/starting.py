@@ -11,7 +11,11 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 
-from snapshot_operator.api import (
+from snapshot_operator.reconcile.actions import CreateDriverPod, EventReason
+from snapshot_operator.reconcile.plan import Plan
+from snapshotjob_contract import (
+    NO_SNAPSHOT,
+    ExecutionRecord,
     ExecutionRecordStatus,
     ExecutionStatus,
     Phase,
@@ -19,9 +23,6 @@ from snapshot_operator.api import (
     TerminationModeName,
     UpgradeMode,
 )
-from snapshot_operator.reconcile.actions import CreateDriverPod, EventReason
-from snapshot_operator.reconcile.plan import Plan
-from spark_runtime.protocol import NO_SNAPSHOT, ExecutionRecord
 
 _MAX_POD_NAME = 63
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from snapshot_operator.api import ConditionType, DriverExit, Phase
 from snapshot_operator.api.crd import crd
 from snapshot_operator.reconcile import EventReason
+from snapshotjob_contract import ConditionType, DriverExit, Phase
 
 DOC = (Path(__file__).resolve().parents[3] / "docs" / "api.md").read_text()
 

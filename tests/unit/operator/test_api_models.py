@@ -8,23 +8,24 @@ import pydantic
 import pytest
 from hypothesis import given
 
-from snapshot_operator.api import (
+from snapshotjob_contract import (
     CONDITION_DESCRIPTIONS,
     PHASE_DESCRIPTIONS,
     REASON_DESCRIPTIONS,
     ConditionReason,
     ConditionType,
     DriverExit,
+    ExecutionRecord,
     ExecutionRecordStatus,
     Phase,
     ProcessingGuarantee,
     RestartPolicy,
     SnapshotJobSpec,
     SnapshotJobStatus,
+    TerminationMode,
     TerminationModeName,
     UpgradeMode,
 )
-from spark_runtime.protocol import ExecutionRecord, TerminationMode
 from tests.unit.operator.specs import INVALID_SPECS, VALID_SPEC, InvalidSpecCase
 from tests.unit.operator.world import records
 
@@ -139,7 +140,10 @@ def test_the_execution_fingerprint_ignores_requests_served_without_a_new_executi
         (64, DriverExit.TERMINATED),
         (65, DriverExit.SNAPSHOT_CORRUPTED),
         (75, DriverExit.RESTART_FORCEFUL),
-        (1, None),
+        (1, DriverExit.FAILED),
+        (77, DriverExit.FENCED),
+        (86, DriverExit.FAILPOINT_CRASH),
+        (143, DriverExit.INTERRUPTED),
         (137, None),
     ],
 )

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from snapshot_operator.api import SnapshotJobSpec
-from snapshot_operator.api.base import ApiModel
 from snapshot_operator.api.crd import CRD_NAME, SchemaError, crd, main, render, structural
-from snapshot_operator.api.spec import ExportSnapshotSpec, HazelcastSpec, RestartPolicy
+from snapshotjob_contract import SnapshotJobSpec
+from snapshotjob_contract.base import ApiModel
+from snapshotjob_contract.spec import ExportSnapshotSpec, HazelcastSpec, RestartPolicy
 
 REPO = Path(__file__).resolve().parents[3]
 COMMITTED = (

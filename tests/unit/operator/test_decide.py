@@ -16,22 +16,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from snapshot_operator.api import (
-    Condition,
-    ConditionStatus,
-    ConditionType,
-    ExecutionRecordStatus,
-    ExecutionStatus,
-    ExportedSnapshot,
-    ExportSnapshotSpec,
-    Phase,
-    ProcessingGuarantee,
-    SnapshotJobSpec,
-    SnapshotJobStatus,
-    TerminationModeName,
-    TerminationStatus,
-    UpgradeMode,
-)
 from snapshot_operator.reconcile import (
     LIVE_PHASES,
     TRANSITIONS,
@@ -57,7 +41,25 @@ from snapshot_operator.reconcile import (
     driver_pod_name,
     execution_id,
 )
-from spark_runtime.protocol import NO_SNAPSHOT, ExecutionRecord, SnapshotKind
+from snapshotjob_contract import (
+    NO_SNAPSHOT,
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    ExecutionRecord,
+    ExecutionRecordStatus,
+    ExecutionStatus,
+    ExportedSnapshot,
+    ExportSnapshotSpec,
+    Phase,
+    ProcessingGuarantee,
+    SnapshotJobSpec,
+    SnapshotJobStatus,
+    SnapshotKind,
+    TerminationModeName,
+    TerminationStatus,
+    UpgradeMode,
+)
 from tests.unit.operator.world import (
     JOB,
     NOW,

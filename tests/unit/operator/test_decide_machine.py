@@ -21,17 +21,6 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from snapshot_operator.api import (
-    ExecutionRecordStatus,
-    ExportedSnapshot,
-    ExportSnapshotSpec,
-    Phase,
-    ProcessingGuarantee,
-    SnapshotJobSpec,
-    SnapshotJobStatus,
-    TerminationModeName,
-    UpgradeMode,
-)
 from snapshot_operator.reconcile import (
     TRANSITIONS,
     CopySnapshotToExport,
@@ -45,7 +34,21 @@ from snapshot_operator.reconcile import (
     StoreHealth,
     decide,
 )
-from spark_runtime.protocol import NO_SNAPSHOT, ExecutionRecord, JobIdentity, SnapshotKind
+from snapshotjob_contract import (
+    NO_SNAPSHOT,
+    ExecutionRecord,
+    ExecutionRecordStatus,
+    ExportedSnapshot,
+    ExportSnapshotSpec,
+    JobIdentity,
+    Phase,
+    ProcessingGuarantee,
+    SnapshotJobSpec,
+    SnapshotJobStatus,
+    SnapshotKind,
+    TerminationModeName,
+    UpgradeMode,
+)
 from tests.unit.operator.world import EXPORT_NAMES, IMAGES, JOB, NOW, specs, status_after
 
 pytestmark = pytest.mark.filterwarnings("error")

@@ -18,19 +18,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from snapshot_operator.api import (
-    ConditionStatus,
-    ConditionType,
-    ExecutionStatus,
-    ExportedSnapshot,
-    ExportFailureStatus,
-    FailureStatus,
-    Phase,
-    SnapshotJobSpec,
-    SnapshotJobStatus,
-    TerminationModeName,
-    UpgradeMode,
-)
 from snapshot_operator.reconcile import (
     LIVE_PHASES,
     CopySnapshotToExport,
@@ -47,7 +34,21 @@ from snapshot_operator.reconcile import (
     driver_pod_name,
     execution_id,
 )
-from spark_runtime.protocol import ExecutionRecord, SnapshotKind
+from snapshotjob_contract import (
+    ConditionStatus,
+    ConditionType,
+    ExecutionRecord,
+    ExecutionStatus,
+    ExportedSnapshot,
+    ExportFailureStatus,
+    FailureStatus,
+    Phase,
+    SnapshotJobSpec,
+    SnapshotJobStatus,
+    SnapshotKind,
+    TerminationModeName,
+    UpgradeMode,
+)
 from tests.unit.operator.test_decide import (
     HEALTHY,
     SETTINGS,

@@ -9,14 +9,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from snapshot_operator.api import (
-    ConditionReason,
-    DriverExit,
-    Phase,
-    SnapshotJobStatus,
-    TerminationModeName,
-    TerminationStatus,
-)
 from snapshot_operator.reconcile import (
     TRANSITIONS,
     IllegalPhaseChange,
@@ -27,6 +19,14 @@ from snapshot_operator.reconcile import (
 )
 from snapshot_operator.reconcile.exits import EXITS, ExitOutcome, exit_handling
 from snapshot_operator.reconcile.plan import Plan
+from snapshotjob_contract import (
+    ConditionReason,
+    DriverExit,
+    Phase,
+    SnapshotJobStatus,
+    TerminationModeName,
+    TerminationStatus,
+)
 from tests.unit.operator.world import JOB, NOW, observations, status_after
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -61,7 +61,7 @@ def test_only_plain_failures_count_and_back_off() -> None:
     counted = {code for code, handling in EXITS.items() if handling.outcome.counts_as_failure}
     backed_off = {code for code, handling in EXITS.items() if handling.outcome.backoff}
 
-    assert counted == backed_off == {None}
+    assert counted == backed_off == {None, DriverExit.FAILED, DriverExit.FAILPOINT_CRASH}
     assert EXITS[None].failure is ConditionReason.DRIVER_FAILED
 
 

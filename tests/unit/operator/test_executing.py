@@ -16,9 +16,9 @@ import pytest
 
 from snapshot_operator import executing
 from snapshot_operator.executing import Outcome, Services, reconcile_once
+from snapshot_operator.gateways import StoreOperationFailed
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 from snapshot_operator.settings import OperatorSettings
-from spark_runtime.protocol import SnapshotCorrupted, SnapshotStoreError
 from tests.unit.operator.fake_gateways import FakeKubernetes, FakeStore
 from tests.unit.operator.specs import VALID_SPEC
 
@@ -142,9 +142,11 @@ def test_a_failed_copy_is_recorded_and_retried_then_given_up(
     kube.job["spec"]["exportSnapshot"] = {"name": "cold"}
     kube.job["metadata"]["generation"] = 2
     store.failures = [
-        SnapshotStoreError("put indeterminate"),
-        SnapshotCorrupted("__sj.export.default.cold", 4, "validation record missing"),
-        SnapshotStoreError("put indeterminate again"),
+        StoreOperationFailed("SnapshotStoreError", "put indeterminate"),
+        StoreOperationFailed(
+            "SnapshotCorrupted", "map=__sj.export.default.cold snapshot=4 validation record missing"
+        ),
+        StoreOperationFailed("SnapshotStoreError", "put indeterminate again"),
     ]
     clock = {"now": datetime(2026, 11, 21, 12, 0, tzinfo=UTC)}
     services = dataclasses.replace(services, clock=lambda: clock["now"])

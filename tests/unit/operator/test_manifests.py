@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from snapshot_operator.api import SnapshotJobSpec
 from snapshot_operator.manifests import (
     IN_CLUSTER_MASTER,
     LABEL_JOB_UID,
@@ -20,6 +19,7 @@ from snapshot_operator.manifests import (
 )
 from snapshot_operator.reconcile import CreateDriverPod, JobRef
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
+from snapshotjob_contract import SnapshotJobSpec
 
 JOB = JobRef(namespace="analytics", name="wordcount", uid="0b7e6c1a-uid")
 CREATE = CreateDriverPod("wordcount-driver-3", "0b7e6c1a-uid-3", 3, None)

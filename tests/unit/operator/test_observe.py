@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from snapshot_operator.api import Phase, SnapshotJobSpec
 from snapshot_operator.manifests import build_driver_pod
 from snapshot_operator.reconcile import (
     CreateDriverPod,
@@ -19,6 +18,7 @@ from snapshot_operator.reconcile import (
     read_spec,
     read_store_health,
 )
+from snapshotjob_contract import Phase, SnapshotJobSpec
 from tests.unit.operator.specs import VALID_SPEC
 from tests.unit.operator.world import NOW
 

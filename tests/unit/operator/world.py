@@ -14,24 +14,6 @@ from typing import Any, TypeVar
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from snapshot_operator.api import (
-    ExecutionStatus,
-    ExportedSnapshot,
-    ExportRequestStatus,
-    ExportSnapshotSpec,
-    FailureStatus,
-    HazelcastSpec,
-    Phase,
-    PipelineSpec,
-    ProcessingGuarantee,
-    RestartPolicy,
-    SnapshotJobSpec,
-    SnapshotJobStatus,
-    TerminationModeName,
-    TerminationStatus,
-    UpgradeMode,
-)
-from snapshot_operator.api.status import ExecutionRecordStatus
 from snapshot_operator.reconcile import (
     Action,
     DriverPod,
@@ -45,7 +27,26 @@ from snapshot_operator.reconcile import (
     driver_pod_name,
     execution_id,
 )
-from spark_runtime.protocol import ExecutionRecord, SnapshotKind
+from snapshotjob_contract import (
+    ExecutionRecord,
+    ExecutionStatus,
+    ExportedSnapshot,
+    ExportRequestStatus,
+    ExportSnapshotSpec,
+    FailureStatus,
+    HazelcastSpec,
+    Phase,
+    PipelineSpec,
+    ProcessingGuarantee,
+    RestartPolicy,
+    SnapshotJobSpec,
+    SnapshotJobStatus,
+    SnapshotKind,
+    TerminationModeName,
+    TerminationStatus,
+    UpgradeMode,
+)
+from snapshotjob_contract.status import ExecutionRecordStatus
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 JOB = JobRef(namespace="default", name="wordcount", uid="6f1c2d3e")

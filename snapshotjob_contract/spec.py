@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
-from snapshot_operator.api.base import (
+from snapshotjob_contract.base import (
     DNS_LABEL_MAX_LENGTH,
     DNS_LABEL_PATTERN,
     ApiModel,

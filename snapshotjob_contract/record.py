@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spark_runtime.protocol.modes import SnapshotKind
+from snapshotjob_contract.modes import SnapshotKind
 
 NO_SNAPSHOT = -1
 """The id the record uses before the first snapshot, as in Jet."""

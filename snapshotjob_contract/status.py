@@ -24,8 +24,9 @@ from typing import ClassVar, TypeVar
 
 from pydantic import AwareDatetime, ConfigDict, Field
 
-from snapshot_operator.api.base import ApiModel, CrossFieldRule
-from spark_runtime.protocol import ExecutionRecord, TerminationMode
+from snapshotjob_contract.base import ApiModel, CrossFieldRule
+from snapshotjob_contract.modes import TerminationMode
+from snapshotjob_contract.record import ExecutionRecord
 
 _Described = TypeVar("_Described", bound=enum.StrEnum)
 

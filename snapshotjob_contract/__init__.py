@@ -1,0 +1,108 @@
+"""The contract between the operator and the driver, defined once.
+
+The operator (``snapshot_operator``) and the Spark runtime (``spark_runtime``) are two programs
+that meet only through the SnapshotJob resource and the driver Pod: the spec the user writes,
+the status both write (the execution record, termination and export requests), the command and
+environment the operator starts the driver with, the exit code the driver ends with, and the
+Hazelcast maps the snapshots live in. Everything either side must agree on is here, and nowhere
+else:
+
+* :mod:`~snapshotjob_contract.spec`, :mod:`~snapshotjob_contract.status`: the pydantic models
+  of the resource (the CRD is rendered from them by ``snapshot_operator.api.crd``);
+* :mod:`~snapshotjob_contract.resource`: the API group, version, kind and plural;
+* :mod:`~snapshotjob_contract.environment`: the driver's command and environment variables;
+* :mod:`~snapshotjob_contract.exits`: the driver's exit codes and what each means;
+* :mod:`~snapshotjob_contract.record`, :mod:`~snapshotjob_contract.modes`: the execution
+  record, termination modes and snapshot kinds of the protocol (``docs/protocol.md``), and
+  the names of the snapshot maps.
+
+Pure on purpose (pydantic and the standard library only), enforced by import-linter: both
+programs, the CRD generator and the tests import it, so it may pull in neither kopf nor any
+client, and it imports neither program.
+"""
+
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
+from snapshotjob_contract.record import (
+    NO_SNAPSHOT,
+    ExecutionRecord,
+    JobIdentity,
+    SnapshotStats,
+    export_map_name,
+    snapshot_map_name,
+)
+from snapshotjob_contract.spec import (
+    DriverResources,
+    ExecutorResources,
+    ExportSnapshotSpec,
+    HazelcastSpec,
+    ImagePullPolicy,
+    PipelineSpec,
+    ProcessingGuarantee,
+    RestartPolicy,
+    SnapshotJobSpec,
+    SparkSpec,
+    UpgradeMode,
+)
+from snapshotjob_contract.status import (
+    CONDITION_DESCRIPTIONS,
+    PHASE_DESCRIPTIONS,
+    REASON_DESCRIPTIONS,
+    Condition,
+    ConditionReason,
+    ConditionStatus,
+    ConditionType,
+    ExecutionRecordStatus,
+    ExecutionStatus,
+    ExportedSnapshot,
+    ExportFailureStatus,
+    ExportRequestStatus,
+    FailureStatus,
+    Phase,
+    SnapshotJobStatus,
+    SnapshotStatsStatus,
+    TerminationModeName,
+    TerminationStatus,
+)
+
+__all__ = [
+    "CONDITION_DESCRIPTIONS",
+    "NO_SNAPSHOT",
+    "PHASE_DESCRIPTIONS",
+    "REASON_DESCRIPTIONS",
+    "ActionAfter",
+    "Condition",
+    "ConditionReason",
+    "ConditionStatus",
+    "ConditionType",
+    "DriverExit",
+    "DriverResources",
+    "ExecutionRecord",
+    "ExecutionRecordStatus",
+    "ExecutionStatus",
+    "ExecutorResources",
+    "ExportFailureStatus",
+    "ExportRequestStatus",
+    "ExportSnapshotSpec",
+    "ExportedSnapshot",
+    "FailureStatus",
+    "HazelcastSpec",
+    "ImagePullPolicy",
+    "JobIdentity",
+    "Phase",
+    "PipelineSpec",
+    "ProcessingGuarantee",
+    "RestartPolicy",
+    "SnapshotJobSpec",
+    "SnapshotJobStatus",
+    "SnapshotKind",
+    "SnapshotStats",
+    "SnapshotStatsStatus",
+    "SparkSpec",
+    "TerminationMode",
+    "TerminationModeName",
+    "TerminationStatus",
+    "UpgradeMode",
+    "export_map_name",
+    "snapshot_map_name",
+]

@@ -1,0 +1,54 @@
+"""How a driver tells the operator the way its execution ended: the exit codes.
+
+The operator learns how an execution ended from the driver container's exit code (and the
+record the driver left in the status), so the codes are part of the API, written by the runtime
+(``spark_runtime``) and read by the operator (``snapshot_operator.reconcile.exits``). Codes follow
+sysexits(3) where one fits. Any code not listed here (e.g. 137 after a SIGKILL) is a failure.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class DriverExit(enum.IntEnum):
+    """Every exit code a driver uses on purpose, with its meaning for the operator."""
+
+    COMPLETED = 0
+    """The pipeline finished: its sources are exhausted and the last snapshot is committed."""
+    FAILED = 1
+    """The pipeline failed (user code, Spark, a sink): the operator restarts it as
+    ``restartPolicy`` says, counting a failure."""
+    BAD_INPUT = 2
+    """The pipeline module or the spec cannot be run (an import error, a missing setting): no
+    restart helps, so the job fails until its spec changes."""
+    TERMINATED = 64
+    """The driver served the termination request in ``status.termination`` and stopped; the
+    operator carries out the request's action (restart, suspend or cancel)."""
+    SNAPSHOT_CORRUPTED = 65
+    """Restore found the restore point inconsistent (docs/protocol.md, restore step 4): the job
+    fails permanently. sysexits' EX_DATAERR."""
+    RESTART_FORCEFUL = 75
+    """A record write was indeterminate after a snapshot's decision (docs/protocol.md, taking
+    step 7a), or a restore could not finish: the job must restart and restore at once. Not a
+    failure; any pending graceful request is dropped. sysexits' EX_TEMPFAIL."""
+    FENCED = 77
+    """A newer execution owns the job (``status.execution.id`` is not the driver's): the driver
+    was a zombie and stopped without touching the record. Not a failure of the current
+    execution, and never a reason to start one: the operator waits for the status to show the
+    execution that fenced it."""
+    FAILPOINT_CRASH = 86
+    """A failpoint armed with ``crash`` (``SJ_FAILPOINTS``) fired: a test's injected crash, a
+    failure like any other for the operator."""
+    INTERRUPTED = 143
+    """The driver got SIGTERM or SIGINT (node drain, eviction, a deleted Pod), finished its
+    current step and stopped without a snapshot: the job restarts at once from its last
+    snapshot, not counted as a failure and without backoff."""
+
+    @classmethod
+    def of(cls, exit_code: int) -> DriverExit | None:
+        """Returns the meaning of ``exit_code``, or None if no driver exits with it on purpose."""
+        try:
+            return cls(exit_code)
+        except ValueError:
+            return None
