@@ -52,11 +52,9 @@ from spark_runtime.protocol import (
     TerminationMode,
     TerminationRequest,
 )
+from spark_runtime.session import spark_session
 
 _log = logging.getLogger("spark_runtime")
-
-JAR_DIR = Path(os.environ.get("SJ_CACHE", Path.home() / ".cache" / "snapshotjob")) / "jars"
-"""Where ``hack/install.sh`` puts JDBC drivers; every jar there goes on Spark's classpath."""
 
 DEFAULT_STATE_PARTITIONS = 8
 """``spec.statePartitions`` when the SnapshotJob does not set it."""
@@ -320,26 +318,16 @@ def load_build(module_name: str) -> Build:
     return result
 
 
-def spark_session(config: JobConfig, app_name: str) -> SparkSession:
-    """Starts the session: small and quiet, with the cached JDBC drivers on the classpath."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.master(config.master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", str(config.settings.state_partitions))
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+def start_spark(config: JobConfig, app_name: str) -> SparkSession:
+    """Starts the driver's session, with Arrow and the cached JDBC drivers on the classpath."""
+    return spark_session(
+        app_name,
+        master=config.master,
+        shuffle_partitions=config.settings.state_partitions,
+        arrow=True,
+        jdbc_drivers=True,
+        conf=config.spark_conf,
     )
-    jars = sorted(str(p) for p in JAR_DIR.glob("postgresql-*.jar")) if JAR_DIR.is_dir() else []
-    if jars:
-        builder = builder.config("spark.jars", ",".join(jars))
-    for key, value in config.spark_conf.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
 
 
 @contextmanager
@@ -402,7 +390,7 @@ def run(ns: argparse.Namespace) -> ExitCode:
     failpoints = Failpoints.from_env(os.environ)
     signals = StopSignals()
     signals.install()
-    spark = spark_session(config, app_name)
+    spark = start_spark(config, app_name)
     try:
         with _hazelcast(config.settings.store) as snapshots:
             driver = Driver(
