@@ -37,7 +37,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from bench.overhead import STATE_PARTITIONS, bench_servers, run_pipeline, structured_streaming_sums
-from spark_runtime.pipeline import Guarantee
+from spark_runtime.guarantee import Guarantee
 from spark_runtime.session import spark_session
 
 _OWN_CODE = re.compile(r"spark_runtime/(?!protocol/)")

@@ -42,8 +42,8 @@ from spark_runtime.driver import (
 )
 from spark_runtime.exit_codes import ExitCode
 from spark_runtime.file_record_store import FileRecordStore
+from spark_runtime.guarantee import Guarantee
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
-from spark_runtime.pipeline import Guarantee
 from spark_runtime.protocol import (
     FailpointCrash,
     Failpoints,

@@ -12,7 +12,6 @@ which requires ``build`` to make the same calls every time.
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from pyspark.sql.types import StructType
 
+from spark_runtime.guarantee import Guarantee
 from spark_runtime.protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
 from spark_runtime.protocol.ports import ChunkReader, Participant
 from spark_runtime.sinks import EPOCH_COLUMN, Sink, TransactionalSink
@@ -39,20 +39,6 @@ from spark_runtime.state import (
 )
 
 _log = logging.getLogger(__name__)
-
-
-class Guarantee(enum.Enum):
-    """The processing guarantee (docs/protocol.md, "Processing guarantees").
-
-    EXACTLY_ONCE: transactional sinks publish the output since the last snapshot in the
-        snapshot's 2nd phase; a replay after restore re-creates exactly the unpublished output.
-    AT_LEAST_ONCE: sinks write every epoch; a replay after restore writes some output again.
-    NONE: no snapshots; a restarted job starts from the beginning without state.
-    """
-
-    EXACTLY_ONCE = "EXACTLY_ONCE"
-    AT_LEAST_ONCE = "AT_LEAST_ONCE"
-    NONE = "NONE"
 
 
 class SinkParticipant:

@@ -18,7 +18,7 @@ from spark_runtime.cli import (
     parser,
 )
 from spark_runtime.driver import ExportRequest
-from spark_runtime.pipeline import Guarantee
+from spark_runtime.guarantee import Guarantee
 from spark_runtime.protocol import TerminationMode
 
 
