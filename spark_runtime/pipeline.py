@@ -26,7 +26,8 @@ from spark_runtime.guarantee import Guarantee
 from spark_runtime.protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
 from spark_runtime.protocol.ports import ChunkReader, Participant
 from spark_runtime.sinks import EPOCH_COLUMN, Sink, TransactionalSink
-from spark_runtime.sources import Offset, Source, SourceParticipant
+from spark_runtime.sources.base import Offset, Source
+from spark_runtime.sources.participant import SourceParticipant
 from spark_runtime.spark_state import Checkpointed, checkpoint
 from spark_runtime.state import (
     Deduplicate,
