@@ -34,16 +34,19 @@ __all__ = [
     "jdbc_url",
 ]
 
-__getattr__, __dir__ = lazy_exports(
-    globals(),
-    {
-        "FILE_FORMATS": "files",
-        "FileSource": "files",
-        "Offset": "base",
-        "PostgresSource": "postgres",
-        "SequenceSource": "sequence",
-        "Source": "base",
-        "SourceParticipant": "participant",
-        "jdbc_url": "postgres",
-    },
-)
+if not TYPE_CHECKING:
+    # Hidden from mypy, which reads the imports above instead: so it still rejects a
+    # misspelt name, where a module-level __getattr__ would let any name pass as Any.
+    __getattr__, __dir__ = lazy_exports(
+        globals(),
+        {
+            "FILE_FORMATS": "files",
+            "FileSource": "files",
+            "Offset": "base",
+            "PostgresSource": "postgres",
+            "SequenceSource": "sequence",
+            "Source": "base",
+            "SourceParticipant": "participant",
+            "jdbc_url": "postgres",
+        },
+    )
