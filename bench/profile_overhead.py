@@ -105,7 +105,7 @@ class SparkJobs:
 
 
 def _site(name: str) -> str:
-    """``collect at /work/main/spark_runtime/sinks.py:240`` -> ``collect at sinks.py:240``."""
+    """``collect at /work/main/spark_runtime/sinks/file.py:80`` -> ``collect at file.py:80``."""
     return re.sub(r"/\S*/", "", name)
 
 
