@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import os
 import pstats
 import re
 import sys
@@ -38,28 +37,25 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from bench.overhead import STATE_PARTITIONS, bench_servers, run_pipeline, structured_streaming_sums
-from spark_runtime.pipeline import Guarantee
+from spark_runtime.guarantee import Guarantee
+from spark_runtime.session import spark_session
 
 _OWN_CODE = re.compile(r"spark_runtime/(?!protocol/)")
 
 
 def _session() -> SparkSession:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("snapshotjob-profile")
-        .config("spark.ui.enabled", "true")
-        .config("spark.ui.port", "0")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.ui.retainedJobs", "100000")
-        .config("spark.ui.retainedStages", "100000")
-        .config("spark.sql.shuffle.partitions", str(STATE_PARTITIONS))
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
+    # The UI runs for its REST API, which lists every job and stage the profile timed.
+    return spark_session(
+        "snapshotjob-profile",
+        shuffle_partitions=STATE_PARTITIONS,
+        driver_memory="2g",
+        ui=True,
+        conf={
+            "spark.ui.port": "0",
+            "spark.ui.retainedJobs": "100000",
+            "spark.ui.retainedStages": "100000",
+        },
     )
-    session.sparkContext.setLogLevel("ERROR")
-    return session
 
 
 class SparkJobs:
@@ -109,7 +105,7 @@ class SparkJobs:
 
 
 def _site(name: str) -> str:
-    """``collect at /work/main/spark_runtime/sinks.py:240`` -> ``collect at sinks.py:240``."""
+    """``collect at /work/main/spark_runtime/sinks/file.py:80`` -> ``collect at file.py:80``."""
     return re.sub(r"/\S*/", "", name)
 
 

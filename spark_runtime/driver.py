@@ -30,7 +30,8 @@ from pyspark.sql import SparkSession
 
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.exit_codes import ExitCode
-from spark_runtime.pipeline import Guarantee, Pipeline
+from spark_runtime.guarantee import Guarantee
+from spark_runtime.pipeline import Pipeline
 from spark_runtime.protocol import (
     CoordinatorConfig,
     CoordinatorState,

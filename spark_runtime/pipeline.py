@@ -12,22 +12,20 @@ which requires ``build`` to make the same calls every time.
 
 from __future__ import annotations
 
-import enum
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from pyspark.sql.types import StructType
 
-from spark_runtime.protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
-from spark_runtime.protocol.ports import ChunkReader, Participant
-from spark_runtime.sinks import EPOCH_COLUMN, Sink, TransactionalSink
-from spark_runtime.sources import Offset, Source, SourceParticipant
-from spark_runtime.spark_state import Checkpointed, checkpoint
+from spark_runtime.guarantee import Guarantee
+from spark_runtime.protocol.ports import Participant
+from spark_runtime.sinks.base import Sink
+from spark_runtime.sinks.participant import SinkParticipant
+from spark_runtime.sources.base import Offset, Source
+from spark_runtime.sources.participant import SourceParticipant
 from spark_runtime.state import (
     Deduplicate,
     KeyedState,
@@ -39,131 +37,6 @@ from spark_runtime.state import (
 )
 
 _log = logging.getLogger(__name__)
-
-
-class Guarantee(enum.Enum):
-    """The processing guarantee (docs/protocol.md, "Processing guarantees").
-
-    EXACTLY_ONCE: transactional sinks publish the output since the last snapshot in the
-        snapshot's 2nd phase; a replay after restore re-creates exactly the unpublished output.
-    AT_LEAST_ONCE: sinks write every epoch; a replay after restore writes some output again.
-    NONE: no snapshots; a restarted job starts from the beginning without state.
-    """
-
-    EXACTLY_ONCE = "EXACTLY_ONCE"
-    AT_LEAST_ONCE = "AT_LEAST_ONCE"
-    NONE = "NONE"
-
-
-class SinkParticipant:
-    """A sink in the snapshot protocol.
-
-    Under EXACTLY_ONCE a transactional sink's output is buffered (materialised in the
-    executors) until the next snapshot prepares it in phase 1 and commits it in phase 2. If
-    the snapshot fails, its transactions are rolled back and the output goes back into the
-    buffer for the next snapshot, so nothing is lost without a restart. Other sinks write
-    every epoch.
-
-    Args:
-        name: The sink's operator name.
-        sink: The sink.
-        guarantee: The job's processing guarantee.
-    """
-
-    def __init__(self, name: str, sink: Sink, guarantee: Guarantee) -> None:
-        self._name = name
-        self.sink = sink
-        self.buffered = guarantee is Guarantee.EXACTLY_ONCE and isinstance(sink, TransactionalSink)
-        self._pending: list[Checkpointed] = []
-        self._prepared: dict[int, tuple[list[str], list[Checkpointed]]] = {}
-
-    @property
-    def name(self) -> str:
-        """The operator name in chunk keys."""
-        return self._name
-
-    def accept(self, epoch: int, frame: DataFrame) -> None:
-        """Takes one epoch's output: buffers it, or writes it now."""
-        if self.buffered:
-            self._pending.append(checkpoint(frame.withColumn(EPOCH_COLUMN, F.lit(epoch))))
-        else:
-            self.sink.write(frame)
-
-    def save_and_prepare(
-        self, snapshot_id: int, writer: ChunkWriter, export_only: bool
-    ) -> Sequence[ChunkDescriptor]:
-        """Prepares the buffered output in transactions and saves their ids."""
-        if not self.buffered or export_only:
-            return []
-        sink = self.sink
-        assert isinstance(sink, TransactionalSink)
-        frames, self._pending = self._pending, []
-        try:
-            gids = sink.prepare(_union(frames), snapshot_id) if frames else []
-        except Exception:
-            # Some partitions may have prepared: undo them now, the buffer keeps the output.
-            self._pending = frames + self._pending
-            sink.abort(snapshot_id)
-            raise
-        self._prepared[snapshot_id] = (gids, frames)
-        _log.info(
-            "Prepared sink name=%s snapshotId=%d transactions=%d",
-            self._name,
-            snapshot_id,
-            len(gids),
-        )
-        return [writer.write(0, 0, json.dumps(gids).encode(), len(gids))]
-
-    def commit_finish(self, snapshot_id: int, success: bool) -> None:
-        """Commits the snapshot's transactions, or rolls them back and re-buffers the output."""
-        entry = self._prepared.pop(snapshot_id, None)
-        if entry is None:
-            return
-        sink = self.sink
-        assert isinstance(sink, TransactionalSink)
-        gids, frames = entry
-        if success:
-            sink.commit(gids)
-            for frame in frames:
-                frame.release()
-        else:
-            sink.rollback(gids)
-            self._pending = frames + self._pending
-        _log.info(
-            "Finished sink name=%s snapshotId=%d committed=%s transactions=%d",
-            self._name,
-            snapshot_id,
-            success,
-            len(gids),
-        )
-
-    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
-        """Drops buffered output and settles this sink's prepared transactions (restore step 5)."""
-        for frame in self._pending:
-            frame.release()
-        for _gids, frames in self._prepared.values():
-            for frame in frames:
-                frame.release()
-        self._pending, self._prepared = [], {}
-        if not isinstance(self.sink, TransactionalSink):
-            return
-        committed: list[str] = []
-        if snapshot is not None and snapshot.chunk_keys:
-            committed = json.loads(reader.read_chunk(snapshot.map_name, snapshot.chunk_keys[0]))
-        done, rolled_back = self.sink.recover(committed)
-        _log.info(
-            "Recovered sink name=%s committed=%d rolledBack=%d",
-            self._name,
-            len(done),
-            len(rolled_back),
-        )
-
-
-def _union(frames: Sequence[Checkpointed]) -> DataFrame:
-    result = frames[0].frame
-    for other in frames[1:]:
-        result = result.unionByName(other.frame)
-    return result
 
 
 _Node = TypeVar("_Node")

@@ -28,9 +28,9 @@ from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings, ExportedSnapshot
 from spark_runtime.exit_codes import ExitCode
+from spark_runtime.guarantee import Guarantee
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.kube_record_store import KubernetesRecordStore
-from spark_runtime.pipeline import Guarantee
 from spark_runtime.protocol import (
     JobIdentity,
     TerminationMode,

@@ -20,8 +20,9 @@ from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings, StopSignals
 from spark_runtime.exit_codes import ExitCode
 from spark_runtime.file_record_store import FileRecordStore
+from spark_runtime.guarantee import Guarantee
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
-from spark_runtime.pipeline import Guarantee, Pipeline
+from spark_runtime.pipeline import Pipeline
 from spark_runtime.protocol import (
     JobIdentity,
     TerminationMode,

@@ -13,7 +13,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.pipeline import Guarantee, Pipeline
+from spark_runtime.guarantee import Guarantee
+from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import Sink
 from spark_runtime.sources import SequenceSource
 from spark_runtime.state import StateContext

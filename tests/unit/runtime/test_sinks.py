@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import pytest
 from pyspark.sql.types import LongType, StructField, StructType
 
-from spark_runtime import sinks
 from spark_runtime.sinks import MaxPreparedTransactionsDisabled, PostgresSink
 
 
@@ -40,7 +40,7 @@ def test_postgres_sink_refuses_a_server_without_prepared_transactions(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     connection = _Connection()
-    monkeypatch.setattr(sinks.psycopg, "connect", lambda *a, **k: connection)
+    monkeypatch.setattr(psycopg, "connect", lambda *a, **k: connection)
     sink = PostgresSink("postgresql://db/x", "sums", ["key"], partitions=4)
     schema = StructType([StructField("key", LongType()), StructField("total", LongType())])
     with pytest.raises(MaxPreparedTransactionsDisabled, match="max_prepared_transactions = 0"):
@@ -56,7 +56,7 @@ def test_transaction_ids_name_job_sink_snapshot_and_partition(
             self.statements.append(str(statement))
             return _Result(("64",))
 
-    monkeypatch.setattr(sinks.psycopg, "connect", lambda *a, **k: _Enabled())
+    monkeypatch.setattr(psycopg, "connect", lambda *a, **k: _Enabled())
     sink = PostgresSink("postgresql://db/x", "sums", ["key"])
     sink.open(StructType([StructField("key", LongType())]), "job-1", "postgres")
     assert sink.gid(12, 3) == "sj:job-1:postgres:12:3"

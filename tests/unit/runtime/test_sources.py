@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
-from spark_runtime import sources
 from spark_runtime.sources import FileSource, SequenceSource, jdbc_url
 
 
@@ -30,7 +30,7 @@ def test_paced_sequence_keeps_its_start_time_in_the_offset(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     now = [1000.0]
-    monkeypatch.setattr(sources.time, "time", lambda: now[0])
+    monkeypatch.setattr(time, "time", lambda: now[0])
     source = SequenceSource(rows_per_second=100)
     first = source.initial_offset()
     assert source.next_offset(first) is None  # no time has passed yet
@@ -48,7 +48,7 @@ def test_paced_sequence_starts_its_clock_on_the_first_look(
     # The driver keeps the initial offset until an epoch reads a row, so the clock must not
     # restart on every look (it did: the sequence never produced a row).
     now = [1000.0]
-    monkeypatch.setattr(sources.time, "time", lambda: now[0])
+    monkeypatch.setattr(time, "time", lambda: now[0])
     source = SequenceSource(rows_per_second=100)
     offset = source.initial_offset()
     assert source.next_offset(offset) is None
@@ -57,7 +57,7 @@ def test_paced_sequence_starts_its_clock_on_the_first_look(
 
 
 def test_paced_sequence_caps_an_epoch_when_catching_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sources.time, "time", lambda: 2000.0)
+    monkeypatch.setattr(time, "time", lambda: 2000.0)
     source = SequenceSource(rows_per_second=1000, max_rows_per_epoch=50)
     assert source.next_offset({"next": 0, "startedMs": 1_000_000}) == {
         "next": 50,

@@ -1,33 +1,18 @@
-"""Sinks: PostgreSQL with two-phase commit, files with staging, a Hazelcast map, the console.
+"""A PostgreSQL table as a two-phase-commit sink: ``PREPARE TRANSACTION``, ``COMMIT PREPARED``.
 
-Exactly-once output needs a transactional or an idempotent sink (reference 003). A
-transactional sink here follows Jet's two-phase sinks (seed 001): output since the last
-snapshot is published only in the snapshot's 2nd phase. In phase 1 each sink partition writes
-its share into its own transaction and *prepares* it, and the ids of the prepared transactions
-go into the snapshot; phase 2 commits them; a restore commits the ids of the restored snapshot
-"just in case" and rolls back every other prepared transaction of the job (restore step 5).
-One transaction per sink partition per snapshot means transactions never overlap.
-
-Sinks that cannot take part (console) or need not (the idempotent Hazelcast map) write every
-epoch.
+PostgreSQL's prepared transactions survive a crash of the client and of the server, and can
+be found again by name in ``pg_prepared_xacts``: exactly what phase 2 and restore step 5
+need. Each sink partition writes from its executor task in its own transaction. This is the
+only sink that needs psycopg.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-import shutil
-import threading
-import uuid
-from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pyarrow as pa
-from hazelcast.client import HazelcastClient
 from psycopg import sql
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
@@ -45,53 +30,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-_log = logging.getLogger(__name__)
-
-EPOCH_COLUMN = "_sj_epoch"
-"""Buffered output carries its epoch, so a keyed sink applies upserts in epoch order."""
-
-
-class Sink(ABC):
-    """Where a pipeline writes a DataFrame each epoch."""
-
-    def open(self, schema: StructType, job_uid: str, name: str) -> None:
-        """Prepares the destination for rows of ``schema`` (e.g. creates the table)."""
-        return
-
-    @abstractmethod
-    def write(self, frame: DataFrame) -> None:
-        """Publishes ``frame`` now (every epoch; the at-least-once path)."""
-
-
-class TransactionalSink(Sink):
-    """A sink with two-phase commit, identified per job and sink by a transaction id prefix."""
-
-    @abstractmethod
-    def prepare(self, frame: DataFrame, snapshot_id: int) -> list[str]:
-        """Phase 1: writes ``frame`` into prepared transactions and returns their ids."""
-
-    @abstractmethod
-    def commit(self, transaction_ids: Sequence[str]) -> None:
-        """Phase 2: commits the prepared transactions; ids already committed are skipped."""
-
-    @abstractmethod
-    def rollback(self, transaction_ids: Sequence[str]) -> None:
-        """Rolls back the prepared transactions; ids already gone are skipped."""
-
-    @abstractmethod
-    def abort(self, snapshot_id: int) -> None:
-        """Rolls back whatever a failed :meth:`prepare` of ``snapshot_id`` left prepared."""
-
-    @abstractmethod
-    def recover(self, committed: Sequence[str]) -> tuple[list[str], list[str]]:
-        """Restore step 5: commits ``committed`` if still prepared, rolls back all others.
-
-        Returns:
-            The ids committed and the ids rolled back.
-        """
-
-
-# PostgreSQL -----------------------------------------------------------------------------------
+from spark_runtime.sinks.base import EPOCH_COLUMN, TransactionalSink
 
 _PG_TYPES: Mapping[type[DataType], str] = {
     LongType: "bigint",
@@ -294,159 +233,3 @@ class PostgresSink(TransactionalSink):
 
 
 _GID_SCHEMA = pa.schema([pa.field("gid", pa.string())])
-
-
-# Files ----------------------------------------------------------------------------------------
-
-
-class FileSink(TransactionalSink):
-    """Files in a directory: Spark writes into a staging directory, commit renames it.
-
-    Every published directory is ``<directory>/<sink>-<id>`` holding Spark's ``part-*``
-    files; the transaction id is the staging directory's name. A directory rename is atomic
-    on one filesystem, so readers see a snapshot's files all or not at all.
-
-    Args:
-        directory: The output directory (local or shared filesystem; executors write to it).
-        fmt: A Spark writer format: json, csv, parquet, text.
-        options: Spark writer options.
-    """
-
-    def __init__(
-        self, directory: str | os.PathLike[str], fmt: str = "json", **options: str
-    ) -> None:
-        self.directory = Path(directory)
-        self.fmt = fmt
-        self.options = options
-        self._name = "files"
-
-    @property
-    def staging(self) -> Path:
-        """Where prepared (not yet published) output waits."""
-        return self.directory / "_staging"
-
-    def open(self, schema: StructType, job_uid: str, name: str) -> None:
-        """Creates the directories."""
-        self._name = name
-        self.staging.mkdir(parents=True, exist_ok=True)
-
-    def _save(self, frame: DataFrame, path: Path) -> None:
-        if EPOCH_COLUMN in frame.columns:
-            frame = frame.drop(EPOCH_COLUMN)
-        frame.write.mode("overwrite").format(self.fmt).options(**self.options).save(str(path))
-
-    def write(self, frame: DataFrame) -> None:
-        """Publishes at once under a fresh name (a replay writes the rows again)."""
-        staged = self.staging / f"{self._name}-epoch-{uuid.uuid4().hex}"
-        self._save(frame, staged)
-        os.replace(staged, self.directory / staged.name)
-
-    def prepare(self, frame: DataFrame, snapshot_id: int) -> list[str]:
-        """Writes into ``_staging/<sink>-<snapshot>``."""
-        transaction_id = f"{self._name}-{snapshot_id}"
-        self._save(frame, self.staging / transaction_id)
-        return [transaction_id]
-
-    def commit(self, transaction_ids: Sequence[str]) -> None:
-        """Renames each staging directory into the output directory."""
-        for transaction_id in transaction_ids:
-            staged = self.staging / transaction_id
-            if staged.is_dir():
-                os.replace(staged, self.directory / transaction_id)
-
-    def rollback(self, transaction_ids: Sequence[str]) -> None:
-        """Deletes the staging directories."""
-        for transaction_id in transaction_ids:
-            shutil.rmtree(self.staging / transaction_id, ignore_errors=True)
-
-    def abort(self, snapshot_id: int) -> None:
-        """Deletes the snapshot's staging directory."""
-        self.rollback([f"{self._name}-{snapshot_id}"])
-
-    def recover(self, committed: Sequence[str]) -> tuple[list[str], list[str]]:
-        """Publishes the restored snapshot's staging directories, deletes all other ones."""
-        done = [t for t in committed if (self.staging / t).is_dir()]
-        self.commit(done)
-        others = (
-            sorted(p.name for p in self.staging.iterdir() if p.name.startswith(f"{self._name}-"))
-            if self.staging.is_dir()
-            else []
-        )
-        self.rollback(others)
-        return done, others
-
-
-# Hazelcast map --------------------------------------------------------------------------------
-
-_map_clients: dict[tuple[tuple[str, ...], str], HazelcastClient] = {}
-_map_clients_lock = threading.Lock()
-
-
-def _map_client(members: tuple[str, ...], cluster_name: str) -> HazelcastClient:
-    with _map_clients_lock:
-        client = _map_clients.get((members, cluster_name))
-        if client is None:
-            client = HazelcastClient(cluster_members=list(members), cluster_name=cluster_name)
-            _map_clients[(members, cluster_name)] = client
-        return client
-
-
-class HazelcastMapSink(Sink):
-    """A Hazelcast map, upserting each row under its key: idempotent, so writes every epoch.
-
-    A replay after a restore writes the same values under the same keys again, so the map ends
-    exactly as with exactly-once, though a reader may briefly see older values.
-
-    Args:
-        members: ``host:port`` addresses of the cluster.
-        cluster_name: The cluster's name.
-        map_name: The map to write.
-        key: Key columns; the map key is their values joined by ``|``.
-    """
-
-    def __init__(
-        self, members: Sequence[str], cluster_name: str, map_name: str, key: Sequence[str]
-    ) -> None:
-        self.members = tuple(members)
-        self.cluster_name = cluster_name
-        self.map_name = map_name
-        self.key = tuple(key)
-
-    def write(self, frame: DataFrame) -> None:
-        """Puts every row as JSON under its key, from the executors."""
-        members, cluster, map_name, key = self.members, self.cluster_name, self.map_name, self.key
-        columns = [c for c in frame.columns if c != EPOCH_COLUMN]
-
-        def put(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            target: Any = _map_client(members, cluster).get_map(map_name).blocking()
-            count = 0
-            for batch in batches:
-                entries = {
-                    "|".join(str(row[k]) for k in key): json.dumps(
-                        {c: row[c] for c in columns}, default=str
-                    )
-                    for row in batch.to_pylist()
-                }
-                if entries:
-                    target.put_all(entries)
-                count += len(entries)
-            yield pa.RecordBatch.from_pydict({"n": [count]})
-
-        frame.mapInArrow(put, "n long").collect()
-
-
-class ConsoleSink(Sink):
-    """Prints up to ``limit`` rows of every epoch's output on the driver; for trying things out.
-
-    Args:
-        limit: Rows printed per epoch at most.
-    """
-
-    def __init__(self, limit: int = 20) -> None:
-        self.limit = limit
-
-    def write(self, frame: DataFrame) -> None:
-        """Prints the rows."""
-        columns = [c for c in frame.columns if c != EPOCH_COLUMN]
-        for row in frame.select(*columns).limit(self.limit).collect():
-            print(json.dumps(row.asDict(), default=str), flush=True)

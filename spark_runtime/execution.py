@@ -1,0 +1,210 @@
+"""One execution of a pipeline, whichever mode started it.
+
+Local and Kubernetes mode run the same :class:`~spark_runtime.driver.Driver` the same way;
+they differ only in where the job's settings and the execution record come from, and in
+whether an operator sends requests. So each mode is one object behind the :class:`Mode`
+protocol (:class:`~spark_runtime.local_mode.LocalMode`,
+:class:`~spark_runtime.kubernetes_mode.KubernetesMode`), and :func:`run` is the one
+sequence both go through: load the pipeline, arm failpoints, install signal handlers,
+start Spark and the Hazelcast client, run the driver, stop everything.
+
+A :class:`FailpointCrash` (from ``SJ_FAILPOINTS``) ends the process with ``os._exit`` at once,
+skipping every cleanup, because it stands for the process dying at that point.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, Protocol
+
+from pyspark.sql import SparkSession
+
+from spark_runtime.chunk_io import StoreAddress
+from spark_runtime.driver import (
+    Build,
+    Driver,
+    DriverSettings,
+    ExportPoll,
+    PublishExport,
+    StopSignals,
+    TerminationPoll,
+)
+from spark_runtime.exit_codes import ExitCode
+from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
+from spark_runtime.protocol import FailpointCrash, Failpoints, RecordStore
+from spark_runtime.session import spark_session
+
+# The driver's own messages have always come from this logger, whichever module logs them.
+_log = logging.getLogger("spark_runtime")
+
+DEFAULT_STATE_PARTITIONS = 8
+"""``--state-partitions`` and ``spec.statePartitions`` when not given."""
+
+
+class BadInput(Exception):  # noqa: N818 - names the condition, like the protocol's errors
+    """The command line, pipeline module or SnapshotJob spec cannot be run."""
+
+
+@dataclass
+class JobConfig:
+    """Everything one execution needs, from the command line or the SnapshotJob.
+
+    Attributes:
+        module: The pipeline module.
+        args: The pipeline's arguments.
+        settings: The driver's settings.
+        master: The Spark master.
+        spark_conf: Extra Spark configuration.
+    """
+
+    module: str
+    args: dict[str, Any]
+    settings: DriverSettings
+    master: str
+    spark_conf: dict[str, str] = field(default_factory=dict)
+
+
+class Mode(Protocol):
+    """Where an execution's settings and record come from, and how it hears the operator.
+
+    A mode is built, and so has read its settings and claimed its record, before :func:`run`
+    starts anything.
+    """
+
+    @property
+    def config(self) -> JobConfig:
+        """The job."""
+        ...
+
+    @property
+    def records(self) -> RecordStore:
+        """The execution record store, already claimed for this execution."""
+        ...
+
+    @property
+    def app_name(self) -> str:
+        """The Spark application's name."""
+        ...
+
+    @property
+    def poll_termination(self) -> TerminationPoll | None:
+        """Returns the operator's termination request once; None without an operator."""
+        ...
+
+    @property
+    def poll_export(self) -> ExportPoll | None:
+        """Returns the operator's export request once; None without an operator."""
+        ...
+
+    @property
+    def publish_export(self) -> PublishExport | None:
+        """Reports a successful export where the operator sees it; None without one."""
+        ...
+
+    def start(self) -> None:
+        """Starts listening for the operator's requests, once the driver can serve them."""
+        ...
+
+    def stop(self) -> None:
+        """Stops listening; called whether or not :meth:`start` was."""
+        ...
+
+
+def load_build(module_name: str) -> Build:
+    """Imports the pipeline module and returns its ``build``.
+
+    Raises:
+        BadInput: If the module cannot be imported or has no ``build``.
+    """
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise BadInput(f"Cannot import pipeline module {module_name}: {error}") from error
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise BadInput(f"Pipeline module {module_name} has no build(p) function")
+    result: Build = build
+    return result
+
+
+def start_spark(config: JobConfig, app_name: str) -> SparkSession:
+    """Starts the driver's session, with Arrow and the cached JDBC drivers on the classpath.
+
+    The shuffle partitions are the state partitions, so a shuffle by key lands where the
+    state is; the job's own Spark settings come last and win.
+    """
+    return spark_session(
+        app_name,
+        master=config.master,
+        shuffle_partitions=config.settings.state_partitions,
+        arrow=True,
+        jdbc_drivers=True,
+        conf=config.spark_conf,
+    )
+
+
+@contextmanager
+def _hazelcast(address: StoreAddress) -> Iterator[HazelcastSnapshotStore]:
+    client = connect(address.members, address.cluster_name)
+    try:
+        yield HazelcastSnapshotStore(client)
+    finally:
+        client.shutdown()
+
+
+def run(mode: Mode) -> ExitCode:
+    """Runs one execution; returns its exit code.
+
+    Raises:
+        BadInput: If the pipeline module cannot be loaded.
+    """
+    config = mode.config
+    build = load_build(config.module)
+    failpoints = Failpoints.from_env(os.environ)
+    signals = StopSignals()
+    signals.install()
+    spark = start_spark(config, mode.app_name)
+    try:
+        with _hazelcast(config.settings.store) as snapshots:
+            driver = Driver(
+                spark,
+                build,
+                config.args,
+                config.settings,
+                mode.records,
+                snapshots,
+                failpoints=failpoints,
+                poll_termination=mode.poll_termination,
+                poll_export=mode.poll_export,
+                publish_export=mode.publish_export,
+                signals=signals,
+            )
+            mode.start()
+            try:
+                code = driver.run()
+            except FailpointCrash as crash:
+                crash_now(crash)
+            _log.info(
+                "Driver exiting code=%d name=%s epochs=%d snapshots=%d",
+                code,
+                code.name,
+                driver.epochs,
+                driver.snapshots_taken,
+            )
+            return code
+    finally:
+        mode.stop()
+        spark.stop()
+
+
+def crash_now(crash: FailpointCrash) -> NoReturn:
+    """Ends the process at once, as if it died at the failpoint: no cleanup runs."""
+    sys.stderr.write(f"Failpoint crash failpoint={crash.failpoint}\n")
+    sys.stderr.flush()
+    os._exit(ExitCode.FAILPOINT_CRASH)

@@ -1,0 +1,83 @@
+"""The one place that starts a SparkSession: for the driver, the tests and the benchmarks.
+
+Results depend on a few session settings: event-time windows and timestamps assume the
+session time zone is UTC, and keyed state is laid out by ``spark.sql.shuffle.partitions``.
+A test or benchmark that built its session by hand could drift from the driver's and
+measure or check something the driver never runs, so every session comes from
+:func:`spark_session`, and what differs between them (the master, the shuffle partitions,
+the driver's memory, the UI, Arrow, the JDBC drivers, extra conf) is an argument.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+JAR_DIR = Path(os.environ.get("SJ_CACHE", Path.home() / ".cache" / "snapshotjob")) / "jars"
+"""Where ``hack/install.sh`` puts JDBC drivers for :func:`spark_session` to load."""
+
+ARROW_CONF = "spark.sql.execution.arrow.pyspark.enabled"
+"""Arrow between the JVM and Python workers (``toPandas``, ``createDataFrame`` from pandas)."""
+
+
+def jdbc_driver_jars() -> list[str]:
+    """The PostgreSQL JDBC driver jars in :data:`JAR_DIR`, sorted; none if it is missing."""
+    if not JAR_DIR.is_dir():
+        return []
+    return sorted(str(path) for path in JAR_DIR.glob("postgresql-*.jar"))
+
+
+def spark_session(
+    app_name: str,
+    *,
+    shuffle_partitions: int,
+    master: str = "local[2]",
+    driver_memory: str | None = None,
+    ui: bool = False,
+    arrow: bool = False,
+    jdbc_drivers: bool = False,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Starts (or returns the running) session: small, quiet, in UTC.
+
+    Args:
+        app_name: The application's name.
+        shuffle_partitions: ``spark.sql.shuffle.partitions``; the driver passes the job's
+            state partitions, so a shuffle by key lands where the state is.
+        master: The Spark master.
+        driver_memory: ``spark.driver.memory``; None keeps Spark's default.
+        ui: Whether the web UI runs (a profile reads its REST API).
+        arrow: Whether Arrow carries data between the JVM and Python workers.
+        jdbc_drivers: Whether the JDBC driver jars of :func:`jdbc_driver_jars` go on the
+            classpath.
+        conf: Further settings, applied last so they override everything above.
+
+    Returns:
+        The session, with Spark's own logging at ERROR.
+    """
+    # Executors' Python workers must use this interpreter (the virtualenv's), not the system one.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "true" if ui else "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    )
+    if driver_memory is not None:
+        builder = builder.config("spark.driver.memory", driver_memory)
+    if arrow:
+        builder = builder.config(ARROW_CONF, "true")
+    jars = jdbc_driver_jars() if jdbc_drivers else []
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

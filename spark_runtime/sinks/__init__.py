@@ -1,0 +1,59 @@
+"""Sinks, one module per backend, and their part in the snapshot protocol.
+
+- :mod:`~spark_runtime.sinks.base`: ``Sink``, ``TransactionalSink``, ``EPOCH_COLUMN``
+- :mod:`~spark_runtime.sinks.participant`: ``SinkParticipant``, which buffers output and
+  takes part in phase 1, phase 2 and restore for a sink
+- :mod:`~spark_runtime.sinks.file`: ``FileSink``
+- :mod:`~spark_runtime.sinks.postgres`: ``PostgresSink``, ``MaxPreparedTransactionsDisabled``
+  (needs psycopg)
+- :mod:`~spark_runtime.sinks.hazelcast_map`: ``HazelcastMapSink`` (needs the Hazelcast client)
+- :mod:`~spark_runtime.sinks.console`: ``ConsoleSink``
+
+Every public name is importable from here, as user pipelines do, and imported on first use
+(:mod:`spark_runtime.lazy_exports`): ``from spark_runtime.sinks import FileSink`` imports
+neither psycopg nor the Hazelcast client.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spark_runtime.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from spark_runtime.sinks.base import EPOCH_COLUMN, Sink, TransactionalSink
+    from spark_runtime.sinks.console import ConsoleSink
+    from spark_runtime.sinks.file import FileSink
+    from spark_runtime.sinks.hazelcast_map import HazelcastMapSink
+    from spark_runtime.sinks.participant import SinkParticipant
+    from spark_runtime.sinks.postgres import MaxPreparedTransactionsDisabled, PostgresSink
+
+__all__ = [
+    "EPOCH_COLUMN",
+    "ConsoleSink",
+    "FileSink",
+    "HazelcastMapSink",
+    "MaxPreparedTransactionsDisabled",
+    "PostgresSink",
+    "Sink",
+    "SinkParticipant",
+    "TransactionalSink",
+]
+
+if not TYPE_CHECKING:
+    # Hidden from mypy, which reads the imports above instead: so it still rejects a
+    # misspelt name, where a module-level __getattr__ would let any name pass as Any.
+    __getattr__, __dir__ = lazy_exports(
+        globals(),
+        {
+            "EPOCH_COLUMN": "base",
+            "ConsoleSink": "console",
+            "FileSink": "file",
+            "HazelcastMapSink": "hazelcast_map",
+            "MaxPreparedTransactionsDisabled": "postgres",
+            "PostgresSink": "postgres",
+            "Sink": "base",
+            "SinkParticipant": "participant",
+            "TransactionalSink": "base",
+        },
+    )

@@ -1,0 +1,65 @@
+"""What a sink is, and what a sink must do to take part in two-phase commit.
+
+Exactly-once output needs a transactional or an idempotent sink (reference 003). A
+transactional sink here follows Jet's two-phase sinks (seed 001): output since the last
+snapshot is published only in the snapshot's 2nd phase. In phase 1 each sink partition writes
+its share into its own transaction and *prepares* it, and the ids of the prepared transactions
+go into the snapshot; phase 2 commits them; a restore commits the ids of the restored snapshot
+"just in case" and rolls back every other prepared transaction of the job (restore step 5).
+One transaction per sink partition per snapshot means transactions never overlap.
+
+Sinks that cannot take part (console) or need not (the idempotent Hazelcast map) write every
+epoch. How a sink's output is buffered and handed to these methods is the business of
+:mod:`spark_runtime.sinks.participant`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
+
+EPOCH_COLUMN = "_sj_epoch"
+"""Buffered output carries its epoch, so a keyed sink applies upserts in epoch order."""
+
+
+class Sink(ABC):
+    """Where a pipeline writes a DataFrame each epoch."""
+
+    def open(self, schema: StructType, job_uid: str, name: str) -> None:
+        """Prepares the destination for rows of ``schema`` (e.g. creates the table)."""
+        return
+
+    @abstractmethod
+    def write(self, frame: DataFrame) -> None:
+        """Publishes ``frame`` now (every epoch; the at-least-once path)."""
+
+
+class TransactionalSink(Sink):
+    """A sink with two-phase commit, identified per job and sink by a transaction id prefix."""
+
+    @abstractmethod
+    def prepare(self, frame: DataFrame, snapshot_id: int) -> list[str]:
+        """Phase 1: writes ``frame`` into prepared transactions and returns their ids."""
+
+    @abstractmethod
+    def commit(self, transaction_ids: Sequence[str]) -> None:
+        """Phase 2: commits the prepared transactions; ids already committed are skipped."""
+
+    @abstractmethod
+    def rollback(self, transaction_ids: Sequence[str]) -> None:
+        """Rolls back the prepared transactions; ids already gone are skipped."""
+
+    @abstractmethod
+    def abort(self, snapshot_id: int) -> None:
+        """Rolls back whatever a failed :meth:`prepare` of ``snapshot_id`` left prepared."""
+
+    @abstractmethod
+    def recover(self, committed: Sequence[str]) -> tuple[list[str], list[str]]:
+        """Restore step 5: commits ``committed`` if still prepared, rolls back all others.
+
+        Returns:
+            The ids committed and the ids rolled back.
+        """

@@ -1,0 +1,96 @@
+"""Files as a two-phase-commit sink: Spark writes into a staging directory, commit renames it.
+
+A directory rename is atomic on one filesystem, so it serves as the commit. This module needs
+no database or cluster client, so a pipeline writing files imports neither psycopg nor the
+Hazelcast client (an import-linter contract in ``pyproject.toml`` keeps it so).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
+
+from spark_runtime.sinks.base import EPOCH_COLUMN, TransactionalSink
+
+
+class FileSink(TransactionalSink):
+    """Files in a directory: Spark writes into a staging directory, commit renames it.
+
+    Every published directory is ``<directory>/<sink>-<id>`` holding Spark's ``part-*``
+    files; the transaction id is the staging directory's name. A directory rename is atomic
+    on one filesystem, so readers see a snapshot's files all or not at all.
+
+    Args:
+        directory: The output directory (local or shared filesystem; executors write to it).
+        fmt: A Spark writer format: json, csv, parquet, text.
+        options: Spark writer options.
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike[str], fmt: str = "json", **options: str
+    ) -> None:
+        self.directory = Path(directory)
+        self.fmt = fmt
+        self.options = options
+        self._name = "files"
+
+    @property
+    def staging(self) -> Path:
+        """Where prepared (not yet published) output waits."""
+        return self.directory / "_staging"
+
+    def open(self, schema: StructType, job_uid: str, name: str) -> None:
+        """Creates the directories."""
+        self._name = name
+        self.staging.mkdir(parents=True, exist_ok=True)
+
+    def _save(self, frame: DataFrame, path: Path) -> None:
+        if EPOCH_COLUMN in frame.columns:
+            frame = frame.drop(EPOCH_COLUMN)
+        frame.write.mode("overwrite").format(self.fmt).options(**self.options).save(str(path))
+
+    def write(self, frame: DataFrame) -> None:
+        """Publishes at once under a fresh name (a replay writes the rows again)."""
+        staged = self.staging / f"{self._name}-epoch-{uuid.uuid4().hex}"
+        self._save(frame, staged)
+        os.replace(staged, self.directory / staged.name)
+
+    def prepare(self, frame: DataFrame, snapshot_id: int) -> list[str]:
+        """Writes into ``_staging/<sink>-<snapshot>``."""
+        transaction_id = f"{self._name}-{snapshot_id}"
+        self._save(frame, self.staging / transaction_id)
+        return [transaction_id]
+
+    def commit(self, transaction_ids: Sequence[str]) -> None:
+        """Renames each staging directory into the output directory."""
+        for transaction_id in transaction_ids:
+            staged = self.staging / transaction_id
+            if staged.is_dir():
+                os.replace(staged, self.directory / transaction_id)
+
+    def rollback(self, transaction_ids: Sequence[str]) -> None:
+        """Deletes the staging directories."""
+        for transaction_id in transaction_ids:
+            shutil.rmtree(self.staging / transaction_id, ignore_errors=True)
+
+    def abort(self, snapshot_id: int) -> None:
+        """Deletes the snapshot's staging directory."""
+        self.rollback([f"{self._name}-{snapshot_id}"])
+
+    def recover(self, committed: Sequence[str]) -> tuple[list[str], list[str]]:
+        """Publishes the restored snapshot's staging directories, deletes all other ones."""
+        done = [t for t in committed if (self.staging / t).is_dir()]
+        self.commit(done)
+        others = (
+            sorted(p.name for p in self.staging.iterdir() if p.name.startswith(f"{self._name}-"))
+            if self.staging.is_dir()
+            else []
+        )
+        self.rollback(others)
+        return done, others

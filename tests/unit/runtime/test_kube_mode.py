@@ -1,0 +1,101 @@
+"""Kubernetes mode: the job read from its SnapshotJob, exports listed in its status."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+
+from spark_runtime.driver import ExportedSnapshot
+from spark_runtime.execution import DEFAULT_STATE_PARTITIONS, BadInput
+from spark_runtime.guarantee import Guarantee
+from spark_runtime.kube_mode import ENV_INITIAL_SNAPSHOT_NAME, KubernetesMode, kubernetes_config
+from spark_runtime.kube_record_store import KubernetesRecordStore
+from spark_runtime.kube_requests import OperatorRequestPoller
+from spark_runtime.protocol import TerminationMode
+
+
+def _job(**spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"uid": "u-1", "namespace": "team", "name": "sums"},
+        "spec": {"pipeline": {"module": "examples.sequence_sum", "args": {"end": 5}}, **spec},
+    }
+
+
+def test_kubernetes_mode_reads_the_snapshotjob() -> None:
+    config = kubernetes_config(
+        _job(
+            processingGuarantee="AT_LEAST_ONCE",
+            snapshotIntervalSeconds=3,
+            hazelcast={"address": "hz:5701", "clusterName": "prod"},
+            statePartitions=16,
+            spark={"master": "local[2]", "conf": {"snapshotjob.statePartitions": "4", "a": "b"}},
+        )
+    )
+    assert config.settings.job.uid == "u-1"
+    assert config.settings.job.namespace == "team"
+    assert config.settings.guarantee is Guarantee.AT_LEAST_ONCE
+    assert config.settings.snapshot_interval_ms == 3000
+    assert config.settings.state_partitions == 16
+    # The old conf key means nothing any more: it is passed to Spark like any other.
+    assert config.spark_conf == {"snapshotjob.statePartitions": "4", "a": "b"}
+    assert config.master == "local[2]"
+    assert config.args == {"end": 5}
+
+
+def test_state_partitions_default_and_validation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SJ_HAZELCAST_ADDRESS", "hz:5701")
+    assert kubernetes_config(_job()).settings.state_partitions == DEFAULT_STATE_PARTITIONS == 8
+    with pytest.raises(BadInput, match="statePartitions"):
+        kubernetes_config(_job(statePartitions="many"))
+    with pytest.raises(BadInput, match="at least 1"):
+        kubernetes_config(_job(statePartitions=-2))
+
+
+def test_initial_snapshot_name_comes_from_the_operator_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SJ_HAZELCAST_ADDRESS", "hz:5701")
+    monkeypatch.delenv(ENV_INITIAL_SNAPSHOT_NAME, raising=False)
+    assert kubernetes_config(_job()).settings.initial_snapshot_name is None
+    monkeypatch.setenv(ENV_INITIAL_SNAPSHOT_NAME, "golden")
+    assert kubernetes_config(_job()).settings.initial_snapshot_name == "golden"
+
+
+def test_kubernetes_mode_needs_a_store_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SJ_HAZELCAST_ADDRESS", raising=False)
+    with pytest.raises(BadInput, match="Hazelcast address"):
+        kubernetes_config(_job())
+
+
+class _Records:
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+
+    def append_exported_snapshot(self, **entry: Any) -> None:
+        self.entries.append(entry)
+
+
+def test_kubernetes_mode_lists_exports_in_the_status_and_polls_the_operator() -> None:
+    records = _Records()
+    requests = OperatorRequestPoller(dict)
+    mode = KubernetesMode(
+        kubernetes_config(_job(hazelcast={"address": "hz:5701"})),
+        cast(KubernetesRecordStore, records),
+        requests,
+        "snapshotjob-team-sums",
+    )
+    assert mode.publish_export is not None
+    mode.publish_export(ExportedSnapshot("nightly", 12, 345, 1_767_225_600_000, True))
+    assert records.entries == [
+        {
+            "name": "nightly",
+            "snapshot_id": 12,
+            "num_bytes": 345,
+            "created_at": datetime(2026, 1, 1, tzinfo=UTC),
+            "terminal": True,
+        }
+    ]
+    requests.observe({"status": {"termination": {"mode": "SUSPEND_GRACEFUL", "requestId": "t"}}})
+    assert mode.poll_termination is not None
+    request = mode.poll_termination()
+    assert request is not None and request.mode is TerminationMode.SUSPEND_GRACEFUL
