@@ -41,11 +41,11 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings
-from spark_runtime.exit_codes import ExitCode
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.guarantee import Guarantee
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.pipeline import Pipeline
 from spark_runtime.protocol import ChunkWriter, JobIdentity, SnapshotRef
@@ -114,7 +114,7 @@ def run_pipeline(
     store: HazelcastSnapshotStore,
     workdir: Path,
     dsn: str | None,
-    guarantee: Guarantee,
+    guarantee: ProcessingGuarantee,
     rows: int,
     rows_per_epoch: int,
 ) -> float:
@@ -145,11 +145,11 @@ def run_pipeline(
     started = time.monotonic()
     code = driver.run()
     elapsed = time.monotonic() - started
-    if code is not ExitCode.COMPLETED:
+    if code is not DriverExit.COMPLETED:
         raise RuntimeError(f"bench pipeline ended with {code.name}")
     if isinstance(sink, CountingSink):
         does = f"sink=count writes={sink.writes} rowsCounted={sink.rows}"
-    elif guarantee is Guarantee.NONE:
+    elif guarantee is ProcessingGuarantee.NONE:
         does = "sink=postgres commits every epoch"
     else:
         does = "sink=postgres prepares+commits once per snapshot"
@@ -304,11 +304,11 @@ def main() -> int:
         )
         spark = _session()
         # Warm-up: JIT, Python workers and connections, so the first measured run is not slower.
-        run_pipeline(spark, address, store, workdir, dsn, Guarantee.NONE, 20_000, 10_000)
-        run_pipeline(spark, address, store, workdir, None, Guarantee.NONE, 20_000, 10_000)
-        seconds: dict[tuple[str, Guarantee], float] = {}
+        run_pipeline(spark, address, store, workdir, dsn, ProcessingGuarantee.NONE, 20_000, 10_000)
+        run_pipeline(spark, address, store, workdir, None, ProcessingGuarantee.NONE, 20_000, 10_000)
+        seconds: dict[tuple[str, ProcessingGuarantee], float] = {}
         for sink_dsn, sink_name in ((None, "count"), (dsn, "postgres")):
-            for guarantee in (Guarantee.NONE, Guarantee.EXACTLY_ONCE):
+            for guarantee in (ProcessingGuarantee.NONE, ProcessingGuarantee.EXACTLY_ONCE):
                 seconds[sink_name, guarantee] = run_pipeline(
                     spark,
                     address,
@@ -319,8 +319,8 @@ def main() -> int:
                     ns.rows,
                     ns.rows_per_epoch,
                 )
-        none_s = seconds["count", Guarantee.NONE]
-        exactly_once_s = seconds["count", Guarantee.EXACTLY_ONCE]
+        none_s = seconds["count", ProcessingGuarantee.NONE]
+        exactly_once_s = seconds["count", ProcessingGuarantee.EXACTLY_ONCE]
         streaming_s = run_structured_streaming(spark, workdir, ns.rows, ns.rows_per_epoch)
         snapshot_s: dict[str, float] = {}
         restore_s: dict[str, float] = {}
@@ -340,11 +340,13 @@ def main() -> int:
                         "structured_streaming_count": round(streaming_s, 2),
                     },
                     "postgres": {
-                        "none_s": round(seconds["postgres", Guarantee.NONE], 2),
-                        "exactly_once_s": round(seconds["postgres", Guarantee.EXACTLY_ONCE], 2),
+                        "none_s": round(seconds["postgres", ProcessingGuarantee.NONE], 2),
+                        "exactly_once_s": round(
+                            seconds["postgres", ProcessingGuarantee.EXACTLY_ONCE], 2
+                        ),
                         "ratio": round(
-                            seconds["postgres", Guarantee.NONE]
-                            / seconds["postgres", Guarantee.EXACTLY_ONCE],
+                            seconds["postgres", ProcessingGuarantee.NONE]
+                            / seconds["postgres", ProcessingGuarantee.EXACTLY_ONCE],
                             3,
                         ),
                         "note": "NONE commits every epoch, EXACTLY_ONCE once per snapshot",

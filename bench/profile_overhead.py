@@ -37,7 +37,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from bench.overhead import STATE_PARTITIONS, bench_servers, run_pipeline, structured_streaming_sums
-from spark_runtime.guarantee import Guarantee
+from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.session import spark_session
 
 _OWN_CODE = re.compile(r"spark_runtime/(?!protocol/)")
@@ -204,10 +204,10 @@ def main() -> int:
             servers.store,
         )
         spark = _session()
-        run_pipeline(spark, address, store, workdir, dsn, Guarantee.NONE, 20_000, 10_000)
+        run_pipeline(spark, address, store, workdir, dsn, ProcessingGuarantee.NONE, 20_000, 10_000)
         epochs = ns.rows // ns.rows_per_epoch
         summary: dict[str, Any] = {"epochs": epochs}
-        for guarantee in (Guarantee.NONE, Guarantee.EXACTLY_ONCE):
+        for guarantee in (ProcessingGuarantee.NONE, ProcessingGuarantee.EXACTLY_ONCE):
             report = _profiled(
                 spark,
                 guarantee.value,

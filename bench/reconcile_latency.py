@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubernetes import client, watch
 
+from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
-from spark_runtime.exit_codes import ExitCode
 from testbed import controlplane, kube_binaries
 from testbed.hazelcast import HazelcastCluster
 from testbed.operator_harness import OperatorHarness, OperatorProcess
@@ -134,7 +134,7 @@ def run_round(harness: OperatorHarness, requests: RequestWatch, uid: str) -> tup
     sent = time.perf_counter()
     harness.patch_spec(JOB, suspend=True)
     seen = requests.wait_for(f"{execution['id']}/SUSPEND_GRACEFUL")
-    harness.exit_pod(execution["driverPod"], ExitCode.TERMINATED.value)
+    harness.exit_pod(execution["driverPod"], DriverExit.TERMINATED.value)
     harness.wait_phase(JOB, "SUSPENDED")
     harness.patch_spec(JOB, suspend=False)
     started = harness.wait_status(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Self
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -72,3 +72,14 @@ class ApiModel(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """Returns the object as the API server stores it (camelCase, no null fields)."""
         return self.model_dump(mode="json", exclude_none=True)
+
+
+def explain(error: ValidationError) -> str:
+    """One line naming each invalid field by its API path, e.g. ``statePartitions: ...``.
+
+    For messages in logs, Events and exit reasons: pydantic's own text spans several lines.
+    """
+    return "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or '(object)'}: {problem['msg']}"
+        for problem in error.errors()
+    )

@@ -42,11 +42,18 @@ class ImagePullPolicy(enum.StrEnum):
 
 
 class ProcessingGuarantee(enum.StrEnum):
-    """Jet's processing guarantees; NONE takes no snapshots at all."""
+    """Jet's processing guarantees (docs/protocol.md, "Processing guarantees").
+
+    The operator checks the spec against it and the runtime's sources and sinks act on it.
+    """
 
     EXACTLY_ONCE = "EXACTLY_ONCE"
+    """Transactional sinks publish the output since the last snapshot in the snapshot's second
+    phase; a replay after a restore re-creates exactly the unpublished output."""
     AT_LEAST_ONCE = "AT_LEAST_ONCE"
+    """Sinks write every epoch; a replay after a restore writes some output again."""
     NONE = "NONE"
+    """No snapshots at all: a restarted job starts from the beginning without state."""
 
 
 class UpgradeMode(enum.StrEnum):

@@ -21,9 +21,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from spark_runtime.execution import DEFAULT_STATE_PARTITIONS, BadInput, Mode, run
-from spark_runtime.exit_codes import ExitCode
-from spark_runtime.guarantee import Guarantee
+from snapshotjob_contract.environment import ENV_EXECUTION_ID, ENV_JOB_NAME, ENV_NAMESPACE
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.spec import DEFAULT_STATE_PARTITIONS, ProcessingGuarantee
+from spark_runtime.execution import BadInput, Mode, run
 from spark_runtime.local_mode import LocalMode
 
 # The driver's own messages have always come from this logger, whichever module logs them.
@@ -36,11 +37,11 @@ def parser() -> argparse.ArgumentParser:
     commands = root.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run one execution of a pipeline")
     run.add_argument("--kubernetes", action="store_true", help="read the SnapshotJob")
-    run.add_argument("--namespace", default=os.environ.get("SJ_NAMESPACE"))
-    run.add_argument("--name", default=os.environ.get("SJ_JOB_NAME"), help="SnapshotJob name")
+    run.add_argument("--namespace", default=os.environ.get(ENV_NAMESPACE))
+    run.add_argument("--name", default=os.environ.get(ENV_JOB_NAME), help="SnapshotJob name")
     run.add_argument(
         "--execution-id",
-        default=os.environ.get("SJ_EXECUTION_ID"),
+        default=os.environ.get(ENV_EXECUTION_ID),
         help="fencing token (local mode: a fresh one by default)",
     )
     run.add_argument("--pipeline", help="pipeline module with build(p)")
@@ -52,7 +53,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--master", default="local[2]", help="Spark master")
     run.add_argument("--conf", action="append", default=[], help="Spark conf key=value")
     run.add_argument("--job-uid", help="local mode: names snapshot maps and transactions")
-    run.add_argument("--guarantee", choices=[g.value for g in Guarantee], default="EXACTLY_ONCE")
+    run.add_argument(
+        "--guarantee", choices=[g.value for g in ProcessingGuarantee], default="EXACTLY_ONCE"
+    )
     run.add_argument("--snapshot-interval-ms", type=int, default=10_000)
     run.add_argument("--state-partitions", type=int, default=DEFAULT_STATE_PARTITIONS)
     run.add_argument(
@@ -92,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(run(open_mode(ns)))
     except BadInput as error:
         _log.error("Bad input error=%s", error)
-        return ExitCode.BAD_INPUT
+        return DriverExit.BAD_INPUT
     except Exception:
         _log.exception("Driver failed")
-        return ExitCode.FAILED
+        return DriverExit.FAILED

@@ -23,14 +23,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
 from pyspark.sql import SparkSession
 
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.spec import ProcessingGuarantee
+from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.exit_codes import ExitCode
-from spark_runtime.guarantee import Guarantee
 from spark_runtime.pipeline import Pipeline
 from spark_runtime.protocol import (
     CoordinatorConfig,
@@ -66,25 +68,6 @@ class ExportRequest:
     request_id: str
 
 
-@dataclass(frozen=True)
-class ExportedSnapshot:
-    """A successful export, as listed in ``status.exportedSnapshots``.
-
-    Attributes:
-        name: The export name.
-        snapshot_id: The snapshot's id.
-        num_bytes: Total bytes of its chunks (its validation record's figure).
-        created_at: When the export completed, epoch milliseconds.
-        terminal: Whether the execution stopped after it (a terminal exported snapshot).
-    """
-
-    name: str
-    snapshot_id: int
-    num_bytes: int
-    created_at: int
-    terminal: bool
-
-
 ExportPoll = Callable[[], ExportRequest | None]
 PublishExport = Callable[[ExportedSnapshot], None]
 """Reports a successful export; may raise ZombieExecution, other errors are logged."""
@@ -109,7 +92,7 @@ class DriverSettings:
     """
 
     job: JobIdentity
-    guarantee: Guarantee
+    guarantee: ProcessingGuarantee
     snapshot_interval_ms: int
     state_partitions: int
     store: StoreAddress
@@ -202,7 +185,7 @@ class Driver:
         self.coordinator: SnapshotCoordinator | None = None
         self._requested: TerminationMode | None = None
 
-    def run(self, max_epochs: int | None = None) -> ExitCode:
+    def run(self, max_epochs: int | None = None) -> DriverExit:
         """Discovers, restores and runs the pipeline until it completes or is stopped.
 
         Args:
@@ -210,14 +193,14 @@ class Driver:
                 tests that need a run to end between two snapshots.
 
         Returns:
-            The exit code (see :mod:`spark_runtime.exit_codes`).
+            The exit code (see :mod:`snapshotjob_contract.exits`).
         """
         try:
             self.pipeline.discover(self._build)
         except ValueError as error:
             # The pipeline's structure or a sink's setup is wrong: no restart would help.
             _log.error("Pipeline cannot run error=%s", error)
-            return ExitCode.BAD_INPUT
+            return DriverExit.BAD_INPUT
         coordinator = SnapshotCoordinator(
             CoordinatorConfig(
                 self._settings.job,
@@ -236,25 +219,25 @@ class Driver:
             coordinator.restore()
         except SnapshotCorrupted as corrupted:
             _log.error("Restore failed permanently error=%s", corrupted)
-            return ExitCode.SNAPSHOT_CORRUPTED
+            return DriverExit.SNAPSHOT_CORRUPTED
         except ZombieExecution as zombie:
             _log.error("Fenced during restore error=%s", zombie)
-            return ExitCode.FENCED
+            return DriverExit.FENCED
         if coordinator.state is not CoordinatorState.RUNNING:
             return self._exit_code()
         try:
             return self._loop(coordinator, max_epochs)
         except ZombieExecution as zombie:
             _log.error("Fenced: a newer execution owns the job error=%s", zombie)
-            return ExitCode.FENCED
+            return DriverExit.FENCED
 
-    def _loop(self, coordinator: SnapshotCoordinator, max_epochs: int | None) -> ExitCode:
-        snapshots_on = self._settings.guarantee is not Guarantee.NONE
+    def _loop(self, coordinator: SnapshotCoordinator, max_epochs: int | None) -> DriverExit:
+        snapshots_on = self._settings.guarantee is not ProcessingGuarantee.NONE
         final_attempts = 0
         while True:
             if self._signals.received or (max_epochs is not None and self.epochs >= max_epochs):
                 _log.warning("Stopping without snapshot epochs=%d", self.epochs)
-                return ExitCode.INTERRUPTED
+                return DriverExit.INTERRUPTED
             request = self._poll()
             if request is not None:
                 return self._terminate(coordinator, request)
@@ -267,19 +250,19 @@ class Driver:
             if plan is None:
                 if self.pipeline.exhausted():
                     if not snapshots_on:
-                        return ExitCode.COMPLETED
+                        return DriverExit.COMPLETED
                     # The last output is published by a last snapshot's 2nd phase.
                     if self._snapshot(coordinator):
                         _log.info(
                             "Completed epochs=%d snapshots=%d", self.epochs, self.snapshots_taken
                         )
-                        return ExitCode.COMPLETED
+                        return DriverExit.COMPLETED
                     if coordinator.state is not CoordinatorState.RUNNING:
                         return self._exit_code()
                     final_attempts += 1
                     if final_attempts >= _FINAL_SNAPSHOT_ATTEMPTS:
                         _log.error("Final snapshot failed attempts=%d", final_attempts)
-                        return ExitCode.RESTART_FORCEFUL
+                        return DriverExit.RESTART_FORCEFUL
                     time.sleep(self._settings.idle_sleep_s)
                     continue
                 time.sleep(self._settings.idle_sleep_s)
@@ -290,7 +273,7 @@ class Driver:
                 except Exception as error:
                     _log.exception("Epoch failed epoch=%d", self.epochs)
                     coordinator.fail(f"epoch {self.epochs} failed: {error}")
-                    return ExitCode.FAILED
+                    return DriverExit.FAILED
                 _log.info(
                     "Epoch done epoch=%d seconds=%.2f", self.epochs, time.monotonic() - started
                 )
@@ -354,7 +337,11 @@ class Driver:
         )
         self._publish(
             ExportedSnapshot(
-                request.name, outcome.snapshot_id, outcome.num_bytes, self._clock(), False
+                name=request.name,
+                snapshot_id=outcome.snapshot_id,
+                num_bytes=outcome.num_bytes,
+                created_at=_utc(self._clock()),
+                terminal=False,
             )
         )
 
@@ -370,9 +357,11 @@ class Driver:
         except Exception as error:
             _log.error("Could not report export name=%s error=%s", export.name, error)
 
-    def _terminate(self, coordinator: SnapshotCoordinator, request: TerminationRequest) -> ExitCode:
+    def _terminate(
+        self, coordinator: SnapshotCoordinator, request: TerminationRequest
+    ) -> DriverExit:
         mode, export_name = request.mode, request.export_name
-        if self._settings.guarantee is Guarantee.NONE and mode.terminal_snapshot:
+        if self._settings.guarantee is ProcessingGuarantee.NONE and mode.terminal_snapshot:
             # Without snapshots there is no terminal snapshot to take (Jet does the same).
             mode, export_name = mode.without_terminal_snapshot(), None
         _log.info("Serving termination mode=%s exportName=%s", mode.name, export_name)
@@ -390,12 +379,16 @@ class Driver:
         ):
             self._publish(
                 ExportedSnapshot(
-                    export_name, outcome.snapshot_id, outcome.num_bytes, self._clock(), True
+                    name=export_name,
+                    snapshot_id=outcome.snapshot_id,
+                    num_bytes=outcome.num_bytes,
+                    created_at=_utc(self._clock()),
+                    terminal=True,
                 )
             )
         return self._exit_code()
 
-    def _exit_code(self) -> ExitCode:
+    def _exit_code(self) -> DriverExit:
         coordinator = self.coordinator
         assert coordinator is not None
         state = coordinator.state
@@ -403,12 +396,17 @@ class Driver:
         reason = termination.reason if termination is not None else ""
         _log.info("Execution stopped state=%s reason=%s", state.value, reason)
         if state is CoordinatorState.FENCED:
-            return ExitCode.FENCED
+            return DriverExit.FENCED
         if state is CoordinatorState.FAILED:
-            return ExitCode.FAILED
+            return DriverExit.FAILED
         if termination is not None and termination.mode is not None:
             if self._requested is not None and termination.mode is self._requested:
-                return ExitCode.TERMINATED
+                return DriverExit.TERMINATED
             if termination.mode is TerminationMode.RESTART_FORCEFUL:
-                return ExitCode.RESTART_FORCEFUL
-        return ExitCode.FAILED
+                return DriverExit.RESTART_FORCEFUL
+        return DriverExit.FAILED
+
+
+def _utc(epoch_ms: int) -> datetime:
+    """The protocol clock's epoch milliseconds as the aware time the status lists exports at."""
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC)

@@ -25,6 +25,7 @@ from typing import Any, NoReturn, Protocol
 
 from pyspark.sql import SparkSession
 
+from snapshotjob_contract.exits import DriverExit
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import (
     Build,
@@ -35,16 +36,12 @@ from spark_runtime.driver import (
     StopSignals,
     TerminationPoll,
 )
-from spark_runtime.exit_codes import ExitCode
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.protocol import FailpointCrash, Failpoints, RecordStore
 from spark_runtime.session import spark_session
 
 # The driver's own messages have always come from this logger, whichever module logs them.
 _log = logging.getLogger("spark_runtime")
-
-DEFAULT_STATE_PARTITIONS = 8
-"""``--state-partitions`` and ``spec.statePartitions`` when not given."""
 
 
 class BadInput(Exception):  # noqa: N818 - names the condition, like the protocol's errors
@@ -158,7 +155,7 @@ def _hazelcast(address: StoreAddress) -> Iterator[HazelcastSnapshotStore]:
         client.shutdown()
 
 
-def run(mode: Mode) -> ExitCode:
+def run(mode: Mode) -> DriverExit:
     """Runs one execution; returns its exit code.
 
     Raises:
@@ -207,4 +204,4 @@ def crash_now(crash: FailpointCrash) -> NoReturn:
     """Ends the process at once, as if it died at the failpoint: no cleanup runs."""
     sys.stderr.write(f"Failpoint crash failpoint={crash.failpoint}\n")
     sys.stderr.flush()
-    os._exit(ExitCode.FAILPOINT_CRASH)
+    os._exit(DriverExit.FAILPOINT_CRASH)

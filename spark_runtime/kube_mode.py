@@ -18,73 +18,76 @@ import argparse
 import json
 import os
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, cast
 
 from kubernetes import client as kube_client
 from kubernetes import config as kube_config
+from pydantic import ValidationError
 
+from snapshotjob_contract.base import explain
+from snapshotjob_contract.environment import (
+    ENV_HAZELCAST_ADDRESS,
+    ENV_HAZELCAST_CLUSTER,
+    ENV_INITIAL_SNAPSHOT_NAME,
+)
+from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
+from snapshotjob_contract.spec import SnapshotJobSpec
+from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import (
     DriverSettings,
-    ExportedSnapshot,
     ExportPoll,
     PublishExport,
     TerminationPoll,
 )
-from spark_runtime.execution import DEFAULT_STATE_PARTITIONS, BadInput, JobConfig
-from spark_runtime.guarantee import Guarantee
-from spark_runtime.kube_record_store import GROUP, PLURAL, VERSION, KubernetesRecordStore
+from spark_runtime.execution import BadInput, JobConfig
+from spark_runtime.kube_record_store import KubernetesRecordStore
 from spark_runtime.kube_requests import OperatorRequestPoller
 from spark_runtime.protocol import JobIdentity
 
-ENV_INITIAL_SNAPSHOT_NAME = "SJ_INITIAL_SNAPSHOT_NAME"
-"""Set by the operator on the first execution's driver Pod while the job has no snapshot."""
-
 
 def kubernetes_config(job: Mapping[str, Any]) -> JobConfig:
-    """Builds the job from its SnapshotJob object.
+    """Builds the job from its SnapshotJob object, read through the contract's spec model.
 
-    The Hazelcast address comes from ``spec.hazelcast`` or, for the installation's own
-    cluster, from ``SJ_HAZELCAST_ADDRESS`` / ``SJ_HAZELCAST_CLUSTER`` set by the operator.
-    ``SJ_INITIAL_SNAPSHOT_NAME``, also from the operator, names the export to start from.
+    The API server has already validated the spec against the CRD rendered from the same
+    model, so parsing only fails for an object that never went through it (a test, an API
+    server without the CRD's schema); the defaults are the model's, the operator's too. The
+    Hazelcast address comes from ``spec.hazelcast`` or, for the installation's own cluster,
+    from the environment the operator sets (:mod:`snapshotjob_contract.environment`), as does
+    the export to start from.
 
     Raises:
-        BadInput: If the spec lacks what the driver needs.
+        BadInput: If the spec is not a valid SnapshotJob spec or lacks a store address.
     """
-    spec, metadata = job.get("spec") or {}, job.get("metadata") or {}
-    pipeline = spec.get("pipeline") or {}
-    if not pipeline.get("module"):
-        raise BadInput("SnapshotJob has no spec.pipeline.module")
-    store = spec.get("hazelcast") or {}
-    address = store.get("address") or os.environ.get("SJ_HAZELCAST_ADDRESS")
-    if not address:
-        raise BadInput("No Hazelcast address: set spec.hazelcast.address or SJ_HAZELCAST_ADDRESS")
-    cluster = store.get("clusterName") or os.environ.get("SJ_HAZELCAST_CLUSTER", "dev")
-    spark = spec.get("spark") or {}
-    conf = {str(k): str(v) for k, v in (spark.get("conf") or {}).items()}
+    metadata = job.get("metadata") or {}
     try:
-        partitions = int(spec.get("statePartitions") or DEFAULT_STATE_PARTITIONS)
-    except (TypeError, ValueError) as error:
-        raise BadInput(f"spec.statePartitions is not an integer: {error}") from error
-    if partitions < 1:
-        raise BadInput(f"spec.statePartitions must be at least 1, not {partitions}")
-    fingerprint = json.dumps(pipeline, sort_keys=True)
+        spec = SnapshotJobSpec.model_validate(job.get("spec") or {})
+    except ValidationError as error:
+        raise BadInput(f"SnapshotJob spec is invalid: {explain(error)}") from error
+    address = spec.hazelcast.address or os.environ.get(ENV_HAZELCAST_ADDRESS)
+    if not address:
+        raise BadInput(
+            f"No Hazelcast address: set spec.hazelcast.address or {ENV_HAZELCAST_ADDRESS}"
+        )
+    cluster = spec.hazelcast.cluster_name or os.environ.get(ENV_HAZELCAST_CLUSTER, "dev")
+    # The fingerprint hashes the pipeline object as stored, byte for byte as before the spec
+    # was parsed by the model, so snapshots taken by older drivers keep matching it.
+    fingerprint = json.dumps((job.get("spec") or {}).get("pipeline"), sort_keys=True)
     settings = DriverSettings(
         job=JobIdentity(str(metadata["uid"]), str(metadata["namespace"]), fingerprint),
-        guarantee=Guarantee(spec.get("processingGuarantee", "EXACTLY_ONCE")),
-        snapshot_interval_ms=int(spec.get("snapshotIntervalSeconds", 10)) * 1000,
-        state_partitions=partitions,
+        guarantee=spec.processing_guarantee,
+        snapshot_interval_ms=spec.snapshot_interval_seconds * 1000,
+        state_partitions=spec.state_partitions,
         store=StoreAddress(tuple(address.split(",")), cluster),
-        suspend_on_failure=bool(spec.get("suspendOnFailure", False)),
+        suspend_on_failure=spec.suspend_on_failure,
         initial_snapshot_name=os.environ.get(ENV_INITIAL_SNAPSHOT_NAME) or None,
     )
     return JobConfig(
-        pipeline["module"],
-        dict(pipeline.get("args") or {}),
+        spec.pipeline.module,
+        dict(spec.pipeline.args),
         settings,
-        spark.get("master", "k8s"),
-        conf,
+        spec.spark.master,
+        dict(spec.spark.conf),
     )
 
 
@@ -155,6 +158,6 @@ class KubernetesMode:
             name=export.name,
             snapshot_id=export.snapshot_id,
             num_bytes=export.num_bytes,
-            created_at=datetime.fromtimestamp(export.created_at / 1000, UTC),
+            created_at=export.created_at,
             terminal=export.terminal,
         )

@@ -35,6 +35,7 @@ from kubernetes.client import CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
 from snapshotjob_contract.record import ExecutionRecord
+from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from spark_runtime.protocol.errors import (
     IndeterminateRecordWrite,
     RecordStoreError,
@@ -43,9 +44,6 @@ from spark_runtime.protocol.errors import (
 
 log = logging.getLogger(__name__)
 
-GROUP = "snapshotjob.io"
-VERSION = "v1alpha1"
-PLURAL = "snapshotjobs"
 
 # Errors after which a request may or may not have reached etcd.
 _IN_DOUBT = (

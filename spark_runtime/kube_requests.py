@@ -19,8 +19,12 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
+from snapshotjob_contract.base import explain
+from snapshotjob_contract.status import ExportRequestStatus, TerminationStatus
 from spark_runtime.driver import ExportRequest
-from spark_runtime.protocol import TerminationMode, TerminationRequest
+from spark_runtime.protocol import TerminationRequest
 
 # The driver's own messages have always come from this logger, whichever module logs them.
 _log = logging.getLogger("spark_runtime")
@@ -66,7 +70,12 @@ class OperatorRequestPoller:
             return request
 
     def observe(self, job: Mapping[str, Any]) -> None:
-        """Takes the requests out of one read of the SnapshotJob."""
+        """Takes the requests out of one read of the SnapshotJob.
+
+        Both requests are read through the contract's status models, the ones the operator
+        writes them with; a request that does not parse is logged once and ignored, since
+        the operator escalates a graceful request that is not served.
+        """
         status = job.get("status") or {}
         self._observe_export(status.get("exportRequest"))
         termination = status.get("termination")
@@ -77,12 +86,15 @@ class OperatorRequestPoller:
             return
         self._seen.add(request_id)
         try:
-            request = TerminationRequest(
-                TerminationMode[termination["mode"]], termination.get("exportName")
+            parsed = TerminationStatus.model_validate(termination)
+        except ValidationError as error:
+            _log.error(
+                "Ignoring bad termination request requestId=%s error=%s",
+                request_id,
+                explain(error),
             )
-        except (KeyError, ValueError) as error:
-            _log.error("Ignoring bad termination request requestId=%s error=%s", request_id, error)
             return
+        request = TerminationRequest(parsed.mode.mode, parsed.export_name)
         _log.info("Termination requested requestId=%s mode=%s", request_id, request.mode.name)
         with self._lock:
             self._request = request
@@ -94,13 +106,16 @@ class OperatorRequestPoller:
         if request_id in self._seen_exports:
             return
         self._seen_exports.add(request_id)
-        name = export.get("name")
-        if not name:
-            _log.error("Ignoring export request without a name requestId=%s", request_id)
+        try:
+            parsed = ExportRequestStatus.model_validate(export)
+        except ValidationError as error:
+            _log.error(
+                "Ignoring bad export request requestId=%s error=%s", request_id, explain(error)
+            )
             return
-        _log.info("Export requested requestId=%s name=%s", request_id, name)
+        _log.info("Export requested requestId=%s name=%s", request_id, parsed.name)
         with self._lock:
-            self._export = ExportRequest(str(name), request_id)
+            self._export = ExportRequest(parsed.name, parsed.request_id)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):

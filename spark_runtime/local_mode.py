@@ -14,11 +14,11 @@ import json
 import uuid
 from collections.abc import Sequence
 
+from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import DriverSettings, ExportPoll, PublishExport, TerminationPoll
 from spark_runtime.execution import BadInput, JobConfig
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.guarantee import Guarantee
 from spark_runtime.protocol import JobIdentity
 
 
@@ -59,7 +59,7 @@ def local_config(ns: argparse.Namespace) -> JobConfig:
     args.update(_pairs(ns.arg, "--arg"))
     settings = DriverSettings(
         job=JobIdentity(ns.job_uid, "local", ns.pipeline),
-        guarantee=Guarantee(ns.guarantee),
+        guarantee=ProcessingGuarantee(ns.guarantee),
         snapshot_interval_ms=ns.snapshot_interval_ms,
         state_partitions=ns.state_partitions,
         store=StoreAddress(tuple(ns.hazelcast.split(",")), ns.cluster_name),

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from spark_runtime.guarantee import Guarantee
+from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.protocol.ports import Participant
 from spark_runtime.sinks.base import Sink
 from spark_runtime.sinks.participant import SinkParticipant
@@ -72,7 +72,7 @@ class Pipeline:
         self,
         spark: SparkSession,
         state: StateContext,
-        guarantee: Guarantee,
+        guarantee: ProcessingGuarantee,
         job_uid: str,
         args: Mapping[str, Any],
     ) -> None:

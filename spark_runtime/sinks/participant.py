@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from spark_runtime.guarantee import Guarantee
+from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
 from spark_runtime.protocol.ports import ChunkReader
 from spark_runtime.sinks.base import EPOCH_COLUMN, Sink, TransactionalSink
@@ -41,10 +41,12 @@ class SinkParticipant:
         guarantee: The job's processing guarantee.
     """
 
-    def __init__(self, name: str, sink: Sink, guarantee: Guarantee) -> None:
+    def __init__(self, name: str, sink: Sink, guarantee: ProcessingGuarantee) -> None:
         self._name = name
         self.sink = sink
-        self.buffered = guarantee is Guarantee.EXACTLY_ONCE and isinstance(sink, TransactionalSink)
+        self.buffered = guarantee is ProcessingGuarantee.EXACTLY_ONCE and isinstance(
+            sink, TransactionalSink
+        )
         self._pending: list[Checkpointed] = []
         self._prepared: dict[int, tuple[list[str], list[Checkpointed]]] = {}
 

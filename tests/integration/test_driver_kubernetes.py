@@ -24,11 +24,12 @@ import pytest
 from kubernetes import client
 from pyspark.sql import SparkSession
 
+from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
+from snapshotjob_contract.spec import ProcessingGuarantee
+from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.driver import Driver, DriverSettings, ExportedSnapshot
-from spark_runtime.exit_codes import ExitCode
-from spark_runtime.guarantee import Guarantee
+from spark_runtime.driver import Driver, DriverSettings
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.kube_record_store import KubernetesRecordStore
 from spark_runtime.protocol import (
@@ -300,7 +301,7 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
             }
         },
     )
-    assert drivers.wait(first) == ExitCode.TERMINATED, drivers.tail(first)
+    assert drivers.wait(first) == DriverExit.TERMINATED, drivers.tail(first)
     suspended = _record(api, name)
     assert suspended["suspended"] is True
     assert int(suspended["snapshotId"]) > before_suspend
@@ -309,7 +310,7 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
     _claim(api, name, "exec-2", 2)
     _allow(work, END)
     second = drivers.start(name, "exec-2")
-    assert drivers.wait(second) == ExitCode.COMPLETED, drivers.tail(second)
+    assert drivers.wait(second) == DriverExit.COMPLETED, drivers.tail(second)
     final = _record(api, name)
     assert int(final["snapshotId"]) > int(suspended["snapshotId"])
     assert final["suspended"] is False
@@ -338,7 +339,7 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
 
     # The operator starts another execution: the old driver is a zombie and must stop.
     _claim(api, name_2, "exec-b", 2)
-    assert drivers.wait(third, 60) == ExitCode.FENCED, drivers.tail(third)
+    assert drivers.wait(third, 60) == DriverExit.FENCED, drivers.tail(third)
     assert _record(api, name_2)["ongoingSnapshotId"] >= 0
 
 
@@ -348,7 +349,7 @@ def test_missing_initial_snapshot_is_a_corrupted_snapshot(
     work = tmp_path / "job"
     name = _job(api, healthy_hazelcast, work, "exec-1")
     driver = drivers.start(name, "exec-1", initial_snapshot=f"never-{uuid.uuid4().hex[:6]}")
-    assert drivers.wait(driver) == ExitCode.SNAPSHOT_CORRUPTED, drivers.tail(driver)
+    assert drivers.wait(driver) == DriverExit.SNAPSHOT_CORRUPTED, drivers.tail(driver)
     assert "does not exist" in drivers.tail(driver)
     assert _rows(work) == []
 
@@ -388,7 +389,7 @@ def test_cancel_with_export_lists_the_terminal_export(
             name=exported.name,
             snapshot_id=exported.snapshot_id,
             num_bytes=exported.num_bytes,
-            created_at=datetime.fromtimestamp(exported.created_at / 1000, UTC),
+            created_at=exported.created_at,
             terminal=exported.terminal,
         )
 
@@ -401,7 +402,7 @@ def test_cancel_with_export_lists_the_terminal_export(
 
     settings = DriverSettings(
         job=JobIdentity(uid, NAMESPACE, "terminal-export-test"),
-        guarantee=Guarantee.EXACTLY_ONCE,
+        guarantee=ProcessingGuarantee.EXACTLY_ONCE,
         snapshot_interval_ms=10**9,  # only the terminal snapshot
         state_partitions=4,
         store=StoreAddress(
@@ -419,7 +420,7 @@ def test_cancel_with_export_lists_the_terminal_export(
         poll_termination=poll,
         publish_export=publish,
     )
-    assert driver.run() is ExitCode.TERMINATED
+    assert driver.run() is DriverExit.TERMINATED
 
     record = _record(api, name)
     assert record["exportedSnapshotName"] == export

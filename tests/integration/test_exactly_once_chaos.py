@@ -28,7 +28,7 @@ import psycopg
 import pytest
 
 from examples.sequence_sum import expected_sums
-from spark_runtime.exit_codes import ExitCode
+from snapshotjob_contract.exits import DriverExit
 from spark_runtime.protocol import FAILPOINTS, FailpointAction
 from testbed.driver_process import DriverHarness
 from testbed.hazelcast import HazelcastCluster
@@ -85,10 +85,10 @@ def _run_to_completion(harness: DriverHarness, attempts: int = 5) -> int:
     for attempt in range(1, attempts + 1):
         harness.start()
         code = harness.wait(timeout=900)
-        if code == ExitCode.COMPLETED:
+        if code == DriverExit.COMPLETED:
             return attempt
         # A restart after an indeterminate write or a failed final snapshot is legitimate.
-        assert code in (ExitCode.RESTART_FORCEFUL, ExitCode.FAILED), harness.log_tail()
+        assert code in (DriverExit.RESTART_FORCEFUL, DriverExit.FAILED), harness.log_tail()
     raise AssertionError(f"driver did not complete in {attempts} executions")
 
 
@@ -117,7 +117,7 @@ def test_exactly_once_survives_driver_kills_failpoints_and_member_faults(
     for name in crash_points:
         harness.start(failpoints=f"{name}=crash")
         code = harness.wait(timeout=300)
-        assert code == ExitCode.FAILPOINT_CRASH, f"{name}: exit {code}\n{harness.log_tail()}"
+        assert code == DriverExit.FAILPOINT_CRASH, f"{name}: exit {code}\n{harness.log_tail()}"
         assert f"failpoint={name}" in harness.log_text()
         kills += 1
         restores += harness.log_text().count("Restored source")

@@ -25,12 +25,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from examples.sequence_sum import expected_sums
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime import state as state_module
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings
-from spark_runtime.exit_codes import ExitCode
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.guarantee import Guarantee
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.pipeline import Pipeline
 from spark_runtime.protocol import ChunkWriter, JobIdentity, SnapshotRef
@@ -61,8 +61,8 @@ class Runner:
         job: str,
         interval_ms: int,
         max_epochs: int | None = None,
-        guarantee: Guarantee = Guarantee.EXACTLY_ONCE,
-    ) -> ExitCode:
+        guarantee: ProcessingGuarantee = ProcessingGuarantee.EXACTLY_ONCE,
+    ) -> DriverExit:
         settings = DriverSettings(
             job=JobIdentity(job, "test", "restore-test"),
             guarantee=guarantee,
@@ -75,15 +75,15 @@ class Runner:
         driver = Driver(self.spark, build, {}, settings, records, self.store)
         return driver.run(max_epochs)
 
-    def interrupted(self, build: Build, job: str, guarantee: Guarantee) -> None:
+    def interrupted(self, build: Build, job: str, guarantee: ProcessingGuarantee) -> None:
         """Runs ``job`` with two interruptions, the second after epochs without snapshot."""
-        assert self.run(build, job, 0, 3, guarantee) is ExitCode.INTERRUPTED
-        assert self.run(build, job, 10**9, 2, guarantee) is ExitCode.INTERRUPTED
-        assert self.run(build, job, 0, None, guarantee) is ExitCode.COMPLETED
+        assert self.run(build, job, 0, 3, guarantee) is DriverExit.INTERRUPTED
+        assert self.run(build, job, 10**9, 2, guarantee) is DriverExit.INTERRUPTED
+        assert self.run(build, job, 0, None, guarantee) is DriverExit.COMPLETED
 
-    def clean(self, build: Build, job: str, guarantee: Guarantee) -> None:
+    def clean(self, build: Build, job: str, guarantee: ProcessingGuarantee) -> None:
         """Runs ``job`` once, uninterrupted."""
-        assert self.run(build, job, 10**9, None, guarantee) is ExitCode.COMPLETED
+        assert self.run(build, job, 10**9, None, guarantee) is DriverExit.COMPLETED
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def test_sequence_running_sum_to_postgres_two_phase_commit(
         )
         p.write(sums, PostgresSink(postgres_dsn, "sums", ["key"]))
 
-    runner.interrupted(build, _job(), Guarantee.EXACTLY_ONCE)
+    runner.interrupted(build, _job(), ProcessingGuarantee.EXACTLY_ONCE)
     actual = {k: (t, c) for k, t, c in _rows(postgres_dsn, "SELECT key, total, count FROM sums")}
     assert actual == expected_sums(7000, 7)
     assert _prepared(postgres_dsn) == []
@@ -156,8 +156,8 @@ def test_min_max_and_pandas_state_to_appending_postgres_sink_exactly_once(
         conn.execute(f'CREATE DATABASE "{reference_db}"')
     reference_dsn = f"{server}/{reference_db}"
 
-    runner.clean(build_into(reference_dsn), _job(), Guarantee.EXACTLY_ONCE)
-    runner.interrupted(build_into(postgres_dsn), _job(), Guarantee.EXACTLY_ONCE)
+    runner.clean(build_into(reference_dsn), _job(), ProcessingGuarantee.EXACTLY_ONCE)
+    runner.interrupted(build_into(postgres_dsn), _job(), ProcessingGuarantee.EXACTLY_ONCE)
     for table in ("extremes", "means"):
         query = f"SELECT * FROM {table} ORDER BY 1, 2"
         assert _rows(postgres_dsn, query) == _rows(reference_dsn, query)
@@ -197,7 +197,7 @@ def test_files_dedup_to_file_sink_with_staging(runner: Runner, tmp_path: Path, f
 
         return build
 
-    runner.interrupted(build_into(tmp_path / "out"), _job(), Guarantee.EXACTLY_ONCE)
+    runner.interrupted(build_into(tmp_path / "out"), _job(), ProcessingGuarantee.EXACTLY_ONCE)
     published = [
         json.loads(line)
         for path in glob.glob(str(tmp_path / "out" / "*" / "part-*"))
@@ -235,8 +235,8 @@ def test_tumbling_window_to_hazelcast_map(runner: Runner) -> None:
         return build
 
     reference, restored = f"windows-{uuid.uuid4().hex[:6]}", f"windows-{uuid.uuid4().hex[:6]}"
-    runner.clean(build_into(reference), _job(), Guarantee.EXACTLY_ONCE)
-    runner.interrupted(build_into(restored), _job(), Guarantee.EXACTLY_ONCE)
+    runner.clean(build_into(reference), _job(), ProcessingGuarantee.EXACTLY_ONCE)
+    runner.interrupted(build_into(restored), _job(), ProcessingGuarantee.EXACTLY_ONCE)
     expected = dict(runner.client.get_map(reference).blocking().entry_set())
     actual = dict(runner.client.get_map(restored).blocking().entry_set())
     assert actual == expected
@@ -268,15 +268,15 @@ def test_bounded_tumbling_window_emits_open_windows_once_across_restores(
 
     job = _job()
     # All 10 epochs of input, a snapshot after each: the watermark (444 s) closed 7 windows.
-    assert runner.run(build, job, 0, 10) is ExitCode.INTERRUPTED
+    assert runner.run(build, job, 0, 10) is DriverExit.INTERRUPTED
     assert len(published()) == 7 * 3
     # The closing epoch emits the open window, but no snapshot commits it.
-    assert runner.run(build, job, 10**9, 1) is ExitCode.INTERRUPTED
+    assert runner.run(build, job, 10**9, 1) is DriverExit.INTERRUPTED
     assert len(published()) == 7 * 3
     # Restored from before the closing epoch: it runs again and the final snapshot commits it.
-    assert runner.run(build, job, 10**9, None) is ExitCode.COMPLETED
+    assert runner.run(build, job, 10**9, None) is DriverExit.COMPLETED
     # Restored from the final snapshot: nothing is emitted again.
-    assert runner.run(build, job, 10**9, None) is ExitCode.COMPLETED
+    assert runner.run(build, job, 10**9, None) is DriverExit.COMPLETED
     rows = published()
     assert len(rows) == len(set(rows)) == 8 * 3
     assert sorted((k, int(start), n) for k, start, n in rows if start == 420) == [
@@ -304,7 +304,7 @@ def test_postgres_table_source(runner: Runner, postgres_dsn: str) -> None:
         totals = p.running_aggregate(orders, "customer", {"amount": ("sum", "amount")})
         p.write(totals, PostgresSink(postgres_dsn, "totals", ["customer"]))
 
-    runner.interrupted(build, _job(), Guarantee.EXACTLY_ONCE)
+    runner.interrupted(build, _job(), ProcessingGuarantee.EXACTLY_ONCE)
     expected = {f"c{k}": sum(i * 10 for i in range(1, 901) if i % 5 == k) for k in range(5)}
     assert dict(_rows(postgres_dsn, "SELECT customer, amount FROM totals")) == expected
 
@@ -316,7 +316,7 @@ def test_console_sink_prints_every_epoch_at_least_once(
         numbers = p.read(SequenceSource(rows_per_epoch=10, end=100))
         p.write(numbers.select("value"), ConsoleSink(limit=100))
 
-    runner.interrupted(build, _job(), Guarantee.AT_LEAST_ONCE)
+    runner.interrupted(build, _job(), ProcessingGuarantee.AT_LEAST_ONCE)
     printed = [json.loads(line)["value"] for line in capsys.readouterr().out.splitlines()]
     assert set(printed) == set(range(100))
     # Epochs after the last snapshot were printed again after the restore.

@@ -16,11 +16,11 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings, StopSignals
-from spark_runtime.exit_codes import ExitCode
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.guarantee import Guarantee
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.pipeline import Pipeline
 from spark_runtime.protocol import (
@@ -68,7 +68,7 @@ def _driver(
 ) -> Driver:
     settings = DriverSettings(
         job=JobIdentity(records.path.stem, "test", "termination-test"),
-        guarantee=Guarantee.EXACTLY_ONCE,
+        guarantee=ProcessingGuarantee.EXACTLY_ONCE,
         snapshot_interval_ms=10**9,  # only terminal snapshots
         state_partitions=4,
         store=StoreAddress(tuple(n.address for n in cluster.nodes), cluster.cluster_name),
@@ -128,7 +128,7 @@ def test_graceful_request_takes_a_terminal_snapshot_that_publishes_everything(
         after_epochs=3,
         request=TerminationRequest(mode),
     )
-    assert driver.run() is ExitCode.TERMINATED
+    assert driver.run() is DriverExit.TERMINATED
     record = records.read()
     assert record.snapshot_id == 0
     assert record.suspended is (mode is TerminationMode.SUSPEND_GRACEFUL)
@@ -153,7 +153,7 @@ def test_cancel_with_export_writes_a_valid_exported_snapshot(
         after_epochs=2,
         request=TerminationRequest(TerminationMode.CANCEL_GRACEFUL, export),
     )
-    assert driver.run() is ExitCode.TERMINATED
+    assert driver.run() is DriverExit.TERMINATED
     record = records.read()
     assert record.exported_snapshot_name == export
     validation = validate_snapshot(store, export_map_name("test", export), record.snapshot_id)
@@ -178,7 +178,7 @@ def test_forceful_request_stops_without_snapshot_and_publishes_nothing(
         after_epochs=2,
         request=TerminationRequest(TerminationMode.CANCEL_FORCEFUL),
     )
-    assert driver.run() is ExitCode.TERMINATED
+    assert driver.run() is DriverExit.TERMINATED
     assert records.read().snapshot_id == -1
     assert _counts(postgres_dsn) == 0
 
@@ -205,7 +205,7 @@ def test_stop_signal_ends_the_run_at_the_next_epoch_boundary(
         after_epochs=0,
         signals=SignalAfterTwoEpochs(),
     )
-    assert driver.run() is ExitCode.INTERRUPTED
+    assert driver.run() is DriverExit.INTERRUPTED
     assert driver.epochs == 2
     assert driver.snapshots_taken == 0
 
@@ -233,5 +233,5 @@ def test_a_zombie_driver_is_fenced_and_publishes_nothing(
         request=TerminationRequest(TerminationMode.CANCEL_GRACEFUL),
         before_poll=newer_execution_starts,
     )
-    assert driver.run() is ExitCode.FENCED
+    assert driver.run() is DriverExit.FENCED
     assert _counts(postgres_dsn) == 0

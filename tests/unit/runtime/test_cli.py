@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.cli import main, open_mode, parser
 from spark_runtime.execution import BadInput, load_build
-from spark_runtime.exit_codes import ExitCode
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.guarantee import Guarantee
 from spark_runtime.local_mode import LocalMode, local_config
 
 
@@ -39,7 +39,7 @@ def test_local_mode_takes_everything_from_the_command_line() -> None:
     config = local_config(ns)
     assert config.module == "examples.sequence_sum"
     assert config.args == {"keys": 3, "end": "10"}
-    assert config.settings.guarantee is Guarantee.NONE
+    assert config.settings.guarantee is ProcessingGuarantee.NONE
     assert config.settings.store.members == ("127.0.0.1:5701", "127.0.0.1:5702")
     assert config.settings.job.uid == "job-1"
     assert ns.record_file == Path("/tmp/record.json")
@@ -90,4 +90,4 @@ def test_kubernetes_mode_names_its_missing_options_before_calling_the_api() -> N
 
 
 def test_bad_input_ends_the_process_with_its_exit_code() -> None:
-    assert main(["run", "--pipeline", "examples.sequence_sum"]) == ExitCode.BAD_INPUT
+    assert main(["run", "--pipeline", "examples.sequence_sum"]) == DriverExit.BAD_INPUT

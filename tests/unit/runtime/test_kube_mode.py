@@ -7,9 +7,9 @@ from typing import Any, cast
 
 import pytest
 
-from spark_runtime.driver import ExportedSnapshot
-from spark_runtime.execution import DEFAULT_STATE_PARTITIONS, BadInput
-from spark_runtime.guarantee import Guarantee
+from snapshotjob_contract.spec import DEFAULT_STATE_PARTITIONS, ProcessingGuarantee
+from snapshotjob_contract.status import ExportedSnapshot
+from spark_runtime.execution import BadInput
 from spark_runtime.kube_mode import ENV_INITIAL_SNAPSHOT_NAME, KubernetesMode, kubernetes_config
 from spark_runtime.kube_record_store import KubernetesRecordStore
 from spark_runtime.kube_requests import OperatorRequestPoller
@@ -19,7 +19,11 @@ from spark_runtime.protocol import TerminationMode
 def _job(**spec: Any) -> dict[str, Any]:
     return {
         "metadata": {"uid": "u-1", "namespace": "team", "name": "sums"},
-        "spec": {"pipeline": {"module": "examples.sequence_sum", "args": {"end": 5}}, **spec},
+        "spec": {
+            "image": "snapshotjob/runtime:dev",
+            "pipeline": {"module": "examples.sequence_sum", "args": {"end": 5}},
+            **spec,
+        },
     }
 
 
@@ -35,7 +39,7 @@ def test_kubernetes_mode_reads_the_snapshotjob() -> None:
     )
     assert config.settings.job.uid == "u-1"
     assert config.settings.job.namespace == "team"
-    assert config.settings.guarantee is Guarantee.AT_LEAST_ONCE
+    assert config.settings.guarantee is ProcessingGuarantee.AT_LEAST_ONCE
     assert config.settings.snapshot_interval_ms == 3000
     assert config.settings.state_partitions == 16
     # The old conf key means nothing any more: it is passed to Spark like any other.
@@ -49,7 +53,9 @@ def test_state_partitions_default_and_validation(monkeypatch: pytest.MonkeyPatch
     assert kubernetes_config(_job()).settings.state_partitions == DEFAULT_STATE_PARTITIONS == 8
     with pytest.raises(BadInput, match="statePartitions"):
         kubernetes_config(_job(statePartitions="many"))
-    with pytest.raises(BadInput, match="at least 1"):
+    with pytest.raises(
+        BadInput, match="statePartitions: Input should be greater than or equal to 1"
+    ):
         kubernetes_config(_job(statePartitions=-2))
 
 
@@ -85,7 +91,15 @@ def test_kubernetes_mode_lists_exports_in_the_status_and_polls_the_operator() ->
         "snapshotjob-team-sums",
     )
     assert mode.publish_export is not None
-    mode.publish_export(ExportedSnapshot("nightly", 12, 345, 1_767_225_600_000, True))
+    mode.publish_export(
+        ExportedSnapshot(
+            name="nightly",
+            snapshot_id=12,
+            num_bytes=345,
+            created_at=datetime(2026, 1, 1, tzinfo=UTC),
+            terminal=True,
+        )
+    )
     assert records.entries == [
         {
             "name": "nightly",
@@ -95,7 +109,13 @@ def test_kubernetes_mode_lists_exports_in_the_status_and_polls_the_operator() ->
             "terminal": True,
         }
     ]
-    requests.observe({"status": {"termination": {"mode": "SUSPEND_GRACEFUL", "requestId": "t"}}})
+    termination = {
+        "mode": "SUSPEND_GRACEFUL",
+        "requestId": "t",
+        "requestedAt": "2026-01-01T00:00:00Z",
+        "reason": "SuspendRequested",
+    }
+    requests.observe({"status": {"termination": termination}})
     assert mode.poll_termination is not None
     request = mode.poll_termination()
     assert request is not None and request.mode is TerminationMode.SUSPEND_GRACEFUL

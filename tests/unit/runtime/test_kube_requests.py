@@ -10,7 +10,12 @@ from spark_runtime.protocol import TerminationMode
 
 
 def _status(request_id: str, mode: str, export: str | None = None) -> dict[str, Any]:
-    termination = {"mode": mode, "requestId": request_id, "reason": "test"}
+    termination = {
+        "mode": mode,
+        "requestId": request_id,
+        "requestedAt": "2026-01-01T00:00:00Z",
+        "reason": "SuspendRequested",
+    }
     if export is not None:
         termination["exportName"] = export
     return {"status": {"termination": termination}}
@@ -33,6 +38,12 @@ def test_malformed_termination_requests_are_ignored() -> None:
     poller = OperatorRequestPoller(dict)
     poller.observe(_status("r2", "RESTART_SOMETIMES"))
     poller.observe(_status("r3", "SUSPEND_FORCEFUL", "export-of-a-forceful-stop"))
+    no_time = _status("r4", "SUSPEND_GRACEFUL")
+    del no_time["status"]["termination"]["requestedAt"]
+    poller.observe(no_time)
+    assert poller.poll_termination() is None
+    # The same ids are not read again, even once they would parse: each is handed over once.
+    poller.observe(_status("r4", "SUSPEND_GRACEFUL"))
     assert poller.poll_termination() is None
 
 
@@ -63,7 +74,7 @@ def test_each_export_request_is_handed_over_once() -> None:
 def test_export_and_termination_requests_are_read_from_one_status() -> None:
     poller = OperatorRequestPoller(dict)
     both = _export_status("e1", "nightly")
-    both["status"]["termination"] = {"mode": "SUSPEND_GRACEFUL", "requestId": "t1"}
+    both["status"]["termination"] = _status("t1", "SUSPEND_GRACEFUL")["status"]["termination"]
     poller.observe(both)
     request = poller.poll_termination()
     assert request is not None and request.mode is TerminationMode.SUSPEND_GRACEFUL

@@ -12,8 +12,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
+from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.guarantee import Guarantee
 from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import Sink
 from spark_runtime.sources import SequenceSource
@@ -44,7 +44,7 @@ def _pipeline(spark: SparkSession, window: bool) -> tuple[Pipeline, _Collect, An
         p.write(out, sink)
 
     context = StateContext(spark, 4, StoreAddress(("127.0.0.1:1",), "unused"))
-    pipeline = Pipeline(spark, context, Guarantee.NONE, "uid", {})
+    pipeline = Pipeline(spark, context, ProcessingGuarantee.NONE, "uid", {})
     pipeline.discover(build)
     return pipeline, sink, build
 
