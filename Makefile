@@ -31,10 +31,10 @@ run-operator: install ## Run the operator against the current kubeconfig (see do
 test: install check ## Lint, type checks, import contracts, then every test tier
 	@$(PYTEST) tests
 
-test-unit: install ## Unit tests only (pure logic, seconds)
+test-unit: install ## Unit tests only (pure logic, start no process)
 	@$(PYTEST) -m unit tests
 
-test-integration: install ## Integration tests against real Hazelcast, PostgreSQL, Spark
+test-integration: install ## Integration tests against real Hazelcast, PostgreSQL, Spark (and helm)
 	@$(PYTEST) -m integration tests
 
 test-e2e: install ## End-to-end tests on a real Kubernetes cluster

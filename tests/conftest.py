@@ -20,6 +20,8 @@ pytest_plugins = [
     "tests.fixtures.postgres",
     "tests.fixtures.spark",
     "tests.fixtures.kube",
+    # pytester runs nested in-process sessions: tests/unit/test_process_guard.py uses it.
+    "pytester",
 ]
 
 

@@ -333,8 +333,7 @@ def test_job_runs_to_completion_with_exact_output(release: Release) -> None:
 
 def test_suspend_then_resume_completes_with_exact_output(release: Release) -> None:
     job, end = "sum-suspend", 600
-    # 12 epochs of 50 rows: still running when the first snapshot is there. (A paced source,
-    # SequenceSource(rows_per_second=...), never starts its clock: see docs/e2e.md.)
+    # 12 epochs of 50 rows: still running when the first snapshot is there.
     with Step("job2-first-snapshot"):
         release.apply_job(job, {"map": job, "keys": KEYS, "end": end, "rows_per_epoch": 50})
         running = wait_for(

@@ -9,7 +9,6 @@ API server and its optimistic locking stay real.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -46,8 +45,9 @@ def _status(api: client.ApiClient, name: str) -> dict[str, Any]:
     return status
 
 
-def _patch_status(api: client.ApiClient, name: str, status: dict[str, Any]) -> None:
-    client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+def _patch_status(api: client.ApiClient, name: str, status: dict[str, Any]) -> str:
+    """Patches the status as another writer (the operator); returns the new resourceVersion."""
+    job = client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
         GROUP,
         VERSION,
         NAMESPACE,
@@ -56,21 +56,50 @@ def _patch_status(api: client.ApiClient, name: str, status: dict[str, Any]) -> N
         {"status": status},
         _content_type="application/merge-patch+json",
     )
+    version: str = job["metadata"]["resourceVersion"]
+    return version
+
+
+def _resource_version(api: client.ApiClient, name: str) -> str:
+    job = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        GROUP, VERSION, NAMESPACE, PLURAL, name
+    )
+    version: str = job["metadata"]["resourceVersion"]
+    return version
 
 
 class FaultyObjects(client.CustomObjectsApi):  # type: ignore[misc]
-    """The real client, with a hook run around each status patch (faults at exact moments)."""
+    """The real client, with a hook run around each status patch (faults at exact moments).
+
+    It also keeps what the store sent and what the API server answered, so the tests check
+    those values rather than the store's log lines.
+
+    Attributes:
+        patches: Status patches the store attempted.
+        versions: The ``metadata.resourceVersion`` each attempted patch carried, in order.
+        answers: The API server's HTTP status for each patch that reached it (200 or the
+            error's status, e.g. 409 for a stale ``resourceVersion``), in order.
+    """
 
     def __init__(self, api_client: client.ApiClient) -> None:
         super().__init__(api_client)
         self.patches = 0
+        self.versions: list[str] = []
+        self.answers: list[int] = []
         self.before_patch: Callable[[int], None] = lambda n: None
         self.after_patch: Callable[[int], None] = lambda n: None
 
     def patch_namespaced_custom_object_status(self, *args: Any, **kwargs: Any) -> Any:
         self.patches += 1
+        body = kwargs["body"] if "body" in kwargs else args[5]
+        self.versions.append(body["metadata"]["resourceVersion"])
         self.before_patch(self.patches)
-        result = super().patch_namespaced_custom_object_status(*args, **kwargs)
+        try:
+            result = super().patch_namespaced_custom_object_status(*args, **kwargs)
+        except client.ApiException as exc:
+            self.answers.append(exc.status)
+            raise
+        self.answers.append(200)
         self.after_patch(self.patches)
         return result
 
@@ -101,24 +130,25 @@ def test_safe_write_round_trips(api: client.ApiClient) -> None:
     assert _status(api, name)["execution"]["id"] == "exec-1"
 
 
-def test_conflict_is_retried_and_keeps_the_other_writers_change(
-    api: client.ApiClient, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_conflict_is_retried_and_keeps_the_other_writers_change(api: client.ApiClient) -> None:
     """A 409 forced by a status write between our read and our patch: re-read, re-apply."""
     name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    read_by_the_store = _resource_version(api, name)
     objects = FaultyObjects(api)
+    operators: list[str] = []
 
     def operator_counts_a_restart(n: int) -> None:
         if n == 1:
-            _patch_status(api, name, {"restarts": 2})
+            operators.append(_patch_status(api, name, {"restarts": 2}))
 
     objects.before_patch = operator_counts_a_restart
     store = KubernetesRecordStore(objects, NAMESPACE, name, "exec-1", sleep=_no_sleep)
-    with caplog.at_level(logging.INFO, logger="spark_runtime.kube_record_store"):
-        store.write_safe(_record(5))
+    store.write_safe(_record(5))
 
-    assert objects.patches == 2, "the first patch should have met a 409 and been repeated"
-    assert "conflicted" in caplog.text
+    # The first patch carried the version the store read, which the operator's write made
+    # stale: 409. The store re-read and patched again on the operator's version.
+    assert objects.versions == [read_by_the_store, *operators]
+    assert objects.answers == [409, 200]
     status = _status(api, name)
     assert status["executionRecord"]["snapshotId"] == 5
     assert status["restarts"] == 2
@@ -269,7 +299,7 @@ def test_export_entry_conflict_keeps_the_operators_change(api: client.ApiClient)
     store = KubernetesRecordStore(objects, NAMESPACE, name, "exec-1", sleep=_no_sleep)
     _export(store, "nightly", 2, terminal=False)
 
-    assert objects.patches == 2, "the first patch should have met a 409 and been repeated"
+    assert objects.answers == [409, 200], "the first patch met a 409 and was repeated"
     status = _status(api, name)
     assert [e["name"] for e in status["exportedSnapshots"]] == ["nightly"]
     assert status["exportRequest"]["name"] == "weekly"

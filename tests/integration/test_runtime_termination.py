@@ -3,6 +3,13 @@
 The driver serves the operator's requests at epoch boundaries: graceful modes take a terminal
 snapshot whose 2nd phase publishes the sink's output, forceful modes stop at once. A driver
 whose record was claimed by a newer execution must stop as a zombie without publishing.
+
+No operator runs here: the tests play it. The driver runs in-process in local mode, its
+record in a file (:class:`~spark_runtime.file_record_store.FileRecordStore`); a test hands
+it a termination request through its ``poll_termination`` callback, or claims the record
+file for a newer execution, where the operator would write the SnapshotJob's status.
+Hazelcast, PostgreSQL and Spark are real. The same requests written by the operator into
+the status of a real API server are served in ``tests/integration/test_driver_kubernetes.py``.
 """
 
 from __future__ import annotations

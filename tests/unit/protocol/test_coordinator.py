@@ -1,4 +1,10 @@
-"""The coordinator, step by step against docs/protocol.md's taking and restore procedures."""
+"""The coordinator, step by step against docs/protocol.md's taking and restore procedures.
+
+The coordinator runs against the in-memory fakes of ``fakes.py``, which stand for the
+execution record (the SnapshotJob's status), the Hazelcast snapshot maps and a
+two-phase-commit database. The real stores are tested in ``tests/integration``
+(``test_protocol_hazelcast.py``, ``test_kube_record_store.py``).
+"""
 
 from __future__ import annotations
 

@@ -87,7 +87,19 @@ def test_indeterminate_is_an_indeterminate_write_of_either_store() -> None:
     assert isinstance(indeterminate.value, IndeterminateChunkWrite)
 
 
-def test_disarm_all() -> None:
-    failpoints = Failpoints.parse("take.after_step_1=crash")
+def test_disarm_all_leaves_no_failpoint_to_fire() -> None:
+    armed = ("take.after_step_1", "take.before_step_5", "restore.after_step_2")
+    failpoints = Failpoints.parse(
+        "take.after_step_1=crash,take.before_step_5=indeterminate,restore.after_step_2=crash"
+    )
+    assert set(failpoints.armed) == set(armed)
+
     failpoints.disarm_all()
-    failpoints.hit("take.after_step_1")
+
+    assert failpoints.armed == {}
+    for name in armed:
+        failpoints.hit(name)  # raises FailpointCrash / FailpointIndeterminate if still armed
+    # The registry still works: a failpoint armed again fires.
+    failpoints.arm("take.after_step_1", FailpointAction.CRASH)
+    with pytest.raises(FailpointCrash):
+        failpoints.hit("take.after_step_1")

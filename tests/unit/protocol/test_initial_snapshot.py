@@ -3,6 +3,10 @@
 A job whose record has no snapshot of its own restores from the named exported snapshot,
 validated as strictly as any restore point; once the job has taken a snapshot of its own, the
 initial snapshot is never looked at again.
+
+The snapshot maps and the record are the in-memory fakes of ``fakes.py``; the driver starting
+from a real export on a real Hazelcast is tested in
+``tests/integration/test_driver_kubernetes.py``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from tests.fixtures.kube import binary
 
 pytestmark = pytest.mark.helm
 
-CHART = Path(__file__).resolve().parents[3] / "charts" / "snapshotjob-operator"
+CHART = Path(__file__).resolve().parents[2] / "charts" / "snapshotjob-operator"
 RELEASE = "sj"
 NAMESPACE = "snapshots"
 
