@@ -31,7 +31,7 @@ from spark_runtime import state as state_module
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.protocol import ChunkWriter, SnapshotRef
-from spark_runtime.spark_state import empty_frame
+from spark_runtime.lineage import empty_frame
 from spark_runtime.state import RunningAggregate, StateContext
 from testbed.hazelcast import HazelcastCluster
 

@@ -39,7 +39,7 @@ from spark_runtime.chunk_io import (
 )
 from spark_runtime.protocol.chunks import ChunkDescriptor, ChunkKey, ChunkWriter, SnapshotRef
 from spark_runtime.protocol.ports import ChunkReader
-from spark_runtime.spark_state import Checkpointed, checkpoint, empty_frame
+from spark_runtime.lineage import Checkpointed, checkpoint, empty_frame
 
 _log = logging.getLogger(__name__)
 
