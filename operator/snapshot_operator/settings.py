@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from snapshot_operator.reconcile import Settings
+from snapshot_operator.reconcile import DecisionSettings
 
 ENV_PREFIX = "SJ_OPERATOR_"
 DEFAULT_CLUSTER_NAME = "snapshotjob"
@@ -52,7 +52,7 @@ class OperatorSettings:
     health_timeout_seconds: float = 2.0
     store_statefulset: str | None = None
     store_namespace: str | None = None
-    decision: Settings = field(default_factory=Settings)
+    decision: DecisionSettings = field(default_factory=DecisionSettings)
     standalone: bool = False
     peering_name: str = "snapshotjob-operator"
     priority: int | None = None
@@ -192,7 +192,7 @@ def parse_settings(
         store_cluster_name=args.store_cluster_name,
         store_statefulset=args.store_statefulset or None,
         store_namespace=args.store_namespace or None,
-        decision=Settings(
+        decision=DecisionSettings(
             graceful_timeout_seconds=args.graceful_timeout,
             store_retry_seconds=args.store_retry,
             resync_seconds=args.resync,
