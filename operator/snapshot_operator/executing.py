@@ -44,7 +44,7 @@ from snapshot_operator.reconcile import (
     Requeue,
     decide,
     observe,
-    read_spec,
+    parse_spec,
 )
 from snapshot_operator.settings import OperatorSettings
 from snapshotjob_contract import ExportedSnapshot, ExportFailureStatus, SnapshotJobSpec
@@ -116,7 +116,7 @@ def reconcile_once(services: Services, namespace: str, name: str) -> Outcome:
         return Outcome(requeue_after=0, gone=True)
     uid = str(raw["metadata"]["uid"])
     pods = services.kube.list_driver_pods(namespace, uid)
-    spec = read_spec(raw.get("spec"))
+    spec = parse_spec(raw.get("spec"))
     members, _ = store_of(services, spec if isinstance(spec, SnapshotJobSpec) else None)
     health = services.store.read_health(members, services.settings.health_timeout_seconds)
     read = time.perf_counter()

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from snapshot_operator.reconcile import Settings
+from snapshot_operator.reconcile import DecisionSettings
 
 ENV_PREFIX = "SJ_OPERATOR_"
 DEFAULT_CLUSTER_NAME = "snapshotjob"
@@ -52,7 +52,7 @@ class OperatorSettings:
     health_timeout_seconds: float = 2.0
     store_statefulset: str | None = None
     store_namespace: str | None = None
-    decision: Settings = field(default_factory=Settings)
+    decision: DecisionSettings = field(default_factory=DecisionSettings)
     standalone: bool = False
     peering_name: str = "snapshotjob-operator"
     priority: int | None = None
@@ -88,6 +88,13 @@ def parse_settings(
     def default(name: str, fallback: str | None = None) -> str | None:
         return env.get(ENV_PREFIX + name, fallback)
 
+    # An empty variable counts as unset, so that an empty value never fails the start.
+    def int_default(name: str, fallback: int) -> int:
+        return int(default(name) or fallback)
+
+    def bool_default(name: str) -> bool:
+        return (default(name) or "").lower() == "true"
+
     parser = argparse.ArgumentParser(
         prog="python -m snapshot_operator",
         description="Kubernetes operator for snapshot-protected PySpark jobs (SnapshotJob)",
@@ -104,7 +111,7 @@ def parse_settings(
         "-A",
         "--all-namespaces",
         action="store_true",
-        default=(default("ALL_NAMESPACES", "false") or "").lower() == "true",
+        default=bool_default("ALL_NAMESPACES"),
         help="Watch every namespace (env SJ_OPERATOR_ALL_NAMESPACES=true)",
     )
     parser.add_argument(
@@ -131,25 +138,25 @@ def parse_settings(
     parser.add_argument(
         "--graceful-timeout",
         type=int,
-        default=int(default("GRACEFUL_TIMEOUT_SECONDS", "300") or 300),
+        default=int_default("GRACEFUL_TIMEOUT_SECONDS", 300),
         help="Seconds before a graceful termination is made forceful",
     )
     parser.add_argument(
         "--store-retry",
         type=int,
-        default=int(default("STORE_RETRY_SECONDS", "10") or 10),
+        default=int_default("STORE_RETRY_SECONDS", 10),
         help="Seconds between looks while the store holds back a start",
     )
     parser.add_argument(
         "--resync",
         type=int,
-        default=int(default("RESYNC_SECONDS", "60") or 60),
+        default=int_default("RESYNC_SECONDS", 60),
         help="Seconds between looks when nothing is due",
     )
     parser.add_argument(
         "--standalone",
         action="store_true",
-        default=(default("STANDALONE", "false") or "").lower() == "true",
+        default=bool_default("STANDALONE"),
         help="Run without peering (one replica only)",
     )
     parser.add_argument("--peering-name", default=default("PEERING_NAME", "snapshotjob-operator"))
@@ -162,7 +169,7 @@ def parse_settings(
     parser.add_argument(
         "--peering-lifetime",
         type=int,
-        default=int(default("PEERING_LIFETIME_SECONDS", "60") or 60),
+        default=int_default("PEERING_LIFETIME_SECONDS", 60),
         help="Seconds before a silent replica's peering entry expires (the failover time)",
     )
     parser.add_argument("--liveness", default=default("LIVENESS_ENDPOINT"))
@@ -192,7 +199,7 @@ def parse_settings(
         store_cluster_name=args.store_cluster_name,
         store_statefulset=args.store_statefulset or None,
         store_namespace=args.store_namespace or None,
-        decision=Settings(
+        decision=DecisionSettings(
             graceful_timeout_seconds=args.graceful_timeout,
             store_retry_seconds=args.store_retry,
             resync_seconds=args.resync,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 
 from snapshot_operator.gateways import KubernetesGateway, StoreGateway
-from snapshot_operator.reconcile.observe import read_store_health
+from snapshot_operator.reconcile.observe import parse_store_health
 from snapshot_operator.rollout import (
     RestartMember,
     RolloutStep,
@@ -91,7 +91,7 @@ def restart_step(
     statefulset = parse_statefulset(raw)
     pods = (parse_member_pod(pod, statefulset.name) for pod in kube.list_statefulset_pods(raw))
     members_read = tuple(pod for pod in pods if pod is not None)
-    health = [read_store_health(store.read_health([member], health_timeout)) for member in members]
+    health = [parse_store_health(store.read_health([member], health_timeout)) for member in members]
     step = plan(statefulset, members_read, health)
     if isinstance(step, WaitForHealthyStore):
         log.debug(

@@ -31,9 +31,9 @@ from spark_runtime.protocol.coordinator import (
     TRANSITIONS,
     CoordinatorConfig,
     CoordinatorState,
+    ExecutionEnd,
     SnapshotCoordinator,
     SnapshotOutcome,
-    Termination,
     TerminationRequest,
 )
 from spark_runtime.protocol.errors import (
@@ -79,6 +79,7 @@ __all__ = [
     "Clock",
     "CoordinatorConfig",
     "CoordinatorState",
+    "ExecutionEnd",
     "ExecutionRecord",
     "Failpoint",
     "FailpointAction",
@@ -101,7 +102,6 @@ __all__ = [
     "SnapshotStats",
     "SnapshotStore",
     "SnapshotStoreError",
-    "Termination",
     "TerminationMode",
     "TerminationRequest",
     "ValidationRecord",

@@ -159,8 +159,11 @@ class TerminationRequest:
 
 
 @dataclass(frozen=True)
-class Termination:
-    """Why the execution stopped.
+class ExecutionEnd:
+    """Why the execution stopped: a failure, fencing, or a termination mode carried out.
+
+    Not the request to stop (:class:`TerminationRequest`): a request may be ignored, and an
+    execution may end without one.
 
     Attributes:
         reason: A sentence for ``status.lastFailure`` or the events.
@@ -231,7 +234,7 @@ class SnapshotCoordinator:
         self._failpoints = failpoints if failpoints is not None else Failpoints()
         self._state = CoordinatorState.NOT_STARTED
         self._record: ExecutionRecord | None = None
-        self._termination: Termination | None = None
+        self._termination: ExecutionEnd | None = None
         self._pending: TerminationRequest | None = None
         self._terminating: TerminationRequest | None = None
         self._in_flight: SnapshotOutcome | None = None
@@ -249,7 +252,7 @@ class SnapshotCoordinator:
         return self._record
 
     @property
-    def termination(self) -> Termination | None:
+    def termination(self) -> ExecutionEnd | None:
         """Why the execution stopped, once it has."""
         return self._termination
 
@@ -330,7 +333,7 @@ class SnapshotCoordinator:
                     validation = validate_snapshot(self._snapshots, map_name, record.snapshot_id)
         except SnapshotCorrupted as corrupted:
             self._transition(_S.FAILED)
-            self._termination = Termination(str(corrupted))
+            self._termination = ExecutionEnd(str(corrupted))
             raise
         except SnapshotStoreError as error:
             self._stop(TerminationMode.RESTART_FORCEFUL, f"cannot validate {map_name}: {error}")
@@ -436,7 +439,7 @@ class SnapshotCoordinator:
         In RUNNING the request is served at once. While a snapshot is in progress it waits for
         that snapshot, including its 2nd phase, and is served by :meth:`finish_snapshot`; if
         taking step 7a restarts the job forcefully instead, the request is ignored (recorded in
-        :attr:`Termination.ignored_request`). A forceful request replaces a waiting graceful
+        :attr:`ExecutionEnd.ignored_request`). A forceful request replaces a waiting graceful
         one; otherwise the first request wins.
 
         Raises:
@@ -471,7 +474,7 @@ class SnapshotCoordinator:
         else:
             self._transition(_S.FAILED)
             self._pending = None
-            self._termination = Termination(cause)
+            self._termination = ExecutionEnd(cause)
 
     # Internals
 
@@ -676,7 +679,7 @@ class SnapshotCoordinator:
             self._record = self._record.suspended_because(reason).stamped(self._clock())
             self._records.write_standard(self._record)
         self._pending = None
-        self._termination = Termination(reason, mode, ignored_request)
+        self._termination = ExecutionEnd(reason, mode, ignored_request)
         self._transition(target)
 
     def _check_export_name(self, export_name: str) -> None:

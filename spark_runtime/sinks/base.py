@@ -1,12 +1,13 @@
 """What a sink is, and what a sink must do to take part in two-phase commit.
 
-Exactly-once output needs a transactional or an idempotent sink (reference 003). A
-transactional sink here follows Jet's two-phase sinks (seed 001): output since the last
-snapshot is published only in the snapshot's 2nd phase. In phase 1 each sink partition writes
-its share into its own transaction and *prepares* it, and the ids of the prepared transactions
-go into the snapshot; phase 2 commits them; a restore commits the ids of the restored snapshot
-"just in case" and rolls back every other prepared transaction of the job (restore step 5).
-One transaction per sink partition per snapshot means transactions never overlap.
+Exactly-once output needs a transactional or an idempotent sink (``docs/protocol.md``,
+"Processing guarantees"). A transactional sink here follows Jet's two-phase sinks
+(``docs/protocol.md``, "The PostgreSQL two-phase sink"): output since the last snapshot is
+published only in the snapshot's 2nd phase. In phase 1 each sink partition writes its share into
+its own transaction and *prepares* it, and the ids of the prepared transactions go into the
+snapshot; phase 2 commits them; a restore commits the ids of the restored snapshot "just in
+case" and rolls back every other prepared transaction of the job (``docs/protocol.md``, restore
+step 5). One transaction per sink partition per snapshot means transactions never overlap.
 
 Sinks that cannot take part (console) or need not (the idempotent Hazelcast map) write every
 epoch. How a sink's output is buffered and handed to these methods is the business of

@@ -27,7 +27,6 @@ from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from examples.sequence_sum import expected_sums
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spec import ProcessingGuarantee
-from spark_runtime import state as state_module
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings
 from spark_runtime.file_record_store import FileRecordStore
@@ -38,6 +37,7 @@ from spark_runtime.session import JAR_DIR
 from spark_runtime.sinks import ConsoleSink, FileSink, HazelcastMapSink, PostgresSink
 from spark_runtime.sources import FileSource, PostgresSource, SequenceSource
 from spark_runtime.state import RunningAggregate, StateContext
+from spark_runtime.state import keyed as state_module
 from testbed.hazelcast import HazelcastCluster
 
 Build = Callable[[Pipeline], None]

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.spark_state import checkpoint
+from spark_runtime.lineage import checkpoint
 from spark_runtime.state import Deduplicate, RunningAggregate, StateContext, TumblingWindow
 
 PARTITIONS = 4

@@ -23,19 +23,19 @@ from snapshot_operator.reconcile.actions import (
 from snapshot_operator.reconcile.decide import decide
 from snapshot_operator.reconcile.exits import CANCELLED
 from snapshot_operator.reconcile.observation import (
+    DecisionSettings,
     DriverPod,
     InvalidSpec,
     JobRef,
     Observation,
     PodPhase,
-    Settings,
     StoreHealth,
 )
 from snapshot_operator.reconcile.observe import (
     observe,
-    read_driver_pod,
-    read_spec,
-    read_store_health,
+    parse_driver_pod,
+    parse_spec,
+    parse_store_health,
 )
 from snapshot_operator.reconcile.phases import LIVE_PHASES, TRANSITIONS, IllegalPhaseChange
 from snapshot_operator.reconcile.starting import driver_pod_name, execution_id
@@ -47,6 +47,7 @@ __all__ = [
     "Action",
     "CopySnapshotToExport",
     "CreateDriverPod",
+    "DecisionSettings",
     "DeleteDriverPod",
     "DeleteSnapshotMaps",
     "DriverPod",
@@ -63,13 +64,12 @@ __all__ = [
     "RequestExport",
     "RequestTermination",
     "Requeue",
-    "Settings",
     "StoreHealth",
     "decide",
     "driver_pod_name",
     "execution_id",
     "observe",
-    "read_driver_pod",
-    "read_spec",
-    "read_store_health",
+    "parse_driver_pod",
+    "parse_spec",
+    "parse_store_health",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from snapshot_operator.reconcile.actions import CopySnapshotToExport, EventReason
-from snapshot_operator.reconcile.exits import cancelled
+from snapshot_operator.reconcile.exits import cancelled, suspended
 from snapshot_operator.reconcile.gates import export_to_take
 from snapshot_operator.reconcile.phases import suspended_on_failure
 from snapshot_operator.reconcile.plan import Plan, Problem
@@ -53,10 +53,9 @@ def between_executions(plan: Plan, spec: SnapshotJobSpec) -> None:
         held = False
     if (spec.suspend or held) and not forced:
         if phase is not Phase.SUSPENDED:
-            plan.update(phase=Phase.SUSPENDED, termination=None)
-            plan.event(
-                EventReason.SUSPENDED,
-                f"Suspended while no execution ran snapshotId={status.record().snapshot_id}",
+            plan.update(termination=None)
+            suspended(
+                plan, f"Suspended while no execution ran snapshotId={status.record().snapshot_id}"
             )
             # An export, if asked for, is copied by the next decision, from SUSPENDED.
             plan.requeue(plan.settings.store_retry_seconds)

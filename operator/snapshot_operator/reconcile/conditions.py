@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from snapshot_operator.reconcile.actions import EventReason
-from snapshot_operator.reconcile.observation import Settings
+from snapshot_operator.reconcile.observation import DecisionSettings
 from snapshot_operator.reconcile.phases import suspended_on_failure
 from snapshot_operator.reconcile.plan import Plan
 from snapshotjob_contract import (
@@ -248,7 +248,7 @@ def _store_ready(plan: Plan) -> _State:
 
 
 def _export_failure_message(
-    spec: SnapshotJobSpec | None, status: SnapshotJobStatus, settings: Settings
+    spec: SnapshotJobSpec | None, status: SnapshotJobStatus, settings: DecisionSettings
 ) -> str | None:
     """Returns the Degraded message of a failed copy to the export the spec asks for, if any."""
     failure = status.export_failure

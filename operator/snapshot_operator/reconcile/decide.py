@@ -75,13 +75,15 @@ from snapshot_operator.reconcile.gates import (
     store_problem,
 )
 from snapshot_operator.reconcile.live import supervise
-from snapshot_operator.reconcile.observation import InvalidSpec, Observation, Settings
+from snapshot_operator.reconcile.observation import DecisionSettings, InvalidSpec, Observation
 from snapshot_operator.reconcile.phases import LIVE_PHASES
 from snapshot_operator.reconcile.plan import Plan
 from snapshotjob_contract import SnapshotJobSpec
 
 
-def decide(observation: Observation, settings: Settings | None = None) -> tuple[Action, ...]:
+def decide(
+    observation: Observation, settings: DecisionSettings | None = None
+) -> tuple[Action, ...]:
     """Returns the actions that move the observed job one step towards its spec.
 
     Args:
@@ -92,7 +94,7 @@ def decide(observation: Observation, settings: Settings | None = None) -> tuple[
         The actions in the order they must be performed. The status patch, if any, comes
         first; a ``Requeue`` comes last.
     """
-    plan = Plan(observation, settings or Settings())
+    plan = Plan(observation, settings or DecisionSettings())
     if observation.deleting:
         return delete(plan)
     spec = observation.spec

@@ -191,6 +191,12 @@ def cancelled(plan: Plan, message: str) -> None:
     plan.event(EventReason.CANCELLED, message)
 
 
+def suspended(plan: Plan, message: str) -> None:
+    """The job stops for now, as asked (spec.suspend or a SUSPEND mode): SUSPENDED, announced."""
+    plan.update(phase=Phase.SUSPENDED)
+    plan.event(EventReason.SUSPENDED, message)
+
+
 def execution_ended(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
     """The current driver's containers stopped: what its exit code asks for (:data:`EXITS`)."""
     status = plan.status
@@ -243,23 +249,16 @@ def _terminated_as_requested(
     """The driver served ``status.termination``: carry out what its mode does after stopping."""
     action = termination.mode.mode.action_after
     plan.update(termination=None, export_request=None)
-    if action is ActionAfter.RESTART and spec.suspend:
-        # The terminal snapshot left the state clean: suspend without another execution.
-        plan.update(phase=Phase.SUSPENDED)
-        plan.event(
-            EventReason.SUSPENDED,
+    # After a RESTART the terminal snapshot left the state clean: a job whose spec asks to be
+    # suspended is suspended without another execution.
+    if action is ActionAfter.SUSPEND or (action is ActionAfter.RESTART and spec.suspend):
+        suspended(
+            plan,
             f"Suspended with a terminal snapshot snapshotId={plan.status.record().snapshot_id} "
             f"{context}",
         )
     elif action is ActionAfter.RESTART:
         start_or_wait(plan, spec)
-    elif action is ActionAfter.SUSPEND:
-        plan.update(phase=Phase.SUSPENDED)
-        plan.event(
-            EventReason.SUSPENDED,
-            f"Suspended with a terminal snapshot snapshotId={plan.status.record().snapshot_id} "
-            f"{context}",
-        )
     else:
         export = f" exportName={termination.export_name}" if termination.export_name else ""
         cancelled(

@@ -14,7 +14,7 @@ from datetime import timedelta
 from types import MappingProxyType
 
 from snapshot_operator.reconcile.actions import EventReason
-from snapshot_operator.reconcile.exits import cancelled, execution_ended, failed
+from snapshot_operator.reconcile.exits import cancelled, execution_ended, failed, suspended
 from snapshot_operator.reconcile.gates import export_to_take
 from snapshot_operator.reconcile.observation import DriverPod, PodPhase
 from snapshot_operator.reconcile.plan import Plan
@@ -231,9 +231,8 @@ def _stop_forcefully(
         plan.update(phase=Phase.RESTARTING)
         plan.requeue(plan.settings.store_retry_seconds)
     elif mode.action_after is ActionAfter.SUSPEND:
-        plan.update(phase=Phase.SUSPENDED)
-        plan.event(
-            EventReason.SUSPENDED,
+        suspended(
+            plan,
             f"Suspended without a snapshot mode={mode.name} reason={reason} "
             f"executionId={execution.id}",
         )

@@ -112,7 +112,7 @@ class Observation:
 
 
 @dataclass(frozen=True)
-class Settings:
+class DecisionSettings:
     """Operator-wide timings of the decision function.
 
     Attributes:

@@ -4,6 +4,8 @@ The kopf layer hands over what it read (the SnapshotJob, its driver Pods, the st
 document) as plain dictionaries; everything about their shape is decided here, purely, so it is
 unit-tested together with the decisions it feeds. Parsing errs on the safe side: a Pod whose
 state is unknown may still run, and a health document that cannot be read is no store.
+The functions are named ``parse_*`` because they only parse what was handed over; ``read_``
+and ``fetch_`` name the HTTP calls, in the verb-named modules (``fetching``, ``store_health``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ DRIVER_CONTAINER = "driver"
 """The driver Pod's container whose exit code tells how the execution ended."""
 
 
-def read_spec(raw: Mapping[str, Any] | None) -> SnapshotJobSpec | InvalidSpec:
+def parse_spec(raw: Mapping[str, Any] | None) -> SnapshotJobSpec | InvalidSpec:
     """Returns the spec, or what is wrong with it (field paths in the API's camelCase)."""
     try:
         return SnapshotJobSpec.model_validate(raw or {})
@@ -43,7 +45,7 @@ def read_spec(raw: Mapping[str, Any] | None) -> SnapshotJobSpec | InvalidSpec:
         return InvalidSpec("; ".join(problems))
 
 
-def read_driver_pod(raw: Mapping[str, Any]) -> DriverPod | None:
+def parse_driver_pod(raw: Mapping[str, Any]) -> DriverPod | None:
     """Returns a driver Pod as the decision sees it; None if it is not a driver Pod.
 
     A phase the decision does not know (``Unknown``: the node stopped reporting) counts as
@@ -73,7 +75,7 @@ def read_driver_pod(raw: Mapping[str, Any]) -> DriverPod | None:
     )
 
 
-def read_store_health(document: Mapping[str, Any] | None) -> StoreHealth | None:
+def parse_store_health(document: Mapping[str, Any] | None) -> StoreHealth | None:
     """Returns the store's health from a member's ``/hazelcast/health`` document.
 
     Cluster-safe means more than the document's ``clusterSafe``: the answering member and
@@ -111,7 +113,7 @@ def observe(
             caller must retry rather than decide.
     """
     metadata = job["metadata"]
-    drivers = (read_driver_pod(pod) for pod in pods)
+    drivers = (parse_driver_pod(pod) for pod in pods)
     return Observation(
         job=JobRef(
             namespace=str(metadata["namespace"]),
@@ -119,10 +121,10 @@ def observe(
             uid=str(metadata["uid"]),
         ),
         generation=int(metadata.get("generation") or 1),
-        spec=read_spec(job.get("spec")),
+        spec=parse_spec(job.get("spec")),
         status=SnapshotJobStatus.model_validate(job.get("status") or {}),
         now=now,
         pods=tuple(pod for pod in drivers if pod is not None),
-        store=read_store_health(health),
+        store=parse_store_health(health),
         deleting=metadata.get("deletionTimestamp") is not None,
     )

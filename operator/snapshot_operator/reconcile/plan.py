@@ -23,7 +23,7 @@ from snapshot_operator.reconcile.actions import (
     RequestTermination,
     Requeue,
 )
-from snapshot_operator.reconcile.observation import DriverPod, Observation, Settings
+from snapshot_operator.reconcile.observation import DecisionSettings, DriverPod, Observation
 from snapshot_operator.reconcile.phases import check_phase_change
 from snapshotjob_contract import (
     NO_SNAPSHOT,
@@ -59,7 +59,7 @@ class Plan:
         fenced: The Degraded message while the current driver reports a newer execution.
     """
 
-    def __init__(self, observation: Observation, settings: Settings) -> None:
+    def __init__(self, observation: Observation, settings: DecisionSettings) -> None:
         self.obs = observation
         self.settings = settings
         self.now = observation.now

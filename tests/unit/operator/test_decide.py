@@ -22,6 +22,7 @@ from snapshot_operator.reconcile import (
     Action,
     CopySnapshotToExport,
     CreateDriverPod,
+    DecisionSettings,
     DeleteDriverPod,
     DeleteSnapshotMaps,
     DriverPod,
@@ -35,7 +36,6 @@ from snapshot_operator.reconcile import (
     RequestExport,
     RequestTermination,
     Requeue,
-    Settings,
     StoreHealth,
     decide,
     driver_pod_name,
@@ -71,7 +71,7 @@ from tests.unit.operator.world import (
 )
 
 HEALTHY = StoreHealth(cluster_safe=True, member_count=3)
-SETTINGS = Settings()
+SETTINGS = DecisionSettings()
 EVENT_MESSAGE = re.compile(r"^[A-Z][^\n]*[^.\s]$")
 A = TypeVar("A")
 CAMEL_CASE = re.compile(r"^[A-Z][A-Za-z0-9]*$")

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 
 from snapshot_operator.reconcile import (
     TRANSITIONS,
+    DecisionSettings,
     IllegalPhaseChange,
     InvalidSpec,
     Observation,
-    Settings,
     decide,
 )
 from snapshot_operator.reconcile.exits import EXITS, ExitOutcome, exit_handling
@@ -106,7 +106,7 @@ def plan_moving(before: Phase, after: Phase) -> Plan:
         status=SnapshotJobStatus(phase=before),
         now=NOW,
     )
-    plan = Plan(observation, Settings())
+    plan = Plan(observation, DecisionSettings())
     plan.update(phase=after)
     return plan
 

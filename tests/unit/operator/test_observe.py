@@ -14,9 +14,9 @@ from snapshot_operator.reconcile import (
     PodPhase,
     StoreHealth,
     observe,
-    read_driver_pod,
-    read_spec,
-    read_store_health,
+    parse_driver_pod,
+    parse_spec,
+    parse_store_health,
 )
 from snapshotjob_contract import Phase, SnapshotJobSpec
 from tests.unit.operator.specs import VALID_SPEC
@@ -46,7 +46,7 @@ def terminated(code: int) -> dict[str, Any]:
 
 
 def test_a_new_driver_pod_reads_as_pending_with_its_execution() -> None:
-    pod = read_driver_pod(driver_pod())
+    pod = parse_driver_pod(driver_pod())
 
     assert pod is not None
     assert (pod.name, pod.execution_id) == (CREATE.pod_name, CREATE.execution_id)
@@ -54,14 +54,14 @@ def test_a_new_driver_pod_reads_as_pending_with_its_execution() -> None:
 
 
 def test_a_terminated_driver_reads_with_its_exit_code() -> None:
-    pod = read_driver_pod(driver_pod(**terminated(75)))
+    pod = parse_driver_pod(driver_pod(**terminated(75)))
 
     assert pod is not None
     assert (pod.phase, pod.exit_code) == (PodPhase.FAILED, 75)
 
 
 def test_a_pod_of_unknown_state_may_still_run() -> None:
-    pod = read_driver_pod(driver_pod(phase="Unknown"))
+    pod = parse_driver_pod(driver_pod(phase="Unknown"))
 
     assert pod is not None and pod.may_run
 
@@ -70,24 +70,24 @@ def test_a_deleted_pod_reads_as_deleting() -> None:
     raw = driver_pod(phase="Running")
     raw["metadata"] = {**raw["metadata"], "deletionTimestamp": "2026-11-21T12:00:00Z"}
 
-    pod = read_driver_pod(raw)
+    pod = parse_driver_pod(raw)
 
     assert pod is not None and pod.deleting and pod.may_run
 
 
 def test_a_pod_without_an_execution_label_is_not_a_driver() -> None:
-    assert read_driver_pod({"metadata": {"name": "wordcount-exec-1", "labels": {}}}) is None
+    assert parse_driver_pod({"metadata": {"name": "wordcount-exec-1", "labels": {}}}) is None
 
 
 def test_an_invalid_spec_names_the_fields_in_camel_case() -> None:
-    spec = read_spec({**VALID_SPEC, "restartPolicy": {"backoffSeconds": 0}})
+    spec = parse_spec({**VALID_SPEC, "restartPolicy": {"backoffSeconds": 0}})
 
     assert isinstance(spec, InvalidSpec)
     assert "restartPolicy.backoffSeconds" in spec.message
 
 
 def test_a_cross_field_violation_is_reported_with_the_rules_message() -> None:
-    spec = read_spec({**VALID_SPEC, "exportSnapshot": {"cancelJob": True}})
+    spec = parse_spec({**VALID_SPEC, "exportSnapshot": {"cancelJob": True}})
 
     assert isinstance(spec, InvalidSpec)
     assert "exportSnapshot.cancelJob needs exportSnapshot.name" in spec.message
@@ -107,7 +107,7 @@ def test_a_cross_field_violation_is_reported_with_the_rules_message() -> None:
 def test_store_health_is_safe_only_when_everything_says_so(
     document: dict[str, Any] | None, health: StoreHealth | None
 ) -> None:
-    assert read_store_health(document) == health
+    assert parse_store_health(document) == health
 
 
 def test_an_observation_is_read_from_the_job_its_pods_and_the_store() -> None:

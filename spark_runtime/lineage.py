@@ -1,4 +1,4 @@
-"""Small Spark helpers the state operators and sinks share: truncating lineage and freeing it.
+"""Truncating and freeing RDD lineage: the Spark helpers the state operators and sinks share.
 
 Every epoch derives new state from the previous one. Left lazy, the plan of epoch N would
 replay all N epochs; so each new state (and each buffered sink output) is materialised with

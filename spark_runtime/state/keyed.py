@@ -1,0 +1,275 @@
+"""The base of every keyed state operator: fixed hash partitions, saved and restored as chunks.
+
+State is a DataFrame hash-partitioned by key into a fixed number of partitions (the job's
+``state_partitions``), the way Jet partitions keyed state across processors. Fixing the count
+is what makes a snapshot restorable: chunk ``<snapshot>/<operator>/<partition>/<seq>`` holds
+exactly the keys that Spark's hash partitioner puts into ``partition``, and a restore
+re-creates the same partitions. Each operator is a snapshot participant (taking step 4):
+Spark tasks write their partition as Arrow IPC chunks straight from the executors, and the
+driver writes one small chunk at partition ``state_partitions`` for values the driver keeps
+(the partition count itself, a window operator's watermark). The operators differ only in
+how :meth:`KeyedState.update` merges a batch, so all of the snapshot part lives here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
+from pyspark.sql.types import StructType
+
+from spark_runtime.chunk_io import (
+    DESCRIPTOR_SCHEMA,
+    StoreAddress,
+    decode_batches,
+    descriptors_batch,
+    read_chunks,
+    write_partition,
+)
+from spark_runtime.lineage import Checkpointed, checkpoint, empty_frame
+from spark_runtime.protocol.chunks import ChunkDescriptor, ChunkKey, ChunkWriter, SnapshotRef
+from spark_runtime.protocol.ports import ChunkReader
+
+_log = logging.getLogger(__name__)
+
+DRIVER_RESTORE_MAX_CHUNKS = 16
+"""A state of at most this many chunks is read by the driver first, to see if it is small."""
+
+DRIVER_RESTORE_MAX_BYTES = 1024 * 1024
+"""A state of at most this many bytes is restored through the driver: that saves starting
+Python workers. A larger one is restored in executor tasks, since a DataFrame built from a
+driver-side Arrow table is slow to repartition and materialise: ``bench.profile_restore``
+measured a 10 MiB state taking several times longer through the driver."""
+
+_META_SEQ = 0
+
+
+@dataclass(frozen=True)
+class StateContext:
+    """What every state operator of a job shares.
+
+    Attributes:
+        spark: The session.
+        partitions: The fixed number of state partitions.
+        store: Where executors find the snapshot store.
+    """
+
+    spark: SparkSession
+    partitions: int
+    store: StoreAddress
+
+
+class KeyedState(ABC):
+    """A snapshot participant holding one operator's keyed state as a partitioned DataFrame.
+
+    Args:
+        name: The operator's unique name (used in chunk keys).
+        context: The job's shared state settings.
+        keys: The key columns.
+        state_schema: The stored state's schema, key columns first.
+    """
+
+    def __init__(
+        self, name: str, context: StateContext, keys: Sequence[str], state_schema: StructType
+    ) -> None:
+        if not keys:
+            raise ValueError(f"Operator {name} needs at least one key column")
+        self._name = name
+        self._context = context
+        self.keys = tuple(keys)
+        self.state_schema = state_schema
+        self._state = empty_frame(context.spark, state_schema)
+        self._output: Checkpointed | None = None
+
+    @property
+    def name(self) -> str:
+        """The operator name in chunk keys."""
+        return self._name
+
+    @property
+    def state(self) -> DataFrame:
+        """The current state, materialised."""
+        return self._state.frame
+
+    def _partitioned(self, frame: DataFrame) -> DataFrame:
+        return frame.repartition(self._context.partitions, *self.keys)
+
+    def _keep_output(self, output: Checkpointed) -> DataFrame:
+        """Holds an epoch's separately materialised output until the next update frees it.
+
+        Sinks read an epoch's output within the epoch (buffering sinks take their own copy),
+        so it is only needed until the operator runs again.
+        """
+        if self._output is not None:
+            self._output.release()
+        self._output = output
+        return output.frame
+
+    def _replace_state(self, new_state: Checkpointed) -> None:
+        old, self._state = self._state, new_state
+        if old.rdd_ids != new_state.rdd_ids:
+            old.release()
+
+    # Driver-side values, saved next to the state partitions.
+
+    def driver_values(self) -> dict[str, Any]:
+        """Values the operator keeps on the driver; subclasses add theirs."""
+        return {"partitions": self._context.partitions}
+
+    def load_driver_values(self, values: Mapping[str, Any]) -> None:
+        """Restores :meth:`driver_values`.
+
+        Raises:
+            ValueError: If the snapshot was taken with another partition count.
+        """
+        if int(values["partitions"]) != self._context.partitions:
+            raise ValueError(
+                f"Operator {self._name}'s snapshot has {values['partitions']} state partitions "
+                f"but the job now has {self._context.partitions}; keep state_partitions unchanged "
+                "or start the job without its snapshot"
+            )
+
+    # Participant
+
+    def save_and_prepare(
+        self, snapshot_id: int, writer: ChunkWriter, export_only: bool
+    ) -> Sequence[ChunkDescriptor]:
+        """Writes every state partition from the executors, then the driver values."""
+        address = self._context.store
+        map_name, operator = writer.map_name, writer.operator
+
+        def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            context = TaskContext.get()
+            assert context is not None, "runs inside a Spark task"
+            written = write_partition(
+                address,
+                map_name,
+                snapshot_id,
+                operator,
+                context.partitionId(),
+                batches,
+            )
+            yield descriptors_batch(written)
+
+        rows = self.state.mapInArrow(write, _descriptor_struct()).collect()
+        descriptors = [
+            ChunkDescriptor(ChunkKey.parse(row["key"]), row["num_bytes"], row["num_keys"])
+            for row in rows
+        ]
+        meta = json.dumps(self.driver_values()).encode()
+        descriptors.append(writer.write(self._context.partitions, _META_SEQ, meta, 0))
+        _log.info(
+            "Saved state operator=%s snapshotId=%d chunks=%d keys=%d",
+            self._name,
+            snapshot_id,
+            len(descriptors),
+            sum(d.num_keys for d in descriptors),
+        )
+        return descriptors
+
+    def commit_finish(self, snapshot_id: int, success: bool) -> None:
+        """State has no external transactions: nothing to commit."""
+        return
+
+    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+        """Reads the state back (restore step 5): a small one via the driver, else in tasks."""
+        if snapshot is None:
+            self._replace_state(empty_frame(self._context.spark, self.state_schema))
+            self._reset_driver_values()
+            return
+        partitions = self._context.partitions
+        meta_keys = [k for k in snapshot.chunk_keys if k.partition == partitions]
+        if len(meta_keys) != 1:
+            raise ValueError(
+                f"Snapshot {snapshot.snapshot_id} of operator {self._name} has "
+                f"{len(meta_keys)} driver chunks at partition {partitions}; was it taken with "
+                "another state_partitions?"
+            )
+        self.load_driver_values(json.loads(reader.read_chunk(snapshot.map_name, meta_keys[0])))
+        state_keys = sorted(k for k in snapshot.chunk_keys if k.partition < partitions)
+        restored = None
+        if len(state_keys) <= DRIVER_RESTORE_MAX_CHUNKS:
+            chunks = [reader.read_chunk(snapshot.map_name, key) for key in state_keys]
+            if sum(len(chunk) for chunk in chunks) <= DRIVER_RESTORE_MAX_BYTES:
+                restored = self._read_on_driver(chunks)
+        if restored is None:
+            restored = self._read_on_executors(snapshot.map_name, state_keys)
+        self._replace_state(checkpoint(self._partitioned(restored)))
+        _log.info(
+            "Restored state operator=%s snapshotId=%d chunks=%d",
+            self._name,
+            snapshot.snapshot_id,
+            len(snapshot.chunk_keys),
+        )
+
+    def _read_on_driver(self, chunks: Sequence[bytes]) -> DataFrame:
+        """Builds a small state from chunks the driver read: no Python worker has to start."""
+        batches = [batch for chunk in chunks for batch in decode_batches(chunk)]
+        if not batches:
+            return empty_frame(self._context.spark, self.state_schema).frame
+        table = self._context.spark.createDataFrame(pa.Table.from_batches(batches))
+        # Arrow does not carry Spark's nullability; the state's schema stays the declared one.
+        return table.select(*[F.col(f.name).cast(f.dataType) for f in self.state_schema.fields])
+
+    def _read_on_executors(self, map_name: str, keys: Sequence[ChunkKey]) -> DataFrame:
+        """Reads the state partitions in parallel Spark tasks, each from its chunks."""
+        by_partition: dict[int, list[str]] = {}
+        for key in keys:
+            by_partition.setdefault(key.partition, []).append(str(key))
+        address = self._context.store
+
+        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                for keys_json in batch.column("chunk_keys").to_pylist():
+                    chunk_keys = [ChunkKey.parse(k) for k in json.loads(keys_json)]
+                    yield from read_chunks(address, map_name, chunk_keys)
+
+        tasks = self._context.spark.createDataFrame(
+            [(p, json.dumps(k)) for p, k in sorted(by_partition.items())],
+            "partition int, chunk_keys string",
+        )
+        tasks = tasks.repartition(len(by_partition), "partition")
+        return tasks.mapInArrow(read, self.state_schema)
+
+    def _reset_driver_values(self) -> None:
+        """Sets driver values for a start without snapshot; subclasses with some override."""
+        return
+
+    # End of a bounded input
+
+    @property
+    def holds_open_output(self) -> bool:
+        """Whether state still holds output that only the end of the input would release.
+
+        A tumbling window emits a window once the watermark passes it; at the end of bounded
+        input no later event moves the watermark, so the pipeline runs one more epoch after
+        :meth:`end_input` to emit the rest. False for operators that emit as they go.
+        """
+        return False
+
+    def end_input(self) -> None:
+        """Marks the input as ended: the next :meth:`update` releases everything held open."""
+        return
+
+    @property
+    def output_schema(self) -> StructType:
+        """The schema of :meth:`update`'s output; by default the state's."""
+        return self.state_schema
+
+    @abstractmethod
+    def update(self, batch: DataFrame) -> DataFrame:
+        """Merges one epoch's batch into the state and returns the epoch's output, materialised."""
+
+
+def _descriptor_struct() -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(DESCRIPTOR_SCHEMA)
