@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -77,45 +77,25 @@ class OperatorRequestPoller:
         the operator escalates a graceful request that is not served.
         """
         status = job.get("status") or {}
-        self._observe_export(status.get("exportRequest"))
-        termination = status.get("termination")
-        if not termination:
-            return
-        request_id = str(termination.get("requestId", ""))
-        if request_id in self._seen:
-            return
-        self._seen.add(request_id)
-        try:
-            parsed = TerminationStatus.model_validate(termination)
-        except ValidationError as error:
-            _log.error(
-                "Ignoring bad termination request requestId=%s error=%s",
-                request_id,
-                explain(error),
+        export = _first_sight(
+            status.get("exportRequest"), self._seen_exports, ExportRequestStatus, "export"
+        )
+        if export is not None:
+            _log.info("Export requested requestId=%s name=%s", export.request_id, export.name)
+            with self._lock:
+                self._export = ExportRequest(export.name, export.request_id)
+        termination = _first_sight(
+            status.get("termination"), self._seen, TerminationStatus, "termination"
+        )
+        if termination is not None:
+            request = TerminationRequest(termination.mode.mode, termination.export_name)
+            _log.info(
+                "Termination requested requestId=%s mode=%s",
+                termination.request_id,
+                request.mode.name,
             )
-            return
-        request = TerminationRequest(parsed.mode.mode, parsed.export_name)
-        _log.info("Termination requested requestId=%s mode=%s", request_id, request.mode.name)
-        with self._lock:
-            self._request = request
-
-    def _observe_export(self, export: Mapping[str, Any] | None) -> None:
-        if not export:
-            return
-        request_id = str(export.get("requestId", ""))
-        if request_id in self._seen_exports:
-            return
-        self._seen_exports.add(request_id)
-        try:
-            parsed = ExportRequestStatus.model_validate(export)
-        except ValidationError as error:
-            _log.error(
-                "Ignoring bad export request requestId=%s error=%s", request_id, explain(error)
-            )
-            return
-        _log.info("Export requested requestId=%s name=%s", request_id, parsed.name)
-        with self._lock:
-            self._export = ExportRequest(parsed.name, parsed.request_id)
+            with self._lock:
+                self._request = request
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
@@ -123,3 +103,29 @@ class OperatorRequestPoller:
                 self.observe(self._fetch())
             except Exception as error:  # the API server may be briefly unreachable
                 _log.warning("Could not read the operator's requests error=%s", error)
+
+
+_Request = TypeVar("_Request", TerminationStatus, ExportRequestStatus)
+
+
+def _first_sight(
+    raw: Mapping[str, Any] | None, seen: set[str], model: type[_Request], what: str
+) -> _Request | None:
+    """Parses a request the first time its ``requestId`` is seen; None if seen or invalid.
+
+    The operator leaves a request in place until it sees its effect, so every poll reads it
+    again: only the first read counts, a bad request included (it is logged once).
+    """
+    if not raw:
+        return None
+    request_id = str(raw.get("requestId", ""))
+    if request_id in seen:
+        return None
+    seen.add(request_id)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as error:
+        _log.error(
+            "Ignoring bad %s request requestId=%s error=%s", what, request_id, explain(error)
+        )
+        return None

@@ -161,6 +161,9 @@ build_app() {
     return 0
   fi
   ctx="$(mktemp -d)"
+  # setuptools builds in place and never empties build/lib: a module moved or deleted since
+  # the last build would still be shipped in the wheel.
+  rm -rf "${REPO_ROOT}/build/lib"
   "${VENV_PY}" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "${ctx}" \
     "${REPO_ROOT}" >&2 || die "pip wheel of the project failed"
   mkdir -p "${ctx}/app"
