@@ -61,7 +61,6 @@ from snapshotjob_contract.status import (
     Phase,
     SnapshotJobStatus,
     SnapshotStatsStatus,
-    TerminationModeName,
     TerminationStatus,
 )
 
@@ -100,7 +99,6 @@ __all__ = [
     "SnapshotStatsStatus",
     "SparkSpec",
     "TerminationMode",
-    "TerminationModeName",
     "TerminationStatus",
     "UpgradeMode",
     "export_map_name",

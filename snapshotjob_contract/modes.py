@@ -20,32 +20,33 @@ class ActionAfter(enum.Enum):
     CANCEL = "CANCEL"
 
 
-class TerminationMode(enum.Enum):
+class TerminationMode(enum.StrEnum):
     """The six ways to stop an execution: {RESTART, SUSPEND, CANCEL} x {GRACEFUL, FORCEFUL}.
 
-    Attributes:
-        terminal_snapshot: True for graceful modes, which take a terminal snapshot first.
-        action_after: What to do once the execution stopped.
+    The value is the name, as ``status.termination.mode`` carries it; what a mode means is
+    data on the member (:attr:`terminal_snapshot`, :attr:`action_after`).
     """
 
-    RESTART_GRACEFUL = (True, ActionAfter.RESTART)
-    RESTART_FORCEFUL = (False, ActionAfter.RESTART)
-    SUSPEND_GRACEFUL = (True, ActionAfter.SUSPEND)
-    SUSPEND_FORCEFUL = (False, ActionAfter.SUSPEND)
-    CANCEL_GRACEFUL = (True, ActionAfter.CANCEL)
-    CANCEL_FORCEFUL = (False, ActionAfter.CANCEL)
+    RESTART_GRACEFUL = "RESTART_GRACEFUL"
+    RESTART_FORCEFUL = "RESTART_FORCEFUL"
+    SUSPEND_GRACEFUL = "SUSPEND_GRACEFUL"
+    SUSPEND_FORCEFUL = "SUSPEND_FORCEFUL"
+    CANCEL_GRACEFUL = "CANCEL_GRACEFUL"
+    CANCEL_FORCEFUL = "CANCEL_FORCEFUL"
 
-    def __init__(self, terminal_snapshot: bool, action_after: ActionAfter) -> None:
-        self.terminal_snapshot = terminal_snapshot
-        self.action_after = action_after
+    @property
+    def terminal_snapshot(self) -> bool:
+        """True for graceful modes, which take a terminal snapshot first."""
+        return self.name.endswith("_GRACEFUL")
+
+    @property
+    def action_after(self) -> ActionAfter:
+        """What to do once the execution stopped."""
+        return ActionAfter[self.name.split("_", 1)[0]]
 
     def without_terminal_snapshot(self) -> TerminationMode:
         """Returns the forceful mode with the same action, as Jet's ``withoutTerminalSnapshot``."""
-        return next(
-            mode
-            for mode in TerminationMode
-            if mode.action_after is self.action_after and not mode.terminal_snapshot
-        )
+        return TerminationMode[f"{self.action_after.value}_FORCEFUL"]
 
 
 class SnapshotKind(enum.Enum):

@@ -313,22 +313,6 @@ class ExecutionStatus(StatusModel):
     for executions started before the field existed."""
 
 
-class TerminationModeName(enum.StrEnum):
-    """The six termination modes by name: {RESTART, SUSPEND, CANCEL} x {GRACEFUL, FORCEFUL}."""
-
-    RESTART_GRACEFUL = "RESTART_GRACEFUL"
-    RESTART_FORCEFUL = "RESTART_FORCEFUL"
-    SUSPEND_GRACEFUL = "SUSPEND_GRACEFUL"
-    SUSPEND_FORCEFUL = "SUSPEND_FORCEFUL"
-    CANCEL_GRACEFUL = "CANCEL_GRACEFUL"
-    CANCEL_FORCEFUL = "CANCEL_FORCEFUL"
-
-    @property
-    def mode(self) -> TerminationMode:
-        """The protocol core's mode of this name."""
-        return TerminationMode[self.value]
-
-
 class TerminationStatus(StatusModel):
     """The termination in effect: a request to the driver, or what a forceful stop still holds.
 
@@ -344,12 +328,12 @@ class TerminationStatus(StatusModel):
             "self.mode in ['RESTART_GRACEFUL', 'SUSPEND_GRACEFUL', 'CANCEL_GRACEFUL']",
             message="termination.exportName needs a graceful mode: only they take a snapshot",
             holds=lambda termination: (
-                termination.export_name is None or termination.mode.mode.terminal_snapshot
+                termination.export_name is None or termination.mode.terminal_snapshot
             ),
         ),
     )
 
-    mode: TerminationModeName
+    mode: TerminationMode
     """Graceful modes take a terminal snapshot first; the prefix says what happens after."""
     request_id: str = Field(min_length=1)
     """Unique id of this request."""

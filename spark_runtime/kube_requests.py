@@ -88,7 +88,7 @@ class OperatorRequestPoller:
             status.get("termination"), self._seen, TerminationStatus, "termination"
         )
         if termination is not None:
-            request = TerminationRequest(termination.mode.mode, termination.export_name)
+            request = TerminationRequest(termination.mode, termination.export_name)
             _log.info(
                 "Termination requested requestId=%s mode=%s",
                 termination.request_id,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from snapshotjob_contract import ExportRequestStatus, TerminationModeName, TerminationStatus
+from snapshotjob_contract import ExportRequestStatus, TerminationMode, TerminationStatus
 
 
 class EventType(enum.StrEnum):
@@ -104,7 +104,7 @@ class RequestTermination:
         reason: Why, in CamelCase.
     """
 
-    mode: TerminationModeName
+    mode: TerminationMode
     request_id: str
     export_name: str | None
     reason: str

@@ -24,7 +24,7 @@ from snapshotjob_contract import (
     ExportFailureStatus,
     Phase,
     SnapshotJobSpec,
-    TerminationModeName,
+    TerminationMode,
     export_map_name,
     snapshot_map_name,
 )
@@ -37,7 +37,7 @@ def between_executions(plan: Plan, spec: SnapshotJobSpec) -> None:
     for pod in running:
         plan.delete_pod(pod)
     termination = status.termination
-    forced = termination is not None and termination.mode is TerminationModeName.RESTART_FORCEFUL
+    forced = termination is not None and termination.mode is TerminationMode.RESTART_FORCEFUL
     phase = status.phase
     if phase is Phase.SUSPENDED_EXPORTING_SNAPSHOT:
         _continue_copy(plan, spec, blocked=bool(running))

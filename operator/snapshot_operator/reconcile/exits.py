@@ -29,7 +29,7 @@ from snapshotjob_contract import (
     FailureStatus,
     Phase,
     SnapshotJobSpec,
-    TerminationModeName,
+    TerminationMode,
     TerminationStatus,
 )
 
@@ -247,7 +247,7 @@ def _terminated_as_requested(
     plan: Plan, spec: SnapshotJobSpec, termination: TerminationStatus, context: str
 ) -> None:
     """The driver served ``status.termination``: carry out what its mode does after stopping."""
-    action = termination.mode.mode.action_after
+    action = termination.mode.action_after
     plan.update(termination=None, export_request=None)
     # After a RESTART the terminal snapshot left the state clean: a job whose spec asks to be
     # suspended is suspended without another execution.
@@ -281,7 +281,7 @@ def failed(plan: Plan, spec: SnapshotJobSpec, reason: ConditionReason, message: 
         plan.update(
             phase=Phase.SUSPENDED,
             termination=plan.forceful_marker(
-                TerminationModeName.SUSPEND_FORCEFUL, SUSPENDED_ON_FAILURE
+                TerminationMode.SUSPEND_FORCEFUL, SUSPENDED_ON_FAILURE
             ),
         )
         plan.event(

@@ -27,16 +27,15 @@ from snapshotjob_contract import (
     ProcessingGuarantee,
     SnapshotJobSpec,
     TerminationMode,
-    TerminationModeName,
     TerminationStatus,
     UpgradeMode,
 )
 
-_UPGRADE_MODES: Mapping[UpgradeMode, TerminationModeName] = MappingProxyType(
+_UPGRADE_MODES: Mapping[UpgradeMode, TerminationMode] = MappingProxyType(
     {
-        UpgradeMode.SNAPSHOT: TerminationModeName.RESTART_GRACEFUL,
-        UpgradeMode.LAST_SNAPSHOT: TerminationModeName.RESTART_FORCEFUL,
-        UpgradeMode.STATELESS: TerminationModeName.RESTART_FORCEFUL,
+        UpgradeMode.SNAPSHOT: TerminationMode.RESTART_GRACEFUL,
+        UpgradeMode.LAST_SNAPSHOT: TerminationMode.RESTART_FORCEFUL,
+        UpgradeMode.STATELESS: TerminationMode.RESTART_FORCEFUL,
     }
 )
 """How each upgradeMode stops the running execution to roll out a new spec."""
@@ -100,13 +99,13 @@ def _serve_spec_change(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> Non
     assert execution is not None
     export_name = export_to_take(plan, spec)
     if spec.suspend:
-        _terminate(plan, spec, pod, TerminationModeName.SUSPEND_GRACEFUL, "SuspendRequested")
+        _terminate(plan, spec, pod, TerminationMode.SUSPEND_GRACEFUL, "SuspendRequested")
     elif export_name is not None and spec.export_snapshot and spec.export_snapshot.cancel_job:
         _terminate(
             plan,
             spec,
             pod,
-            TerminationModeName.CANCEL_GRACEFUL,
+            TerminationMode.CANCEL_GRACEFUL,
             "ExportAndCancelRequested",
             export_name=export_name,
         )
@@ -141,14 +140,13 @@ def _terminate(
     plan: Plan,
     spec: SnapshotJobSpec,
     pod: DriverPod,
-    mode_name: TerminationModeName,
+    mode: TerminationMode,
     reason: str,
     export_name: str | None = None,
 ) -> None:
     """Stops the live execution: asks the driver (graceful) or deletes its Pod (forceful)."""
     execution = plan.status.execution
     assert execution is not None
-    mode = mode_name.mode
     if mode.terminal_snapshot and spec.processing_guarantee is ProcessingGuarantee.NONE:
         # Nothing to snapshot: the graceful mode is the forceful one.
         mode = mode.without_terminal_snapshot()
@@ -158,7 +156,7 @@ def _terminate(
     plan.update(phase=Phase.COMPLETING)
     plan.request_termination(
         TerminationStatus(
-            mode=TerminationModeName(mode.name),
+            mode=mode,
             request_id=f"{execution.id}/{mode.name}",
             requested_at=plan.now,
             export_name=export_name,
@@ -177,7 +175,7 @@ def _watch_termination(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> Non
     """Escalates a graceful request the driver has not served in time."""
     termination = plan.status.termination
     assert termination is not None
-    mode = termination.mode.mode
+    mode = termination.mode
     deadline = termination.requested_at + timedelta(seconds=plan.settings.graceful_timeout_seconds)
     if not mode.terminal_snapshot or plan.now >= deadline:
         forceful = mode.without_terminal_snapshot()

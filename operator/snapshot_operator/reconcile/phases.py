@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from snapshotjob_contract import Phase, SnapshotJobStatus, TerminationModeName
+from snapshotjob_contract import Phase, SnapshotJobStatus, TerminationMode
 
 LIVE_PHASES = frozenset({Phase.STARTING, Phase.RUNNING, Phase.COMPLETING})
 """Phases in which an execution exists and its driver Pod is supervised."""
@@ -69,5 +69,5 @@ def suspended_on_failure(status: SnapshotJobStatus) -> bool:
     return (
         status.phase in (Phase.SUSPENDED, Phase.SUSPENDED_EXPORTING_SNAPSHOT)
         and termination is not None
-        and termination.mode is TerminationModeName.SUSPEND_FORCEFUL
+        and termination.mode is TerminationMode.SUSPEND_FORCEFUL
     )

@@ -30,7 +30,7 @@ from snapshotjob_contract import (
     ConditionReason,
     ExportRequestStatus,
     SnapshotJobStatus,
-    TerminationModeName,
+    TerminationMode,
     TerminationStatus,
 )
 
@@ -115,7 +115,7 @@ class Plan:
         self.changed.discard("export_request")
         self.requests.append(RequestExport(request.name, request.request_id))
 
-    def forceful_marker(self, mode: TerminationModeName, reason: str) -> TerminationStatus:
+    def forceful_marker(self, mode: TerminationMode, reason: str) -> TerminationStatus:
         """Returns a forceful termination kept in the status only as a marker of what follows.
 
         Args:

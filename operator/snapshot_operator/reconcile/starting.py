@@ -20,7 +20,7 @@ from snapshotjob_contract import (
     ExecutionStatus,
     Phase,
     SnapshotJobSpec,
-    TerminationModeName,
+    TerminationMode,
     UpgradeMode,
 )
 
@@ -69,9 +69,7 @@ def start_or_wait(plan: Plan, spec: SnapshotJobSpec, *, restart_reason: str | No
         plan.update(phase=waiting)
         if restart_reason is not None and status.termination is None:
             plan.update(
-                termination=plan.forceful_marker(
-                    TerminationModeName.RESTART_FORCEFUL, restart_reason
-                )
+                termination=plan.forceful_marker(TerminationMode.RESTART_FORCEFUL, restart_reason)
             )
         plan.requeue(plan.settings.store_retry_seconds)
         return

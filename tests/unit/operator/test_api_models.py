@@ -23,7 +23,6 @@ from snapshotjob_contract import (
     SnapshotJobSpec,
     SnapshotJobStatus,
     TerminationMode,
-    TerminationModeName,
     UpgradeMode,
 )
 from tests.unit.operator.specs import INVALID_SPECS, VALID_SPEC, InvalidSpecCase
@@ -95,9 +94,18 @@ def test_every_condition_reason_is_described_and_camel_case() -> None:
     assert all(re.fullmatch(r"[A-Z][A-Za-z]*", reason.value) for reason in ConditionReason)
 
 
-def test_termination_mode_names_are_the_protocol_cores_modes() -> None:
-    assert [name.value for name in TerminationModeName] == [mode.name for mode in TerminationMode]
-    assert all(name.mode.name == name.value for name in TerminationModeName)
+def test_termination_modes_are_written_by_name_and_carry_their_meaning() -> None:
+    assert [mode.value for mode in TerminationMode] == [mode.name for mode in TerminationMode]
+    graceful = {mode for mode in TerminationMode if mode.terminal_snapshot}
+    assert {mode.name for mode in graceful} == {
+        "RESTART_GRACEFUL",
+        "SUSPEND_GRACEFUL",
+        "CANCEL_GRACEFUL",
+    }
+    assert TerminationMode.SUSPEND_GRACEFUL.without_terminal_snapshot() is (
+        TerminationMode.SUSPEND_FORCEFUL
+    )
+    assert {mode.action_after.value for mode in TerminationMode} == {"RESTART", "SUSPEND", "CANCEL"}
 
 
 def test_the_execution_record_status_has_exactly_the_records_keys() -> None:

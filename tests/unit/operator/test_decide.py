@@ -56,7 +56,7 @@ from snapshotjob_contract import (
     SnapshotJobSpec,
     SnapshotJobStatus,
     SnapshotKind,
-    TerminationModeName,
+    TerminationMode,
     TerminationStatus,
     UpgradeMode,
 )
@@ -150,7 +150,7 @@ def a_snapshot(
     )
 
 
-def graceful(mode: TerminationModeName, seconds_ago: int = 5) -> TerminationStatus:
+def graceful(mode: TerminationMode, seconds_ago: int = 5) -> TerminationStatus:
     return TerminationStatus(
         mode=mode,
         request_id=f"{execution_id(JOB.uid, 2, NOW)}/{mode.value}",
@@ -330,9 +330,9 @@ def test_an_invalid_spec_is_reported_without_touching_the_execution(
 
 
 @many
-@given(specs(), st.sampled_from([None, *TerminationModeName]), st.sampled_from(sorted(LIVE_PHASES)))
+@given(specs(), st.sampled_from([None, *TerminationMode]), st.sampled_from(sorted(LIVE_PHASES)))
 def test_a_forceful_restart_overrides_a_pending_graceful_request(
-    spec: SnapshotJobSpec, mode: TerminationModeName | None, phase: Phase
+    spec: SnapshotJobSpec, mode: TerminationMode | None, phase: Phase
 ) -> None:
     pending = graceful(mode) if mode is not None else None
     observation = running_job(
@@ -360,13 +360,13 @@ def test_a_forceful_restart_waits_for_the_store_and_still_skips_suspend(
         pod_phase=PodPhase.FAILED,
         exit_code=75,
         store=unsafe,
-        termination=graceful(TerminationModeName.SUSPEND_GRACEFUL),
+        termination=graceful(TerminationMode.SUSPEND_GRACEFUL),
     )
     actions = decide(first)
     waiting = status_after(first.status, actions)
     assert waiting.phase is Phase.RESTARTING
     assert waiting.termination is not None
-    assert waiting.termination.mode is TerminationModeName.RESTART_FORCEFUL
+    assert waiting.termination.mode is TerminationMode.RESTART_FORCEFUL
 
     later = replace(
         first, status=waiting, store=HEALTHY, spec=spec.model_copy(update={"suspend": True})
@@ -463,7 +463,7 @@ def test_suspend_asks_for_a_terminal_snapshot(spec: SnapshotJobSpec) -> None:
         assert of_type(actions, DeleteDriverPod) and after.phase is Phase.SUSPENDED
     else:
         [request] = of_type(actions, RequestTermination)
-        assert request.mode is TerminationModeName.SUSPEND_GRACEFUL
+        assert request.mode is TerminationMode.SUSPEND_GRACEFUL
         assert after.phase is Phase.COMPLETING
         assert of_type(actions, DeleteDriverPod) == []
 
@@ -481,7 +481,7 @@ def test_a_new_export_name_exports_or_cancels_with_a_terminal_export(
 
     if cancel:
         [request] = of_type(actions, RequestTermination)
-        assert (request.mode, request.export_name) == (TerminationModeName.CANCEL_GRACEFUL, name)
+        assert (request.mode, request.export_name) == (TerminationMode.CANCEL_GRACEFUL, name)
     else:
         assert of_type(actions, RequestExport)[0].name == name
         assert of_type(actions, RequestTermination) == []
@@ -498,7 +498,7 @@ def test_an_upgrade_rolls_out_by_upgrade_mode(spec: SnapshotJobSpec) -> None:
     after = status_after(observation.status, actions)
     if spec.upgrade_mode is UpgradeMode.SNAPSHOT:
         [request] = of_type(actions, RequestTermination)
-        assert request.mode is TerminationModeName.RESTART_GRACEFUL
+        assert request.mode is TerminationMode.RESTART_GRACEFUL
     else:
         assert of_type(actions, DeleteDriverPod) == [DeleteDriverPod(driver_pod_name(JOB.name, 2))]
         assert after.phase is Phase.RESTARTING
@@ -522,7 +522,7 @@ def test_a_stateless_upgrade_starts_without_the_jobs_state() -> None:
 @given(specs())
 def test_only_one_request_is_pending_at_a_time(spec: SnapshotJobSpec) -> None:
     changed = spec.model_copy(update={"suspend": True})
-    pending = graceful(TerminationModeName.RESTART_GRACEFUL)
+    pending = graceful(TerminationMode.RESTART_GRACEFUL)
 
     observation, actions = _live_and_idle(
         changed, phase=Phase.COMPLETING, termination=pending, spec_hash=OTHER_HASH
@@ -532,9 +532,9 @@ def test_only_one_request_is_pending_at_a_time(spec: SnapshotJobSpec) -> None:
     assert status_after(observation.status, actions).termination == pending
 
 
-@given(specs(), st.sampled_from([m for m in TerminationModeName if m.mode.terminal_snapshot]))
+@given(specs(), st.sampled_from([m for m in TerminationMode if m.terminal_snapshot]))
 def test_a_graceful_request_not_served_in_time_becomes_forceful(
-    spec: SnapshotJobSpec, mode: TerminationModeName
+    spec: SnapshotJobSpec, mode: TerminationMode
 ) -> None:
     late = graceful(mode, seconds_ago=SETTINGS.graceful_timeout_seconds + 1)
 
@@ -544,12 +544,12 @@ def test_a_graceful_request_not_served_in_time_becomes_forceful(
     assert of_type(actions, DeleteDriverPod) == [DeleteDriverPod(driver_pod_name(JOB.name, 2))]
     after = status_after(observation.status, actions)
     expected = {"RESTART": Phase.RESTARTING, "SUSPEND": Phase.SUSPENDED, "CANCEL": Phase.FAILED}
-    assert after.phase is expected[mode.mode.action_after.value]
+    assert after.phase is expected[mode.action_after.value]
     assert after.termination is None
 
 
-@given(specs(), st.sampled_from([m for m in TerminationModeName if m.mode.terminal_snapshot]))
-def test_a_served_request_is_carried_out(spec: SnapshotJobSpec, mode: TerminationModeName) -> None:
+@given(specs(), st.sampled_from([m for m in TerminationMode if m.terminal_snapshot]))
+def test_a_served_request_is_carried_out(spec: SnapshotJobSpec, mode: TerminationMode) -> None:
     spec = spec.model_copy(update={"export_snapshot": None})
     observation, actions = _live_and_idle(
         spec,
@@ -561,9 +561,9 @@ def test_a_served_request_is_carried_out(spec: SnapshotJobSpec, mode: Terminatio
 
     after = status_after(observation.status, actions)
     assert after.restarts == 0
-    if mode.mode.action_after.value == "SUSPEND":
+    if mode.action_after.value == "SUSPEND":
         assert after.phase is Phase.SUSPENDED
-    elif mode.mode.action_after.value == "CANCEL":
+    elif mode.action_after.value == "CANCEL":
         assert after.phase is Phase.FAILED and after.last_failure is not None
         assert after.last_failure.reason == "Cancelled"
         assert condition(after, ConditionType.DEGRADED).status is ConditionStatus.FALSE

@@ -46,7 +46,7 @@ from snapshotjob_contract import (
     SnapshotJobSpec,
     SnapshotJobStatus,
     SnapshotKind,
-    TerminationModeName,
+    TerminationMode,
     UpgradeMode,
 )
 from tests.unit.operator.world import EXPORT_NAMES, IMAGES, JOB, NOW, specs, status_after
@@ -229,7 +229,7 @@ class JobWorld(RuleBasedStateMachine):
     def driver_serves_the_termination_request(self) -> None:
         pod = self._running_driver()
         termination = self.status.termination
-        if pod is None or termination is None or not termination.mode.mode.terminal_snapshot:
+        if pod is None or termination is None or not termination.mode.terminal_snapshot:
             return
         self._snapshot(SnapshotKind.terminal(termination.export_name), termination.export_name)
         self._exit(pod, 64)
@@ -360,10 +360,10 @@ class JobWorld(RuleBasedStateMachine):
     @invariant()
     def a_forceful_termination_stays_only_as_a_marker(self) -> None:
         termination = self.status.termination
-        if termination is not None and not termination.mode.mode.terminal_snapshot:
+        if termination is not None and not termination.mode.terminal_snapshot:
             markers = {
-                TerminationModeName.RESTART_FORCEFUL: {Phase.RESTARTING, Phase.NOT_RUNNING},
-                TerminationModeName.SUSPEND_FORCEFUL: {
+                TerminationMode.RESTART_FORCEFUL: {Phase.RESTARTING, Phase.NOT_RUNNING},
+                TerminationMode.SUSPEND_FORCEFUL: {
                     Phase.SUSPENDED,
                     Phase.SUSPENDED_EXPORTING_SNAPSHOT,
                 },

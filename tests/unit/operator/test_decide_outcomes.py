@@ -44,7 +44,7 @@ from snapshotjob_contract import (
     SnapshotJobSpec,
     SnapshotJobStatus,
     SnapshotKind,
-    TerminationModeName,
+    TerminationMode,
     UpgradeMode,
 )
 from tests.unit.operator.test_decide import (
@@ -76,12 +76,12 @@ UNSAFE = StoreHealth(cluster_safe=False, member_count=3)
 @many
 @given(
     specs(),
-    st.sampled_from([None, *TerminationModeName]),
+    st.sampled_from([None, *TerminationMode]),
     st.sampled_from(sorted(LIVE_PHASES)),
     st.integers(0, 6),
 )
 def test_an_interrupted_driver_restarts_at_once_without_counting_a_failure(
-    spec: SnapshotJobSpec, mode: TerminationModeName | None, phase: Phase, restarts: int
+    spec: SnapshotJobSpec, mode: TerminationMode | None, phase: Phase, restarts: int
 ) -> None:
     pending = graceful(mode) if mode is not None else None
     observation = running_job(
@@ -125,7 +125,7 @@ def test_an_interrupted_driver_waits_for_the_store_without_backoff(spec: Snapsho
     waiting = status_after(first.status, decide(first))
     assert waiting.phase is Phase.RESTARTING
     assert waiting.termination is not None
-    assert waiting.termination.mode is TerminationModeName.RESTART_FORCEFUL
+    assert waiting.termination.mode is TerminationMode.RESTART_FORCEFUL
     assert waiting.termination.reason == "DriverInterrupted"
     assert waiting.restarts == 4
 

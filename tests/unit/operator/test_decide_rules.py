@@ -24,7 +24,7 @@ from snapshotjob_contract import (
     DriverExit,
     Phase,
     SnapshotJobStatus,
-    TerminationModeName,
+    TerminationMode,
     TerminationStatus,
 )
 from tests.unit.operator.world import JOB, NOW, observations, status_after
@@ -78,7 +78,7 @@ def test_exits_that_stop_the_job_name_their_phase() -> None:
 
 def test_a_terminated_exit_nobody_asked_for_is_a_plain_failure() -> None:
     asked = TerminationStatus(
-        mode=TerminationModeName.SUSPEND_GRACEFUL,
+        mode=TerminationMode.SUSPEND_GRACEFUL,
         request_id="e/SUSPEND_GRACEFUL",
         requested_at=NOW,
         reason="SuspendRequested",

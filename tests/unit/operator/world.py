@@ -42,7 +42,7 @@ from snapshotjob_contract import (
     SnapshotJobSpec,
     SnapshotJobStatus,
     SnapshotKind,
-    TerminationModeName,
+    TerminationMode,
     TerminationStatus,
     UpgradeMode,
 )
@@ -129,8 +129,8 @@ def terminations(execution: ExecutionStatus | None) -> st.SearchStrategy[Termina
 
     @st.composite
     def build(draw: st.DrawFn) -> TerminationStatus:
-        mode = draw(st.sampled_from(TerminationModeName))
-        graceful = mode.mode.terminal_snapshot
+        mode = draw(st.sampled_from(TerminationMode))
+        graceful = mode.terminal_snapshot
         return TerminationStatus(
             mode=mode,
             request_id=f"{execution.id if execution else 'none'}/{mode.value}",
