@@ -374,8 +374,8 @@ class Driver:
             and outcome.export_name == export_name
             and outcome.kind.is_terminal
             and outcome.successful
-            and coordinator.termination is not None
-            and coordinator.termination.mode is mode
+            and coordinator.execution_end is not None
+            and coordinator.execution_end.mode is mode
         ):
             self._publish(
                 ExportedSnapshot(
@@ -392,7 +392,7 @@ class Driver:
         coordinator = self.coordinator
         assert coordinator is not None
         state = coordinator.state
-        termination = coordinator.termination
+        termination = coordinator.execution_end
         reason = termination.reason if termination is not None else ""
         _log.info("Execution stopped state=%s reason=%s", state.value, reason)
         if state is CoordinatorState.FENCED:

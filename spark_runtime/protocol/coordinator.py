@@ -234,7 +234,7 @@ class SnapshotCoordinator:
         self._failpoints = failpoints if failpoints is not None else Failpoints()
         self._state = CoordinatorState.NOT_STARTED
         self._record: ExecutionRecord | None = None
-        self._termination: ExecutionEnd | None = None
+        self._execution_end: ExecutionEnd | None = None
         self._pending: TerminationRequest | None = None
         self._terminating: TerminationRequest | None = None
         self._in_flight: SnapshotOutcome | None = None
@@ -252,9 +252,9 @@ class SnapshotCoordinator:
         return self._record
 
     @property
-    def termination(self) -> ExecutionEnd | None:
+    def execution_end(self) -> ExecutionEnd | None:
         """Why the execution stopped, once it has."""
-        return self._termination
+        return self._execution_end
 
     @property
     def last_outcome(self) -> SnapshotOutcome | None:
@@ -282,7 +282,7 @@ class SnapshotCoordinator:
             IllegalTransition: If not NOT_STARTED, RESTART_REQUIRED or SUSPENDED.
         """
         self._transition(_S.RESTORING)
-        self._termination = None
+        self._execution_end = None
         self._pending = None
         self._terminating = None
         self._in_flight = None
@@ -333,7 +333,7 @@ class SnapshotCoordinator:
                     validation = validate_snapshot(self._snapshots, map_name, record.snapshot_id)
         except SnapshotCorrupted as corrupted:
             self._transition(_S.FAILED)
-            self._termination = ExecutionEnd(str(corrupted))
+            self._execution_end = ExecutionEnd(str(corrupted))
             raise
         except SnapshotStoreError as error:
             self._stop(TerminationMode.RESTART_FORCEFUL, f"cannot validate {map_name}: {error}")
@@ -474,7 +474,7 @@ class SnapshotCoordinator:
         else:
             self._transition(_S.FAILED)
             self._pending = None
-            self._termination = ExecutionEnd(cause)
+            self._execution_end = ExecutionEnd(cause)
 
     # Internals
 
@@ -679,7 +679,7 @@ class SnapshotCoordinator:
             self._record = self._record.suspended_because(reason).stamped(self._clock())
             self._records.write_standard(self._record)
         self._pending = None
-        self._termination = ExecutionEnd(reason, mode, ignored_request)
+        self._execution_end = ExecutionEnd(reason, mode, ignored_request)
         self._transition(target)
 
     def _check_export_name(self, export_name: str) -> None:

@@ -286,7 +286,7 @@ def test_indeterminate_record_write_skips_phase_2_and_overrides_graceful_suspend
 
     assert outcome.successful  # phase 1 and the validation record were fine
     assert coordinator.state is CoordinatorState.RESTART_REQUIRED
-    termination = coordinator.termination
+    termination = coordinator.execution_end
     assert termination is not None
     assert termination.mode is TerminationMode.RESTART_FORCEFUL
     assert termination.ignored_request is not None

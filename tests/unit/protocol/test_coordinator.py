@@ -146,7 +146,7 @@ def test_indeterminate_validation_record_fails_the_snapshot_and_its_rollback_res
     driver.coordinator.finish_snapshot()
     assert txn_status(cluster, 0) is TxnStatus.ROLLED_BACK
     assert driver.coordinator.state is S.RESTART_REQUIRED
-    termination = driver.coordinator.termination
+    termination = driver.coordinator.execution_end
     assert termination is not None and termination.mode is TerminationMode.RESTART_FORCEFUL
 
 
@@ -171,7 +171,7 @@ def test_step_7a_restarts_without_phase_2_and_ignores_the_waiting_request(applie
     outcome = coordinator.take_snapshot()
     assert outcome.successful
     assert coordinator.state is S.RESTART_REQUIRED
-    termination = coordinator.termination
+    termination = coordinator.execution_end
     assert termination is not None
     assert termination.mode is TerminationMode.RESTART_FORCEFUL
     assert termination.ignored_request == TerminationRequest(TerminationMode.SUSPEND_GRACEFUL)
@@ -301,7 +301,7 @@ def test_failed_terminal_snapshot_restarts_instead_of_suspending() -> None:
     cluster.faults.arm([(Op.VALIDATION_PUT, 0, Fault.FAILED)])
     driver.coordinator.request_termination(TerminationMode.SUSPEND_GRACEFUL)
     assert driver.coordinator.state is S.RESTART_REQUIRED
-    termination = driver.coordinator.termination
+    termination = driver.coordinator.execution_end
     assert termination is not None and termination.mode is TerminationMode.RESTART_FORCEFUL
     assert termination.ignored_request == TerminationRequest(TerminationMode.SUSPEND_GRACEFUL)
     assert txn_status(cluster, 0) is TxnStatus.ROLLED_BACK
@@ -313,7 +313,7 @@ def test_job_failure(suspend_on_failure: bool, state: CoordinatorState) -> None:
     driver.coordinator.fail("division by zero")
     assert driver.coordinator.state is state
     assert cluster.records.record.ongoing_snapshot_id == -1  # no snapshot (SUSPEND_FORCEFUL)
-    termination = driver.coordinator.termination
+    termination = driver.coordinator.execution_end
     assert termination is not None and termination.reason == "division by zero"
     expected_mode = TerminationMode.SUSPEND_FORCEFUL if suspend_on_failure else None
     assert termination.mode is expected_mode

@@ -95,7 +95,7 @@ def test_missing_initial_snapshot_fails_permanently_naming_it() -> None:
     with pytest.raises(SnapshotCorrupted, match="initial snapshot 'golden' does not exist"):
         driver.coordinator.restore()
     assert driver.coordinator.state is S.FAILED
-    termination = driver.coordinator.termination
+    termination = driver.coordinator.execution_end
     assert termination is not None and GOLDEN_MAP in termination.reason
 
 

@@ -217,7 +217,7 @@ class SnapshotProtocolMachine(RuleBasedStateMachine):
         if self.driver is None:
             return
         coordinator = self.driver.coordinator
-        termination = coordinator.termination
+        termination = coordinator.execution_end
         if coordinator.state in (S.CANCELLED, S.FAILED):
             self.job_over = True
         if termination is None or termination.mode is None:
