@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST := hack/pytest.sh
-PACKAGES := snapshotjob_contract operator/snapshot_operator spark_runtime
+PACKAGES := snapshotjob_contract snapshot_protocol snapshot_store operator/snapshot_operator spark_runtime
 
 .PHONY: help install demo test test-unit test-integration test-e2e test-slow \
         check lint format typecheck contracts crds bench run-operator clean

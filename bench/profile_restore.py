@@ -27,10 +27,10 @@ from typing import Any
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from bench.overhead import STATE_PARTITIONS, _session
+from snapshot_protocol import ChunkWriter, SnapshotRef
+from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.lineage import empty_frame
-from spark_runtime.protocol import ChunkWriter, SnapshotRef
 from spark_runtime.state import RunningAggregate, StateContext
 from spark_runtime.state import keyed as state_module
 from testbed.hazelcast import HazelcastCluster

@@ -1,7 +1,7 @@
 """Benchmark: the snapshot store against the physical limit of the same client and cluster.
 
 Writes and restores the same state (64 and 512 MiB in 1 MiB chunks) through
-:class:`~spark_runtime.hazelcast_store.HazelcastSnapshotStore`, the way a snapshot does
+:class:`~snapshot_store.hazelcast.HazelcastSnapshotStore`, the way a snapshot does
 (strict single-key puts, validation record, strict validation before the restore), and the
 same bytes through the fastest plain client method, measured in the same run against the same
 3-member cluster: for writes the faster of parallel async ``set`` and batched ``put_all``, for
@@ -30,12 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hazelcast.client import HazelcastClient
 
-from spark_runtime.hazelcast_store import DEFAULT_WINDOW, SOCKET_OPTIONS, HazelcastSnapshotStore
-from spark_runtime.protocol.chunks import (
+from snapshot_protocol.chunks import (
     ChunkKey,
     ValidationRecord,
     validate_snapshot,
 )
+from snapshot_store.hazelcast import DEFAULT_WINDOW, SOCKET_OPTIONS, HazelcastSnapshotStore
 from testbed.hazelcast import HazelcastCluster
 
 MIB = 1024 * 1024

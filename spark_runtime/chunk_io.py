@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
-from spark_runtime.protocol.chunks import ChunkDescriptor, ChunkKey
+from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey
+from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 
 CHUNK_TARGET_BYTES = 4 * 1024 * 1024
 """Record batches are grouped into chunks of about this size: big enough that per-put

@@ -6,7 +6,7 @@ so state, source offsets and buffered sink output in a snapshot all describe the
 the stream; the 2nd phase of a snapshot before the next epoch (so the next snapshot can only
 start after it, mechanism M3); and termination and export requests served only at boundaries.
 Everything the protocol decides is decided by
-:class:`~spark_runtime.protocol.SnapshotCoordinator`; the loop maps its final state to an exit
+:class:`~snapshot_protocol.SnapshotCoordinator`; the loop maps its final state to an exit
 code.
 
 Exports are reported through a callback (:data:`PublishExport`) rather than the record store
@@ -29,12 +29,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from snapshotjob_contract.exits import DriverExit
-from snapshotjob_contract.spec import ProcessingGuarantee
-from snapshotjob_contract.status import ExportedSnapshot
-from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.pipeline import Pipeline
-from spark_runtime.protocol import (
+from snapshot_protocol import (
     CoordinatorConfig,
     CoordinatorState,
     Failpoints,
@@ -47,6 +42,11 @@ from spark_runtime.protocol import (
     TerminationRequest,
     ZombieExecution,
 )
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.spec import ProcessingGuarantee
+from snapshotjob_contract.status import ExportedSnapshot
+from spark_runtime.chunk_io import StoreAddress
+from spark_runtime.pipeline import Pipeline
 from spark_runtime.state import StateContext
 
 _log = logging.getLogger(__name__)

@@ -25,6 +25,8 @@ from typing import Any, NoReturn, Protocol
 
 from pyspark.sql import SparkSession
 
+from snapshot_protocol import FailpointCrash, Failpoints, RecordStore
+from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from snapshotjob_contract.exits import DriverExit
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import (
@@ -36,8 +38,6 @@ from spark_runtime.driver import (
     StopSignals,
     TerminationPoll,
 )
-from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
-from spark_runtime.protocol import FailpointCrash, Failpoints, RecordStore
 from spark_runtime.session import spark_session
 
 # The driver's own messages have always come from this logger, whichever module logs them.

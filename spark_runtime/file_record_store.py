@@ -18,18 +18,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from snapshotjob_contract.record import ExecutionRecord
-from spark_runtime.protocol.errors import (
+from snapshot_protocol.errors import (
     IndeterminateRecordWrite,
     RecordStoreError,
     ZombieExecution,
 )
+from snapshotjob_contract.record import ExecutionRecord
 
 log = logging.getLogger(__name__)
 
 
 class FileRecordStore:
-    """The :class:`~spark_runtime.protocol.ports.RecordStore` port on a local JSON file.
+    """The :class:`~snapshot_protocol.ports.RecordStore` port on a local JSON file.
 
     The file holds ``{"execution": {"id": ...}, "executionRecord": {...}}``, the same shape as
     the SnapshotJob status, so a record can be moved between modes by hand.

@@ -24,6 +24,7 @@ from kubernetes import client as kube_client
 from kubernetes import config as kube_config
 from pydantic import ValidationError
 
+from snapshot_protocol import JobIdentity
 from snapshotjob_contract.base import explain
 from snapshotjob_contract.environment import (
     ENV_HAZELCAST_ADDRESS,
@@ -43,7 +44,6 @@ from spark_runtime.driver import (
 from spark_runtime.execution import BadInput, JobConfig
 from spark_runtime.kube_record_store import KubernetesRecordStore
 from spark_runtime.kube_requests import OperatorRequestPoller
-from spark_runtime.protocol import JobIdentity
 
 
 def kubernetes_config(job: Mapping[str, Any]) -> JobConfig:

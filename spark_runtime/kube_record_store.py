@@ -34,13 +34,13 @@ import urllib3.exceptions
 from kubernetes.client import CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
-from snapshotjob_contract.record import ExecutionRecord
-from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
-from spark_runtime.protocol.errors import (
+from snapshot_protocol.errors import (
     IndeterminateRecordWrite,
     RecordStoreError,
     ZombieExecution,
 )
+from snapshotjob_contract.record import ExecutionRecord
+from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ _IN_DOUBT = (
 
 
 class KubernetesRecordStore:
-    """The :class:`~spark_runtime.protocol.ports.RecordStore` port on the SnapshotJob status.
+    """The :class:`~snapshot_protocol.ports.RecordStore` port on the SnapshotJob status.
 
     Args:
         api: A client for custom objects.

@@ -21,10 +21,10 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from snapshot_protocol import TerminationRequest
 from snapshotjob_contract.base import explain
 from snapshotjob_contract.status import ExportRequestStatus, TerminationStatus
 from spark_runtime.driver import ExportRequest
-from spark_runtime.protocol import TerminationRequest
 
 # The driver's own messages have always come from this logger, whichever module logs them.
 _log = logging.getLogger("spark_runtime")

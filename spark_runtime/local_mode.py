@@ -14,12 +14,12 @@ import json
 import uuid
 from collections.abc import Sequence
 
+from snapshot_protocol import JobIdentity
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import DriverSettings, ExportPoll, PublishExport, TerminationPoll
 from spark_runtime.execution import BadInput, JobConfig
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.protocol import JobIdentity
 
 
 def _pairs(items: Sequence[str], what: str) -> dict[str, str]:

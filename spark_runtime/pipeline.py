@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from snapshot_protocol.ports import Participant
 from snapshotjob_contract.spec import ProcessingGuarantee
-from spark_runtime.protocol.ports import Participant
 from spark_runtime.sinks.base import Sink
 from spark_runtime.sinks.participant import SinkParticipant
 from spark_runtime.sources.base import Offset, Source

@@ -144,7 +144,7 @@ build_deps() {
 app_inputs() {
   {
     image_id "${DEPS_IMAGE}"
-    (cd "${REPO_ROOT}" && find snapshotjob_contract operator/snapshot_operator spark_runtime examples \
+    (cd "${REPO_ROOT}" && find snapshotjob_contract snapshot_protocol snapshot_store operator/snapshot_operator spark_runtime examples \
       -name '*.py' -type f | LC_ALL=C sort | xargs sha256sum)
     sha256sum "${REPO_ROOT}/pyproject.toml" "${HAZELCAST_JAR}" "${IMAGES_DIR}"/*
   } | sha256sum | cut -d' ' -f1

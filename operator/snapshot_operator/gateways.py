@@ -34,7 +34,7 @@ class StaleObservation(Exception):  # noqa: N818 (a signal to decide again, not 
 class StoreOperationFailed(Exception):  # noqa: N818 - names the outcome, like StaleObservation
     """A store operation failed; the gateway's implementation says why in ``reason``.
 
-    The operator does not import the runtime's store errors: the store gateway translates
+    The executor does not import the store's errors: the store gateway translates
     them, so this is all the executor needs to know to record and retry a failed copy.
 
     Args:

@@ -1,7 +1,7 @@
 """The operator's two store operations: copy a suspended job's snapshot to an export, and
 destroy a deleted job's automatic snapshot maps.
 
-Both go through the runtime's Hazelcast adapter (``spark_runtime.hazelcast_store``) rather
+Both go through the shared Hazelcast snapshot store (``snapshot_store.hazelcast``) rather
 than a second client of the operator's own: the copy must be exactly as strict as the
 driver's writes (single-key puts that fail on indeterminate state, the validation record
 written last, the copy validated before it counts), and keeping one implementation of that is
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from hazelcast.client import HazelcastClient
 
 from snapshot_operator.gateways import CopiedSnapshot
-from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
+from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 
 log = logging.getLogger(__name__)
 

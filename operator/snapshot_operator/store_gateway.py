@@ -1,7 +1,7 @@
 """The store gateway over Hazelcast: the health endpoint and the snapshot maps.
 
 It joins :mod:`snapshot_operator.store_health` (HTTP, a fresh read every time) and
-:class:`snapshot_operator.snapshot_maps.SnapshotMaps` (the runtime's Hazelcast adapter, one
+:class:`snapshot_operator.snapshot_maps.SnapshotMaps` (the shared Hazelcast snapshot store, one
 cached client per store) behind :class:`snapshot_operator.gateways.StoreGateway`, so that
 the executor and the store restart step receive the store as one injected object. Tested
 against a real Hazelcast cluster by ``tests/integration/test_operator.py`` and
@@ -16,7 +16,7 @@ from typing import Any
 from snapshot_operator import store_health
 from snapshot_operator.gateways import CopiedSnapshot, StoreOperationFailed
 from snapshot_operator.snapshot_maps import SnapshotMaps
-from spark_runtime.protocol import SnapshotCorrupted, SnapshotStoreError
+from snapshot_protocol import SnapshotCorrupted, SnapshotStoreError
 
 
 class HazelcastStoreGateway:

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
+from snapshot_protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
+from snapshot_protocol.ports import ChunkReader
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.lineage import Checkpointed, checkpoint
-from spark_runtime.protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
-from spark_runtime.protocol.ports import ChunkReader
 from spark_runtime.sinks.base import EPOCH_COLUMN, Sink, TransactionalSink
 
 _log = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ import json
 import logging
 from collections.abc import Sequence
 
-from spark_runtime.protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
-from spark_runtime.protocol.ports import ChunkReader
+from snapshot_protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
+from snapshot_protocol.ports import ChunkReader
 from spark_runtime.sources.base import Offset, Source
 
 _log = logging.getLogger(__name__)

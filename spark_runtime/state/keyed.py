@@ -26,6 +26,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from pyspark.sql.types import StructType
 
+from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey, ChunkWriter, SnapshotRef
+from snapshot_protocol.ports import ChunkReader
 from spark_runtime.chunk_io import (
     DESCRIPTOR_SCHEMA,
     StoreAddress,
@@ -35,8 +37,6 @@ from spark_runtime.chunk_io import (
     write_partition,
 )
 from spark_runtime.lineage import Checkpointed, checkpoint, empty_frame
-from spark_runtime.protocol.chunks import ChunkDescriptor, ChunkKey, ChunkWriter, SnapshotRef
-from spark_runtime.protocol.ports import ChunkReader
 
 _log = logging.getLogger(__name__)
 

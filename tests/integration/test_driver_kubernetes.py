@@ -24,21 +24,21 @@ import pytest
 from kubernetes import client
 from pyspark.sql import SparkSession
 
-from snapshotjob_contract.exits import DriverExit
-from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
-from snapshotjob_contract.spec import ProcessingGuarantee
-from snapshotjob_contract.status import ExportedSnapshot
-from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.driver import Driver, DriverSettings
-from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
-from spark_runtime.kube_record_store import KubernetesRecordStore
-from spark_runtime.protocol import (
+from snapshot_protocol import (
     JobIdentity,
     TerminationMode,
     TerminationRequest,
     export_map_name,
     validate_snapshot,
 )
+from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
+from snapshotjob_contract.spec import ProcessingGuarantee
+from snapshotjob_contract.status import ExportedSnapshot
+from spark_runtime.chunk_io import StoreAddress
+from spark_runtime.driver import Driver, DriverSettings
+from spark_runtime.kube_record_store import KubernetesRecordStore
 from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
 from testbed.processes import start_in_own_session, wait_until

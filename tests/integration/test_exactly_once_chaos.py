@@ -28,8 +28,8 @@ import psycopg
 import pytest
 
 from examples.sequence_sum import expected_sums
+from snapshot_protocol import FAILPOINTS, FailpointAction
 from snapshotjob_contract.exits import DriverExit
-from spark_runtime.protocol import FAILPOINTS, FailpointAction
 from testbed.driver_process import DriverHarness
 from testbed.hazelcast import HazelcastCluster
 

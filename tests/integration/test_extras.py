@@ -39,9 +39,15 @@ print(count)
 
 CASES = {
     # extra: (packages whose every module must import, entry point to run with --help)
-    "": (["snapshotjob_contract"], None),
-    "operator": (["snapshotjob_contract", "snapshot_operator"], "snapshot_operator"),
-    "runtime": (["snapshotjob_contract", "spark_runtime"], "spark_runtime"),
+    "": (["snapshotjob_contract", "snapshot_protocol"], None),
+    "operator": (
+        ["snapshotjob_contract", "snapshot_protocol", "snapshot_store", "snapshot_operator"],
+        "snapshot_operator",
+    ),
+    "runtime": (
+        ["snapshotjob_contract", "snapshot_protocol", "snapshot_store", "spark_runtime"],
+        "spark_runtime",
+    ),
 }
 
 
@@ -121,4 +127,10 @@ def test_the_wheel_ships_no_test_tooling(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("snapshotjob-*.whl")
     tops = {name.split("/", 1)[0] for name in zipfile.ZipFile(wheel).namelist()}
     packages = {top for top in tops if not top.endswith(".dist-info")}
-    assert packages == {"snapshotjob_contract", "snapshot_operator", "spark_runtime"}
+    assert packages == {
+        "snapshotjob_contract",
+        "snapshot_protocol",
+        "snapshot_store",
+        "snapshot_operator",
+        "spark_runtime",
+    }

@@ -17,10 +17,10 @@ import pytest
 import urllib3.exceptions
 from kubernetes import client
 
+from snapshot_protocol.errors import IndeterminateRecordWrite, ZombieExecution
 from snapshotjob_contract.record import ExecutionRecord
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from spark_runtime.kube_record_store import KubernetesRecordStore
-from spark_runtime.protocol.errors import IndeterminateRecordWrite, ZombieExecution
 from testbed.controlplane import KubeAPI
 from testbed.snapshotjob_crd import create_job, install_crd
 

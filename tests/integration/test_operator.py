@@ -24,10 +24,10 @@ from kubernetes import client
 from snapshot_operator.manifests import driver_service_account_name
 from snapshot_operator.reconcile import JobRef
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
+from snapshot_protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot
+from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from snapshotjob_contract import export_map_name, snapshot_map_name
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
-from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
-from spark_runtime.protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot
 from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
 from testbed.operator_harness import WAIT, OperatorHarness, OperatorProcess

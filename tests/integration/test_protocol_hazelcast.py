@@ -24,11 +24,7 @@ import pytest
 import urllib3.exceptions
 from kubernetes import client
 
-from snapshotjob_contract.record import export_map_name, snapshot_map_name
-from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
-from spark_runtime.kube_record_store import KubernetesRecordStore
-from spark_runtime.protocol import (
+from snapshot_protocol import (
     ChunkDescriptor,
     ChunkReader,
     ChunkWriter,
@@ -42,6 +38,10 @@ from spark_runtime.protocol import (
     TerminationMode,
     ZombieExecution,
 )
+from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
+from snapshotjob_contract.record import export_map_name, snapshot_map_name
+from spark_runtime.file_record_store import FileRecordStore
+from spark_runtime.kube_record_store import KubernetesRecordStore
 from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
 from testbed.snapshotjob_crd import create_job, install_crd

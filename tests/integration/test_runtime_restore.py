@@ -25,14 +25,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from examples.sequence_sum import expected_sums
+from snapshot_protocol import ChunkWriter, JobIdentity, SnapshotRef
+from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
 from spark_runtime.pipeline import Pipeline
-from spark_runtime.protocol import ChunkWriter, JobIdentity, SnapshotRef
 from spark_runtime.session import JAR_DIR
 from spark_runtime.sinks import ConsoleSink, FileSink, HazelcastMapSink, PostgresSink
 from spark_runtime.sources import FileSource, PostgresSource, SequenceSource

@@ -23,20 +23,20 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from snapshotjob_contract.exits import DriverExit
-from snapshotjob_contract.spec import ProcessingGuarantee
-from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.driver import Driver, DriverSettings, StopSignals
-from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.hazelcast_store import HazelcastSnapshotStore, connect
-from spark_runtime.pipeline import Pipeline
-from spark_runtime.protocol import (
+from snapshot_protocol import (
     JobIdentity,
     TerminationMode,
     TerminationRequest,
     export_map_name,
     validate_snapshot,
 )
+from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.spec import ProcessingGuarantee
+from spark_runtime.chunk_io import StoreAddress
+from spark_runtime.driver import Driver, DriverSettings, StopSignals
+from spark_runtime.file_record_store import FileRecordStore
+from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import PostgresSink
 from spark_runtime.sources import SequenceSource
 from testbed.hazelcast import HazelcastCluster

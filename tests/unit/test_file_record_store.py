@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from snapshot_protocol.errors import RecordStoreError, ZombieExecution
 from snapshotjob_contract.record import ExecutionRecord
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.protocol.errors import RecordStoreError, ZombieExecution
 
 
 def _record(snapshot_id: int) -> ExecutionRecord:

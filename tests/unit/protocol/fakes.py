@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from spark_runtime.protocol import (
+from snapshot_protocol import (
     ChunkDescriptor,
     ChunkKey,
     ChunkReader,

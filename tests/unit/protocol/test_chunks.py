@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_runtime.protocol import (
+from snapshot_protocol import (
     ChunkKey,
     ChunkWriter,
     SnapshotCorrupted,

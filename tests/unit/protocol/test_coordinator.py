@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from spark_runtime.protocol import (
+from snapshot_protocol import (
     FAILPOINTS,
     TRANSITIONS,
     ChunkDescriptor,

@@ -32,7 +32,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from spark_runtime.protocol import (
+from snapshot_protocol import (
     FAILPOINTS,
     NO_SNAPSHOT,
     TRANSITIONS,

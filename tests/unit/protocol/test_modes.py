@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_runtime.protocol import ActionAfter, SnapshotKind, TerminationMode
+from snapshot_protocol import ActionAfter, SnapshotKind, TerminationMode
 
 pytestmark = pytest.mark.unit
 

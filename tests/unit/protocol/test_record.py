@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_runtime.protocol import (
+from snapshot_protocol import (
     NO_SNAPSHOT,
     ExecutionRecord,
     JobIdentity,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from snapshot_protocol import ChunkDescriptor, ChunkKey
 from spark_runtime.chunk_io import (
     DESCRIPTOR_SCHEMA,
     decode_batches,
@@ -11,7 +12,6 @@ from spark_runtime.chunk_io import (
     encode_batches,
     group_into_chunks,
 )
-from spark_runtime.protocol import ChunkDescriptor, ChunkKey
 
 SCHEMA = pa.schema([pa.field("key", pa.int64()), pa.field("total", pa.int64())])
 

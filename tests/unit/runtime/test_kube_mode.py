@@ -7,13 +7,13 @@ from typing import Any, cast
 
 import pytest
 
+from snapshot_protocol import TerminationMode
 from snapshotjob_contract.spec import DEFAULT_STATE_PARTITIONS, ProcessingGuarantee
 from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.execution import BadInput
 from spark_runtime.kube_mode import ENV_INITIAL_SNAPSHOT_NAME, KubernetesMode, kubernetes_config
 from spark_runtime.kube_record_store import KubernetesRecordStore
 from spark_runtime.kube_requests import OperatorRequestPoller
-from spark_runtime.protocol import TerminationMode
 
 
 def _job(**spec: Any) -> dict[str, Any]:

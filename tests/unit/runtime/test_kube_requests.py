@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from snapshot_protocol import TerminationMode
 from spark_runtime.driver import ExportRequest
 from spark_runtime.kube_requests import OperatorRequestPoller
-from spark_runtime.protocol import TerminationMode
 
 
 def _status(request_id: str, mode: str, export: str | None = None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from spark_runtime.protocol.errors import IndeterminateChunkWrite, IndeterminateRecordWrite
+from snapshot_protocol.errors import IndeterminateChunkWrite, IndeterminateRecordWrite
 
 ENV_VAR = "SJ_FAILPOINTS"
 
@@ -162,7 +162,7 @@ class Failpoints:
         """
         failpoint = _BY_NAME.get(name)
         if failpoint is None:
-            raise ValueError(f"unknown failpoint {name!r}; see spark_runtime.protocol.FAILPOINTS")
+            raise ValueError(f"unknown failpoint {name!r}; see snapshot_protocol.FAILPOINTS")
         if action not in failpoint.actions:
             raise ValueError(
                 f"failpoint {name!r} does not allow {action.value!r}: "

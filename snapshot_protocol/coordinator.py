@@ -14,7 +14,7 @@ processing: :meth:`SnapshotCoordinator.take_snapshot` runs steps 1-8 and leaves 
 in ``PHASE_2_PENDING``; :meth:`SnapshotCoordinator.finish_snapshot` runs steps 9 and 10.
 
 Every step is wrapped in the failpoints ``<procedure>.before_step_N`` / ``after_step_N`` (see
-:mod:`spark_runtime.protocol.failpoints`), passed in order even where a step has nothing to do.
+:mod:`snapshot_protocol.failpoints`), passed in order even where a step has nothing to do.
 """
 
 from __future__ import annotations
@@ -26,15 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
-from snapshotjob_contract.record import (
-    NO_SNAPSHOT,
-    ExecutionRecord,
-    JobIdentity,
-    export_map_name,
-    snapshot_map_name,
-)
-from spark_runtime.protocol.chunks import (
+from snapshot_protocol.chunks import (
     ChunkDescriptor,
     ChunkWriter,
     SnapshotRef,
@@ -43,15 +35,23 @@ from spark_runtime.protocol.chunks import (
     chunks_of,
     validate_snapshot,
 )
-from spark_runtime.protocol.errors import (
+from snapshot_protocol.errors import (
     IllegalTransition,
     RecordStoreError,
     SnapshotCorrupted,
     SnapshotStoreError,
     ZombieExecution,
 )
-from spark_runtime.protocol.failpoints import RESTORE, TAKE, Failpoints, failpoint_name
-from spark_runtime.protocol.ports import Clock, Participant, RecordStore, SnapshotStore
+from snapshot_protocol.failpoints import RESTORE, TAKE, Failpoints, failpoint_name
+from snapshot_protocol.ports import Clock, Participant, RecordStore, SnapshotStore
+from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
+from snapshotjob_contract.record import (
+    NO_SNAPSHOT,
+    ExecutionRecord,
+    JobIdentity,
+    export_map_name,
+    snapshot_map_name,
+)
 
 _log = logging.getLogger(__name__)
 

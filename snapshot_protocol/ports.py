@@ -2,7 +2,7 @@
 
 The core imports no I/O library; the Kubernetes record store, the Hazelcast snapshot store and
 the Spark runtime's participants implement these protocols. Each port reports failures only
-through the exceptions in :mod:`spark_runtime.protocol.errors`, because the protocol's
+through the exceptions in :mod:`snapshot_protocol.errors`, because the protocol's
 decisions (``docs/protocol.md``) depend on the kind of failure (determinate, indeterminate,
 fenced).
 """
@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from snapshotjob_contract.record import ExecutionRecord
-from spark_runtime.protocol.chunks import (
+from snapshot_protocol.chunks import (
     ChunkDescriptor,
     ChunkKey,
     ChunkWriter,
     SnapshotRef,
     ValidationRecord,
 )
+from snapshotjob_contract.record import ExecutionRecord
 
 Clock = Callable[[], int]
 """Returns the current time in epoch milliseconds; injected so the core never reads the time."""

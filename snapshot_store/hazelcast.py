@@ -27,8 +27,8 @@ from hazelcast.client import HazelcastClient
 from hazelcast.errors import HazelcastError, IndeterminateOperationStateError
 from hazelcast.future import Future
 
-from spark_runtime.protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot
-from spark_runtime.protocol.errors import IndeterminateChunkWrite, SnapshotStoreError
+from snapshot_protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot
+from snapshot_protocol.errors import IndeterminateChunkWrite, SnapshotStoreError
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def connect(
 
 
 class HazelcastSnapshotStore:
-    """The :class:`~spark_runtime.protocol.ports.SnapshotStore` port on a Hazelcast cluster.
+    """The :class:`~snapshot_protocol.ports.SnapshotStore` port on a Hazelcast cluster.
 
     Args:
         client: A client made by :func:`connect` (fail-on-indeterminate on).
@@ -97,7 +97,7 @@ class HazelcastSnapshotStore:
         if not client._config.fail_on_indeterminate_operation_state:
             raise ValueError(
                 "The snapshot store needs a client with fail_on_indeterminate_operation_state"
-                "=True; use spark_runtime.hazelcast_store.connect()"
+                "=True; use snapshot_store.hazelcast.connect()"
             )
         self._client = client
         self._window = window

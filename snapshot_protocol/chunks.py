@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from spark_runtime.protocol.errors import SnapshotCorrupted
+from snapshot_protocol.errors import SnapshotCorrupted
 
 if TYPE_CHECKING:
-    from spark_runtime.protocol.ports import SnapshotStore
+    from snapshot_protocol.ports import SnapshotStore
 
 SNAPSHOT_FORMAT_VERSION = 1
 """Version of the chunk key and validation record layout written by this code."""

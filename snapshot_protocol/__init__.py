@@ -9,16 +9,7 @@ The world is reached through the ports: the execution record lives in the Snapsh
 pipeline's sources, state and sinks take part through :class:`Participant`.
 """
 
-from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
-from snapshotjob_contract.record import (
-    NO_SNAPSHOT,
-    ExecutionRecord,
-    JobIdentity,
-    SnapshotStats,
-    export_map_name,
-    snapshot_map_name,
-)
-from spark_runtime.protocol.chunks import (
+from snapshot_protocol.chunks import (
     SNAPSHOT_FORMAT_VERSION,
     ChunkDescriptor,
     ChunkKey,
@@ -27,7 +18,7 @@ from spark_runtime.protocol.chunks import (
     ValidationRecord,
     validate_snapshot,
 )
-from spark_runtime.protocol.coordinator import (
+from snapshot_protocol.coordinator import (
     TRANSITIONS,
     CoordinatorConfig,
     CoordinatorState,
@@ -36,7 +27,7 @@ from spark_runtime.protocol.coordinator import (
     SnapshotOutcome,
     TerminationRequest,
 )
-from spark_runtime.protocol.errors import (
+from snapshot_protocol.errors import (
     IllegalTransition,
     IndeterminateChunkWrite,
     IndeterminateRecordWrite,
@@ -46,10 +37,10 @@ from spark_runtime.protocol.errors import (
     SnapshotStoreError,
     ZombieExecution,
 )
-from spark_runtime.protocol.failpoints import (
+from snapshot_protocol.failpoints import (
     ENV_VAR as FAILPOINTS_ENV_VAR,
 )
-from spark_runtime.protocol.failpoints import (
+from snapshot_protocol.failpoints import (
     FAILPOINTS,
     Failpoint,
     FailpointAction,
@@ -57,12 +48,21 @@ from spark_runtime.protocol.failpoints import (
     FailpointIndeterminate,
     Failpoints,
 )
-from spark_runtime.protocol.ports import (
+from snapshot_protocol.ports import (
     ChunkReader,
     Clock,
     Participant,
     RecordStore,
     SnapshotStore,
+)
+from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
+from snapshotjob_contract.record import (
+    NO_SNAPSHOT,
+    ExecutionRecord,
+    JobIdentity,
+    SnapshotStats,
+    export_map_name,
+    snapshot_map_name,
 )
 
 __all__ = [
