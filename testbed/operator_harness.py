@@ -228,7 +228,7 @@ class OperatorHarness:
                     "imageID": "",
                     "ready": False,
                     "restartCount": 0,
-                    "state": {"terminated": {"exitCode": code}},
+                    "state": {"terminated": {"exitCode": int(code)}},
                 }
             ],
         }

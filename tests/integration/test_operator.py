@@ -27,6 +27,7 @@ from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 from snapshot_protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from snapshotjob_contract import export_map_name, snapshot_map_name
+from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
@@ -35,10 +36,6 @@ from testbed.snapshotjob_crd import install_crd
 from tests.unit.operator.specs import VALID_SPEC
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
-
-TERMINATED = 64
-FENCED = 77
-INTERRUPTED = 143
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +138,7 @@ def test_create_run_suspend_resume(harness: OperatorHarness) -> None:
         "a SUSPEND_GRACEFUL request",
     )
     assert completing["phase"] == "COMPLETING"
-    harness.exit_pod(first["driverPod"], TERMINATED)
+    harness.exit_pod(first["driverPod"], DriverExit.TERMINATED)
     suspended = harness.wait_phase("wordcount", "SUSPENDED")
     assert "termination" not in suspended
     assert harness.pod_names(uid) == [first["driverPod"]], "the stopped Pod is kept for its log"
@@ -233,7 +230,7 @@ def test_operator_restart_during_suspend_starts_no_second_driver(
     assert harness.pod_names(uid) == [driver]
 
     harness.operator.kill()
-    harness.exit_pod(driver, TERMINATED)
+    harness.exit_pod(driver, DriverExit.TERMINATED)
     harness.operator.start()
     harness.wait_phase("steady", "SUSPENDED")
     time.sleep(2)
@@ -278,7 +275,7 @@ def test_export_with_cancel_job_cancels_gracefully(harness: OperatorHarness) -> 
     )
     assert completing["termination"]["mode"] == "CANCEL_GRACEFUL"
     assert completing["termination"]["exportName"] == "last"
-    harness.exit_pod(running["execution"]["driverPod"], TERMINATED)
+    harness.exit_pod(running["execution"]["driverPod"], DriverExit.TERMINATED)
     failed = harness.wait_phase("finale", "FAILED")
     assert failed["lastFailure"]["reason"] == "Cancelled"
     harness.wait_event("finale", "Cancelled")
@@ -294,7 +291,7 @@ def test_export_while_suspended_copies_and_validates(
     )
     harness.patch_spec("archive", suspend=True)
     harness.wait_status("archive", lambda s: "termination" in s, "the suspend request")
-    harness.exit_pod(running["execution"]["driverPod"], TERMINATED)
+    harness.exit_pod(running["execution"]["driverPod"], DriverExit.TERMINATED)
     harness.wait_phase("archive", "SUSPENDED")
 
     recorder = harness.record_phases("archive")
@@ -333,7 +330,7 @@ def test_upgrade_with_snapshot_restarts_gracefully(harness: OperatorHarness) -> 
     )
     assert completing["termination"]["mode"] == "RESTART_GRACEFUL"
     assert completing["termination"]["reason"] == "SpecChanged"
-    harness.exit_pod(running["execution"]["driverPod"], TERMINATED)
+    harness.exit_pod(running["execution"]["driverPod"], DriverExit.TERMINATED)
     started = harness.wait_status(
         "rolling", lambda s: s["execution"]["attempt"] == 2, "the upgraded execution"
     )
@@ -636,7 +633,7 @@ def test_an_interrupted_driver_restarts_at_once_without_counting(harness: Operat
     uid, running = harness.start_running("drained")
     first = running["execution"]
 
-    harness.exit_pod(first["driverPod"], INTERRUPTED)
+    harness.exit_pod(first["driverPod"], DriverExit.INTERRUPTED)
 
     restarted = harness.wait_status(
         "drained",
@@ -654,7 +651,7 @@ def test_a_fenced_driver_starts_nothing(harness: OperatorHarness) -> None:
     uid, running = harness.start_running("zombie")
     first = running["execution"]
 
-    harness.exit_pod(first["driverPod"], FENCED)
+    harness.exit_pod(first["driverPod"], DriverExit.FENCED)
 
     fenced = harness.wait_status(
         "zombie",

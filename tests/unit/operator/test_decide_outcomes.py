@@ -35,6 +35,7 @@ from snapshot_operator.reconcile import (
 from snapshotjob_contract import (
     ConditionStatus,
     ConditionType,
+    DriverExit,
     ExecutionRecord,
     ExecutionStatus,
     ExportedSnapshot,
@@ -65,8 +66,6 @@ from tests.unit.operator.world import JOB, NOW, ago, specs, status_after
 
 pytestmark = pytest.mark.filterwarnings("error")
 
-INTERRUPTED = 143
-FENCED = 77
 UNSAFE = StoreHealth(cluster_safe=False, member_count=3)
 
 
@@ -88,7 +87,7 @@ def test_an_interrupted_driver_restarts_at_once_without_counting_a_failure(
         spec,
         phase=phase,
         pod_phase=PodPhase.FAILED,
-        exit_code=INTERRUPTED,
+        exit_code=DriverExit.INTERRUPTED,
         termination=pending,
         restarts=restarts,
         record=a_snapshot(),
@@ -113,7 +112,7 @@ def test_an_interrupted_driver_restarts_at_once_without_counting_a_failure(
 def test_an_interrupted_driver_waits_for_the_store_without_backoff(spec: SnapshotJobSpec) -> None:
     spec = spec.model_copy(update={"suspend": False, "suspend_on_failure": False})
     first = running_job(
-        spec, pod_phase=PodPhase.FAILED, exit_code=INTERRUPTED, store=UNSAFE, restarts=4
+        spec, pod_phase=PodPhase.FAILED, exit_code=DriverExit.INTERRUPTED, store=UNSAFE, restarts=4
     )
     # A failure just before: a backoff restart would wait backoff(4) after it.
     first = replace(
@@ -144,7 +143,7 @@ def test_a_fenced_current_driver_is_not_a_failure_and_starts_nothing(
     spec: SnapshotJobSpec, phase: Phase, restarts: int
 ) -> None:
     observation = running_job(
-        spec, phase=phase, pod_phase=PodPhase.FAILED, exit_code=FENCED, restarts=restarts
+        spec, phase=phase, pod_phase=PodPhase.FAILED, exit_code=DriverExit.FENCED, restarts=restarts
     )
 
     actions = decide(observation)
@@ -169,7 +168,10 @@ def test_a_fenced_current_driver_is_not_a_failure_and_starts_nothing(
 def test_a_fenced_driver_of_an_older_execution_is_ignored() -> None:
     observation = running_job(spec_of(), record=a_snapshot())
     stale = DriverPod(
-        driver_pod_name(JOB.name, 1), execution_id(JOB.uid, 1, NOW), PodPhase.FAILED, FENCED
+        driver_pod_name(JOB.name, 1),
+        execution_id(JOB.uid, 1, NOW),
+        PodPhase.FAILED,
+        DriverExit.FENCED,
     )
     observation = replace(observation, pods=(*observation.pods, stale))
 
@@ -183,7 +185,7 @@ def test_a_fenced_driver_of_an_older_execution_is_ignored() -> None:
 
 
 def test_deleting_a_fenced_driver_starts_again() -> None:
-    observation = running_job(spec_of(), pod_phase=PodPhase.FAILED, exit_code=FENCED)
+    observation = running_job(spec_of(), pod_phase=PodPhase.FAILED, exit_code=DriverExit.FENCED)
     waiting = status_after(observation.status, decide(observation))
 
     actions = decide(replace(observation, status=waiting, pods=()))
