@@ -26,9 +26,16 @@ pytest_plugins = [
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give every test its tier marker from its folder, so ``-m unit`` selects by folder."""
+    """Give every test its tier marker from its folder, so ``-m unit`` selects by folder.
+
+    The unit tests run first (the order within each tier is kept). Besides failing fast, this
+    keeps the unit tier's process guard (``tests/unit/conftest.py``) off the session's end:
+    session fixtures (the kind cluster, the control plane, the servers) are finalized in the
+    teardown of the session's last test, and that teardown must be free to stop them.
+    """
     for item in items:
         parts = item.path.parts
         for tier in ("unit", "integration", "e2e"):
             if tier in parts:
                 item.add_marker(getattr(pytest.mark, tier))
+    items.sort(key=lambda item: 0 if "unit" in item.path.parts else 1)

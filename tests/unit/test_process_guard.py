@@ -123,3 +123,16 @@ def test_every_way_to_start_a_process_fails_the_unit_test(pytester: pytest.Pytes
         "call (Popen._execute_child); unit tests start no process: move it to tests/integration"
     )
     assert "this one called os.fork" in message["test_os_fork"]
+
+
+def test_the_unit_tests_run_before_every_other_tier(request: pytest.FixtureRequest) -> None:
+    """Session fixtures are finalized in the last test's teardown: never a guarded unit test.
+
+    Found by a full run: the kind cluster's teardown runs ``cluster.sh down``, and the guard
+    refused it when the session's last test was a unit test. In a run of the unit tier alone
+    this holds trivially; in ``make test`` it checks the order ``tests/conftest.py`` sets.
+    """
+    tiers = [
+        "unit" if item.get_closest_marker("unit") else "other" for item in request.session.items
+    ]
+    assert tiers == sorted(tiers, key=lambda tier: tier != "unit")
