@@ -28,15 +28,29 @@ class DriverExit(enum.IntEnum):
     SNAPSHOT_CORRUPTED = 65
     """Restore found the restore point inconsistent (docs/protocol.md, restore step 4): the job
     fails permanently. sysexits' EX_DATAERR."""
+    SNAPSHOT_NOT_FOUND = 66
+    """The snapshot to restore does not exist: ``spec.initialSnapshotName`` names no export (or
+    one that holds no complete snapshot). The job fails permanently until the spec names an
+    existing export. sysexits' EX_NOINPUT."""
+    TRANSIENT_FAILURE = 69
+    """Something the execution needs was unavailable (the snapshot store during a restore, an
+    external system during a snapshot's 2nd phase): the operator restarts it after a backoff,
+    counting a failure, so a lasting outage ends in ``maxRestarts``. sysexits'
+    EX_UNAVAILABLE."""
     RESTART_FORCEFUL = 75
-    """A record write was indeterminate after a snapshot's decision (docs/protocol.md, taking
-    step 7a), or a restore could not finish: the job must restart and restore at once. Not a
-    failure; any pending graceful request is dropped. sysexits' EX_TEMPFAIL."""
+    """A write of the execution record was indeterminate (docs/protocol.md, taking step 7a, or
+    restore step 2): the job must restart and restore at once, since only a restore can commit
+    or roll back what the snapshot prepared. Not a failure; any pending graceful request is
+    dropped. sysexits' EX_TEMPFAIL."""
     FENCED = 77
     """A newer execution owns the job (``status.execution.id`` is not the driver's): the driver
     was a zombie and stopped without touching the record. Not a failure of the current
     execution, and never a reason to start one: the operator waits for the status to show the
     execution that fenced it."""
+    SNAPSHOT_INCOMPATIBLE = 78
+    """The restore point was written by another snapshot format or by a pipeline whose state
+    differs (other operators or state schemas), checked before any state is loaded: the job
+    fails permanently, the message names both sides. sysexits' EX_CONFIG."""
     FAILPOINT_CRASH = 86
     """A failpoint armed with ``crash`` (``SJ_FAILPOINTS``) fired: a test's injected crash, a
     failure like any other for the operator."""

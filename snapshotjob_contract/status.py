@@ -144,6 +144,10 @@ class ConditionReason(enum.StrEnum):
     DRIVER_POD_LOST = "DriverPodLost"
     BAD_INPUT = "BadInput"
     SNAPSHOT_CORRUPTED = "SnapshotCorrupted"
+    SNAPSHOT_INCOMPATIBLE = "SnapshotIncompatible"
+    SNAPSHOT_NOT_FOUND = "SnapshotNotFound"
+    TRANSIENT_FAILURE = "TransientFailure"
+    REPEATED_FORCED_RESTARTS = "RepeatedForcedRestarts"
     CANCELLED = "Cancelled"
     SNAPSHOT_RECENT = "SnapshotRecent"
     SNAPSHOT_STALE = "SnapshotStale"
@@ -198,6 +202,14 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         "restart helps",
         ConditionReason.SNAPSHOT_CORRUPTED: "restore found the restore point corrupted; the job "
         "cannot restart from it",
+        ConditionReason.SNAPSHOT_INCOMPATIBLE: "the restore point was written by another "
+        "snapshot format or by a pipeline with other state; the job cannot restore it",
+        ConditionReason.SNAPSHOT_NOT_FOUND: "spec.initialSnapshotName names no complete "
+        "exported snapshot",
+        ConditionReason.TRANSIENT_FAILURE: "the snapshot store or an external system was "
+        "unavailable; the job restarts after a backoff, counted against maxRestarts",
+        ConditionReason.REPEATED_FORCED_RESTARTS: "several executions in a row ended in a "
+        "forced restart (an indeterminate execution record write)",
         ConditionReason.CANCELLED: "the job was cancelled (Jet reports a cancelled job as "
         "failed); not a degradation",
         ConditionReason.SNAPSHOT_RECENT: "the last snapshot succeeded and the restore point is "

@@ -37,6 +37,8 @@ class EventReason(enum.StrEnum):
     DRIVER_INTERRUPTED = "DriverInterrupted"
     DRIVER_FENCED = "DriverFenced"
     SNAPSHOT_CORRUPTED = "SnapshotCorrupted"
+    SNAPSHOT_INCOMPATIBLE = "SnapshotIncompatible"
+    SNAPSHOT_NOT_FOUND = "SnapshotNotFound"
     TERMINATION_REQUESTED = "TerminationRequested"
     TERMINATION_ESCALATED = "TerminationEscalated"
     SUSPENDED = "Suspended"
@@ -70,6 +72,8 @@ _WARNINGS = frozenset(
         EventReason.DRIVER_INTERRUPTED,
         EventReason.DRIVER_FENCED,
         EventReason.SNAPSHOT_CORRUPTED,
+        EventReason.SNAPSHOT_INCOMPATIBLE,
+        EventReason.SNAPSHOT_NOT_FOUND,
         EventReason.TERMINATION_ESCALATED,
         EventReason.EXPORT_TIMED_OUT,
         EventReason.EXPORT_REJECTED,

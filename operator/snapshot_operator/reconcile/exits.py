@@ -137,6 +137,30 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
             phase=Phase.FAILED,
             failure=ConditionReason.SNAPSHOT_CORRUPTED,
         ),
+        DriverExit.SNAPSHOT_INCOMPATIBLE: ExitHandling(
+            ExitOutcome.STOP,
+            EventReason.SNAPSHOT_INCOMPATIBLE,
+            "Restore found the restore point incompatible with this pipeline "
+            "snapshotId={snapshot_id} {context}; see the driver's log for both sides, then "
+            "revert spec.pipeline or start a new SnapshotJob without the snapshot",
+            phase=Phase.FAILED,
+            failure=ConditionReason.SNAPSHOT_INCOMPATIBLE,
+        ),
+        DriverExit.SNAPSHOT_NOT_FOUND: ExitHandling(
+            ExitOutcome.STOP,
+            EventReason.SNAPSHOT_NOT_FOUND,
+            "The initial snapshot does not exist {context}; set spec.initialSnapshotName to an "
+            "export listed in status.exportedSnapshots of a job in this namespace",
+            phase=Phase.FAILED,
+            failure=ConditionReason.SNAPSHOT_NOT_FOUND,
+        ),
+        # An outage is counted, so one that lasts ends in maxRestarts instead of a loop.
+        DriverExit.TRANSIENT_FAILURE: ExitHandling(
+            ExitOutcome.RESTART_POLICY,
+            message="Driver stopped because a system it needs was unavailable exitCode={code} "
+            "{context}",
+            failure=ConditionReason.TRANSIENT_FAILURE,
+        ),
         # The state may hold prepared transactions that only a restore resolves (see
         # docs/protocol.md, Termination modes), so the pending request is dropped, not served.
         DriverExit.RESTART_FORCEFUL: ExitHandling(

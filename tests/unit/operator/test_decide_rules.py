@@ -57,12 +57,17 @@ def test_restarts_at_once_are_neither_failures_nor_backed_off(code: DriverExit) 
     assert handling.restart_reason is not None and handling.event is not None
 
 
-def test_only_plain_failures_count_and_back_off() -> None:
+def test_only_failures_and_outages_count_and_back_off() -> None:
     counted = {code for code, handling in EXITS.items() if handling.outcome.counts_as_failure}
     backed_off = {code for code, handling in EXITS.items() if handling.outcome.backoff}
 
-    assert counted == backed_off == {None, DriverExit.FAILED, DriverExit.FAILPOINT_CRASH}
+    assert (
+        counted
+        == backed_off
+        == {None, DriverExit.FAILED, DriverExit.FAILPOINT_CRASH, DriverExit.TRANSIENT_FAILURE}
+    )
     assert EXITS[None].failure is ConditionReason.DRIVER_FAILED
+    assert EXITS[DriverExit.TRANSIENT_FAILURE].failure is ConditionReason.TRANSIENT_FAILURE
 
 
 def test_exits_that_stop_the_job_name_their_phase() -> None:
@@ -72,6 +77,8 @@ def test_exits_that_stop_the_job_name_their_phase() -> None:
         DriverExit.COMPLETED: Phase.COMPLETED,
         DriverExit.BAD_INPUT: Phase.FAILED,
         DriverExit.SNAPSHOT_CORRUPTED: Phase.FAILED,
+        DriverExit.SNAPSHOT_NOT_FOUND: Phase.FAILED,
+        DriverExit.SNAPSHOT_INCOMPATIBLE: Phase.FAILED,
     }
     assert all((h.phase is Phase.FAILED) == (h.failure is not None) for h in stops.values())
 
