@@ -10,13 +10,19 @@ pipeline's sources, state and sinks take part through :class:`Participant`.
 """
 
 from snapshot_protocol.chunks import (
+    CHECKSUM_ALGORITHM,
     SNAPSHOT_FORMAT_VERSION,
     ChunkDescriptor,
     ChunkKey,
     ChunkWriter,
+    PipelineShape,
     SnapshotRef,
+    UnreadableFormat,
     ValidationRecord,
+    check_compatible,
+    checksum,
     validate_snapshot,
+    verify_chunk,
 )
 from snapshot_protocol.coordinator import (
     TRANSITIONS,
@@ -34,7 +40,10 @@ from snapshot_protocol.errors import (
     ProtocolError,
     RecordStoreError,
     SnapshotCorrupted,
+    SnapshotIncompatible,
+    SnapshotNotFound,
     SnapshotStoreError,
+    SnapshotUnusable,
     ZombieExecution,
 )
 from snapshot_protocol.failpoints import (
@@ -66,6 +75,7 @@ from snapshotjob_contract.record import (
 )
 
 __all__ = [
+    "CHECKSUM_ALGORITHM",
     "FAILPOINTS",
     "FAILPOINTS_ENV_VAR",
     "NO_SNAPSHOT",
@@ -91,22 +101,30 @@ __all__ = [
     "IndeterminateRecordWrite",
     "JobIdentity",
     "Participant",
+    "PipelineShape",
     "ProtocolError",
     "RecordStore",
     "RecordStoreError",
     "SnapshotCoordinator",
     "SnapshotCorrupted",
+    "SnapshotIncompatible",
     "SnapshotKind",
+    "SnapshotNotFound",
     "SnapshotOutcome",
     "SnapshotRef",
     "SnapshotStats",
     "SnapshotStore",
     "SnapshotStoreError",
+    "SnapshotUnusable",
     "TerminationMode",
     "TerminationRequest",
+    "UnreadableFormat",
     "ValidationRecord",
     "ZombieExecution",
+    "check_compatible",
+    "checksum",
     "export_map_name",
     "snapshot_map_name",
     "validate_snapshot",
+    "verify_chunk",
 ]

@@ -1,28 +1,55 @@
 """Snapshot data as the protocol sees it: chunk keys, the validation record, strict validation.
 
-Every chunk key carries its snapshot id, because snapshot maps may hold stray entries of other
-snapshots (a clear is not replicated safely, taking step 3, and invariant I4 allows it; see
-``docs/protocol.md``). The validation record (Jet's ``SnapshotValidationRecord``, called
-"SnapshotVerificationRecord" in Jet's design) lists every chunk key of its snapshot, so
-validation before a restore (restore step 4) can be strict without scanning the map: the record
-must exist, carry the expected id, and every listed chunk must be present. The check lives here,
-not in each store adapter, so that it is the same for the Hazelcast store, the in-memory fakes
-and the operator's validation of copied exports.
+Every key in a snapshot map, chunk or validation record, starts with its snapshot id. That id
+is the fence on snapshot data (``docs/protocol.md``, mechanism M8): it was allocated by a safe
+write of the execution record before any data was written under it (mechanism M5), so no two
+executions ever write under the same id, and an execution replaced by a newer one (a zombie)
+can only write and discard keys of ids older than anything the newer execution writes. A
+restore reads the validation record of exactly the id the execution record names and only the
+chunks that record lists; it never reads "the map's" record, which a zombie could overwrite.
+
+The validation record (Jet's ``SnapshotValidationRecord``, called "SnapshotVerificationRecord"
+in Jet's design) lists every chunk of its snapshot with the chunk's size and xxh3 checksum, and
+describes the pipeline that wrote it, so validation before a restore (restore step 4) can be
+strict without scanning the map: the record must exist, carry the expected id and a format this
+code reads, and every listed chunk must be present; every chunk read later is checked against
+its checksum (:func:`verify_chunk`). The checks live here, not in each store adapter, so that
+they are the same for the Hazelcast store, the in-memory fakes and the operator's copies of
+exports.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from snapshot_protocol.errors import SnapshotCorrupted
+import xxhash
+
+from snapshot_protocol.errors import SnapshotCorrupted, SnapshotIncompatible
 
 if TYPE_CHECKING:
-    from snapshot_protocol.ports import SnapshotStore
+    from snapshot_protocol.ports import ChunkReader, SnapshotStore
 
-SNAPSHOT_FORMAT_VERSION = 1
-"""Version of the chunk key and validation record layout written by this code."""
+SNAPSHOT_FORMAT_VERSION = 2
+"""Version of the chunk key and validation record layout written by this code.
+
+1: one validation record per map under ``validation-record``, no checksums. 2: the validation
+record under ``<snapshotId>/validation-record``, with a checksum of every chunk and the
+pipeline's state layout.
+"""
+
+CHECKSUM_ALGORITHM = "xxh3-64"
+"""The chunk checksum: xxh3's 64-bit hash, hex; fast enough to be free next to the network."""
+
+LEGACY_VALIDATION_RECORD_KEY = "validation-record"
+"""Where format 1 kept a map's only validation record; read only to report the old format."""
+
+_VALIDATION_RECORD_SUFFIX = "/validation-record"
+_LEADING_ID = re.compile(r"^(\d+)/")
 
 _MISSING_EXAMPLES = 3
 
@@ -62,6 +89,29 @@ class ChunkKey:
         return cls(int(snapshot_id), operator, int(partition), int(seq))
 
 
+def checksum(data: bytes | bytearray | memoryview) -> str:
+    """Returns the checksum of one chunk's value (:data:`CHECKSUM_ALGORITHM`)."""
+    return xxhash.xxh3_64_hexdigest(data)
+
+
+def validation_record_key(snapshot_id: int) -> str:
+    """Returns the key of snapshot ``snapshot_id``'s validation record in its map."""
+    return f"{snapshot_id}{_VALIDATION_RECORD_SUFFIX}"
+
+
+def snapshot_id_of_key(key: str) -> int | None:
+    """Returns the snapshot id a map key belongs to, or None for a key of no snapshot."""
+    match = _LEADING_ID.match(key)
+    return None if match is None else int(match.group(1))
+
+
+def validation_record_id(key: str) -> int | None:
+    """Returns the snapshot id if ``key`` is a validation record's key, else None."""
+    if not key.endswith(_VALIDATION_RECORD_SUFFIX):
+        return None
+    return snapshot_id_of_key(key)
+
+
 @dataclass(frozen=True)
 class ChunkDescriptor:
     """What a participant reports about one chunk it wrote in phase 1.
@@ -70,54 +120,120 @@ class ChunkDescriptor:
         key: Where the chunk was put.
         num_bytes: Size of the chunk's value.
         num_keys: State entries in the chunk (for the snapshot statistics).
+        checksum: The value's :func:`checksum`, verified by every read of the chunk.
     """
 
     key: ChunkKey
     num_bytes: int
     num_keys: int
+    checksum: str
+
+    @classmethod
+    def of(cls, key: ChunkKey, data: bytes | bytearray, num_keys: int) -> ChunkDescriptor:
+        """Describes the chunk ``data`` written under ``key``."""
+        return cls(key, len(data), num_keys, checksum(data))
+
+    def to_list(self) -> list[Any]:
+        """Returns the compact JSON form used in the validation record."""
+        return [str(self.key), self.num_bytes, self.num_keys, self.checksum]
+
+    @classmethod
+    def from_list(cls, data: Sequence[Any]) -> ChunkDescriptor:
+        """Reads the form written by :meth:`to_list`."""
+        key, num_bytes, num_keys, digest = data
+        return cls(ChunkKey.parse(str(key)), int(num_bytes), int(num_keys), str(digest))
+
+
+@dataclass(frozen=True)
+class PipelineShape:
+    """What a snapshot must have been written by for this pipeline to restore it.
+
+    Attributes:
+        participants: Each participant's name and a description of what it stores (for keyed
+            state its keys and state schema), as the pipeline declares them.
+        state_partitions: The keyed state partitions; a change is re-partitioned on restore.
+    """
+
+    participants: Mapping[str, str] = field(default_factory=dict)
+    state_partitions: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "participants", MappingProxyType(dict(self.participants)))
+
+    @property
+    def fingerprint(self) -> str:
+        """A short hash of the participants: equal fingerprints, compatible state."""
+        text = json.dumps(sorted(self.participants.items()), separators=(",", ":"))
+        return xxhash.xxh3_64_hexdigest(text.encode())
+
+    def differences(self, other: PipelineShape) -> list[str]:
+        """Says how ``other`` (the snapshot's) differs from this (the pipeline's), if it does."""
+        mine, theirs = self.participants, other.participants
+        found = [
+            f"operator '{name}' is in the snapshot but not in the pipeline"
+            for name in sorted(set(theirs) - set(mine))
+        ]
+        found += [
+            f"operator '{name}' is in the pipeline but not in the snapshot"
+            for name in sorted(set(mine) - set(theirs))
+        ]
+        found += [
+            f"operator '{name}' stores {theirs[name]} in the snapshot, {mine[name]} in the pipeline"
+            for name in sorted(set(mine) & set(theirs))
+            if mine[name] != theirs[name]
+        ]
+        return found
 
 
 @dataclass(frozen=True)
 class ValidationRecord:
-    """The entry that makes a snapshot map's content checkable (docs/protocol.md, taking step 5).
+    """The entry that makes a snapshot checkable (docs/protocol.md, taking step 5).
 
     Attributes:
         snapshot_id: The snapshot this record validates.
-        chunk_keys: Every chunk of the snapshot.
+        chunks: Every chunk of the snapshot, with its size and checksum.
         num_bytes: Total bytes of the chunks.
         num_keys: Total state entries in the chunks.
         creation_time: When the snapshot started, epoch milliseconds.
         job_uid: The job that wrote the snapshot.
-        pipeline_fingerprint: The pipeline code that wrote it.
+        shape: The pipeline that wrote it.
         format_version: The layout version, ``SNAPSHOT_FORMAT_VERSION`` when written here.
     """
 
     snapshot_id: int
-    chunk_keys: tuple[ChunkKey, ...]
+    chunks: tuple[ChunkDescriptor, ...]
     num_bytes: int
     num_keys: int
     creation_time: int
     job_uid: str
-    pipeline_fingerprint: str
+    shape: PipelineShape = field(default_factory=PipelineShape)
     format_version: int = SNAPSHOT_FORMAT_VERSION
+
+    @property
+    def chunk_keys(self) -> tuple[ChunkKey, ...]:
+        """The key of every chunk."""
+        return tuple(chunk.key for chunk in self.chunks)
 
     @property
     def num_chunks(self) -> int:
         """How many chunks the snapshot has."""
-        return len(self.chunk_keys)
+        return len(self.chunks)
 
     def to_dict(self) -> dict[str, Any]:
         """Returns a JSON-ready form for the snapshot store."""
         return {
+            "formatVersion": self.format_version,
             "snapshotId": self.snapshot_id,
             "numChunks": self.num_chunks,
             "numBytes": self.num_bytes,
             "numKeys": self.num_keys,
             "creationTime": self.creation_time,
             "jobUid": self.job_uid,
-            "pipelineFingerprint": self.pipeline_fingerprint,
-            "formatVersion": self.format_version,
-            "chunkKeys": [str(key) for key in self.chunk_keys],
+            "pipelineFingerprint": self.shape.fingerprint,
+            "participants": dict(self.shape.participants),
+            "statePartitions": self.shape.state_partitions,
+            "checksumAlgorithm": CHECKSUM_ALGORITHM,
+            "chunks": [chunk.to_list() for chunk in self.chunks],
         }
 
     @classmethod
@@ -125,23 +241,54 @@ class ValidationRecord:
         """Reads the form written by ``to_dict``.
 
         Raises:
-            ValueError: If the stored chunk count does not match the listed keys.
+            UnreadableFormat: If the record is of another format version or checksum.
+            ValueError: If the record is malformed or its chunk count does not match.
         """
+        version = int(data.get("formatVersion", 1))
+        if version != SNAPSHOT_FORMAT_VERSION:
+            raise UnreadableFormat(
+                int(data.get("snapshotId", -1)),
+                f"it was written in snapshot format {version} and this runtime reads format "
+                f"{SNAPSHOT_FORMAT_VERSION}",
+            )
+        if data.get("checksumAlgorithm") != CHECKSUM_ALGORITHM:
+            raise UnreadableFormat(
+                int(data["snapshotId"]),
+                f"its chunk checksums are {data.get('checksumAlgorithm')!r} and this runtime "
+                f"verifies {CHECKSUM_ALGORITHM!r}",
+            )
         record = cls(
             snapshot_id=int(data["snapshotId"]),
-            chunk_keys=tuple(ChunkKey.parse(key) for key in data["chunkKeys"]),
+            chunks=tuple(ChunkDescriptor.from_list(chunk) for chunk in data["chunks"]),
             num_bytes=int(data["numBytes"]),
             num_keys=int(data["numKeys"]),
             creation_time=int(data["creationTime"]),
             job_uid=str(data["jobUid"]),
-            pipeline_fingerprint=str(data["pipelineFingerprint"]),
-            format_version=int(data["formatVersion"]),
+            shape=PipelineShape(
+                {str(k): str(v) for k, v in dict(data["participants"]).items()},
+                int(data["statePartitions"]),
+            ),
+            format_version=version,
         )
         if record.num_chunks != int(data["numChunks"]):
             raise ValueError(
                 f"validation record lists {record.num_chunks} chunks but says {data['numChunks']}"
             )
         return record
+
+
+class UnreadableFormat(ValueError):  # noqa: N818 - names the condition
+    """A validation record this code cannot read: another format version or checksum.
+
+    Attributes:
+        snapshot_id: The id the record names, -1 if unknown.
+        problem: What differs.
+    """
+
+    def __init__(self, snapshot_id: int, problem: str) -> None:
+        self.snapshot_id = snapshot_id
+        self.problem = problem
+        super().__init__(problem)
 
 
 @dataclass(frozen=True)
@@ -151,12 +298,43 @@ class SnapshotRef:
     Attributes:
         map_name: The map holding the snapshot.
         snapshot_id: The snapshot's id; transactions it names are committed "just in case".
-        chunk_keys: The chunks this participant wrote into it.
+        chunks: The chunks this participant wrote into it, with their checksums.
+        state_partitions: The keyed state partitions the snapshot was taken with.
     """
 
     map_name: str
     snapshot_id: int
-    chunk_keys: tuple[ChunkKey, ...]
+    chunks: tuple[ChunkDescriptor, ...]
+    state_partitions: int = 0
+
+    @property
+    def chunk_keys(self) -> tuple[ChunkKey, ...]:
+        """The key of every chunk of this participant."""
+        return tuple(chunk.key for chunk in self.chunks)
+
+    def chunk(self, key: ChunkKey) -> ChunkDescriptor:
+        """Returns the descriptor of one of this participant's chunks.
+
+        Raises:
+            KeyError: If the snapshot lists no such chunk for this participant.
+        """
+        for chunk in self.chunks:
+            if chunk.key == key:
+                return chunk
+        raise KeyError(f"snapshot {self.snapshot_id} lists no chunk '{key}'")
+
+    def read(self, reader: ChunkReader, key: ChunkKey) -> bytes:
+        """Reads one listed chunk and verifies it against its checksum.
+
+        Raises:
+            KeyError: If the snapshot lists no such chunk for this participant.
+            SnapshotCorrupted: If the value is not what was written.
+            SnapshotStoreError: If the chunk could not be read.
+        """
+        listed = self.chunk(key)
+        data = reader.read_chunk(self.map_name, key)
+        verify_chunk(self.map_name, self.snapshot_id, listed, data)
+        return data
 
 
 class ChunkWriter:
@@ -187,7 +365,7 @@ class ChunkWriter:
         """
         key = self.key(partition, seq)
         self._store.put_chunk(self.map_name, key, data)
-        return ChunkDescriptor(key, len(data), num_keys)
+        return ChunkDescriptor.of(key, data, num_keys)
 
     def write_many(self, chunks: Sequence[tuple[int, int, bytes, int]]) -> list[ChunkDescriptor]:
         """Puts chunks given as ``(partition, seq, data, num_keys)``, in parallel where the
@@ -200,13 +378,16 @@ class ChunkWriter:
         keyed = [(self.key(partition, seq), data) for partition, seq, data, _ in chunks]
         self._store.put_chunks(self.map_name, keyed)
         return [
-            ChunkDescriptor(key, len(data), num_keys)
+            ChunkDescriptor.of(key, data, num_keys)
             for (key, data), (_, _, _, num_keys) in zip(keyed, chunks, strict=True)
         ]
 
 
 def validate_snapshot(store: SnapshotStore, map_name: str, snapshot_id: int) -> ValidationRecord:
     """Strictly validates a snapshot before restoring from it (docs/protocol.md, restore step 4).
+
+    Reads the validation record of ``snapshot_id`` itself, never another snapshot's that a
+    zombie execution may have written into the same map.
 
     Args:
         store: Where the snapshot is.
@@ -219,16 +400,31 @@ def validate_snapshot(store: SnapshotStore, map_name: str, snapshot_id: int) -> 
     Raises:
         SnapshotCorrupted: If the validation record is missing, belongs to another snapshot, is
             inconsistent, or any chunk it lists is missing.
+        SnapshotIncompatible: If the record is of a format this code does not read.
         SnapshotStoreError: If the store could not be read; that says nothing about corruption.
     """
-    record = store.get_validation_record(map_name)
+    try:
+        record = store.get_validation_record(map_name, snapshot_id)
+    except UnreadableFormat as unreadable:
+        raise SnapshotIncompatible(
+            map_name,
+            snapshot_id,
+            unreadable.problem,
+            "Restore it with the release that wrote it, or start the job without it",
+        ) from unreadable
+    except ValueError as malformed:
+        raise SnapshotCorrupted(
+            map_name, snapshot_id, f"its validation record is unreadable ({malformed})"
+        ) from malformed
     if record is None:
-        raise SnapshotCorrupted(map_name, snapshot_id, "its validation record is missing")
+        raise SnapshotCorrupted(
+            map_name, snapshot_id, "its validation record is missing", members_lost=True
+        )
     if record.snapshot_id != snapshot_id:
         raise SnapshotCorrupted(
             map_name,
             snapshot_id,
-            f"the map's validation record belongs to snapshot {record.snapshot_id}",
+            f"the validation record under its key belongs to snapshot {record.snapshot_id}",
         )
     foreign = [key for key in record.chunk_keys if key.snapshot_id != snapshot_id]
     if foreign:
@@ -245,13 +441,54 @@ def validate_snapshot(store: SnapshotStore, map_name: str, snapshot_id: int) -> 
             snapshot_id,
             f"{len(missing)} of its {record.num_chunks} chunks are missing ({examples}"
             f"{', ...' if len(missing) > _MISSING_EXAMPLES else ''})",
+            members_lost=True,
         )
     return record
 
 
-def chunks_of(record: ValidationRecord, operator: str) -> tuple[ChunkKey, ...]:
-    """Returns the chunk keys one participant wrote into the validated snapshot."""
-    return tuple(key for key in record.chunk_keys if key.operator == operator)
+def verify_chunk(
+    map_name: str, snapshot_id: int, chunk: ChunkDescriptor, data: bytes | bytearray | memoryview
+) -> None:
+    """Checks one chunk read for a restore or a copy against its validation record entry.
+
+    Raises:
+        SnapshotCorrupted: Naming the snapshot and the chunk, if the value's size or checksum
+            is not what was written.
+    """
+    if len(data) != chunk.num_bytes or checksum(data) != chunk.checksum:
+        raise SnapshotCorrupted(
+            map_name,
+            snapshot_id,
+            f"chunk '{chunk.key}' does not match its checksum ({len(data)} bytes read, "
+            f"{chunk.num_bytes} written; {CHECKSUM_ALGORITHM} {checksum(data)}, expected "
+            f"{chunk.checksum})",
+        )
+
+
+def check_compatible(map_name: str, record: ValidationRecord, pipeline: PipelineShape) -> None:
+    """Checks, before any state is loaded (restore step 4), that the pipeline can restore it.
+
+    The format version was checked when the record was read. A different state partition count
+    is not a mismatch: keyed state is re-partitioned on restore.
+
+    Raises:
+        SnapshotIncompatible: If the snapshot's operators or their state differ from the
+            pipeline's, naming both sides.
+    """
+    differences = pipeline.differences(record.shape)
+    if differences:
+        raise SnapshotIncompatible(
+            map_name,
+            record.snapshot_id,
+            "it was written by another pipeline: " + "; ".join(differences),
+            "Restore it with the pipeline that wrote it (revert spec.pipeline), or apply the "
+            "new pipeline with upgradeMode: stateless, which starts without the job's state",
+        )
+
+
+def chunks_of(record: ValidationRecord, operator: str) -> tuple[ChunkDescriptor, ...]:
+    """Returns the chunks one participant wrote into the validated snapshot."""
+    return tuple(chunk for chunk in record.chunks if chunk.key.operator == operator)
 
 
 def check_descriptors(

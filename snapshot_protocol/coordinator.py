@@ -29,24 +29,28 @@ from types import MappingProxyType
 from snapshot_protocol.chunks import (
     ChunkDescriptor,
     ChunkWriter,
+    PipelineShape,
     SnapshotRef,
     ValidationRecord,
+    check_compatible,
     check_descriptors,
     chunks_of,
     validate_snapshot,
 )
 from snapshot_protocol.errors import (
     IllegalTransition,
+    IndeterminateRecordWrite,
     RecordStoreError,
     SnapshotCorrupted,
+    SnapshotNotFound,
     SnapshotStoreError,
+    SnapshotUnusable,
     ZombieExecution,
 )
 from snapshot_protocol.failpoints import RESTORE, TAKE, Failpoints, failpoint_name
 from snapshot_protocol.ports import Clock, Participant, RecordStore, SnapshotStore
 from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
 from snapshotjob_contract.record import (
-    NO_SNAPSHOT,
     ExecutionRecord,
     JobIdentity,
     export_map_name,
@@ -133,12 +137,16 @@ class CoordinatorConfig:
         suspend_on_failure: Suspend (SUSPEND_FORCEFUL, no snapshot) instead of failing.
         initial_snapshot_name: Restore from this exported snapshot while the record has no
             snapshot of its own (Jet's ``JobConfig.initialSnapshotName``).
+        shape: The pipeline's participants and state partitions, written into every validation
+            record and checked against the restore point's before any state is loaded; by
+            default the participants' names alone.
     """
 
     job: JobIdentity
     snapshot_interval_ms: int
     suspend_on_failure: bool = False
     initial_snapshot_name: str | None = None
+    shape: PipelineShape | None = None
 
 
 @dataclass(frozen=True)
@@ -170,11 +178,15 @@ class ExecutionEnd:
         mode: The termination mode carried out; None for FAILED and FENCED.
         ignored_request: A termination request dropped because the job restarts forcefully
             after an indeterminate record write (docs/protocol.md, taking step 7a).
+        transient: A restart because something was unavailable (the store, an external
+            system), not an indeterminate record write: it counts as a failure, so that an
+            outage that lasts ends the job instead of restarting it forever.
     """
 
     reason: str
     mode: TerminationMode | None = None
     ignored_request: TerminationRequest | None = None
+    transient: bool = False
 
 
 @dataclass(frozen=True)
@@ -227,6 +239,7 @@ class SnapshotCoordinator:
         if len(set(names)) != len(names):
             raise ValueError(f"participant names must be unique: {names}")
         self._config = config
+        self._shape = config.shape or PipelineShape({name: "" for name in names})
         self._records = records
         self._snapshots = snapshots
         self._participants = tuple(participants)
@@ -276,8 +289,13 @@ class SnapshotCoordinator:
     def restore(self) -> None:
         """Runs restore steps 1-5; ends in RUNNING, RESTART_REQUIRED or FAILED.
 
+        Failures of a store read or write restart the job (counted, :attr:`ExecutionEnd.transient`)
+        except an indeterminate record write, which restarts it at once.
+
         Raises:
-            SnapshotCorrupted: Restore step 4 failed; the state is FAILED, permanently.
+            SnapshotUnusable: The restore point is corrupted (SnapshotCorrupted), cannot be
+                restored by this pipeline (SnapshotIncompatible) or does not exist
+                (SnapshotNotFound); the state is FAILED, permanently.
             ZombieExecution: A newer execution exists; the state is FENCED.
             IllegalTransition: If not NOT_STARTED, RESTART_REQUIRED or SUSPENDED.
         """
@@ -295,7 +313,11 @@ class SnapshotCoordinator:
                 if self._record is None:
                     self._record = self._records.read()
         except RecordStoreError as error:
-            self._stop(TerminationMode.RESTART_FORCEFUL, f"cannot load execution record: {error}")
+            self._stop(
+                TerminationMode.RESTART_FORCEFUL,
+                f"cannot load execution record: {error}",
+                transient=True,
+            )
             return
         record = self._record.resumed().stamped(self._clock())
         self._record = record
@@ -312,6 +334,7 @@ class SnapshotCoordinator:
             self._stop(
                 TerminationMode.RESTART_FORCEFUL,
                 f"execution record could not be written safely before restore: {error}",
+                transient=not isinstance(error, IndeterminateRecordWrite),
             )
             return
         initial = self._config.initial_snapshot_name
@@ -331,12 +354,20 @@ class SnapshotCoordinator:
                     validation = self._validate_initial(map_name, initial)
                 elif map_name is not None:
                     validation = validate_snapshot(self._snapshots, map_name, record.snapshot_id)
-        except SnapshotCorrupted as corrupted:
-            self._transition(_S.FAILED)
-            self._execution_end = ExecutionEnd(str(corrupted))
+                if validation is not None:
+                    assert map_name is not None
+                    # Before any state is loaded: a pipeline that cannot restore the snapshot
+                    # fails here, naming both sides, not halfway through step 5.
+                    check_compatible(map_name, validation, self._shape)
+        except SnapshotUnusable as unusable:
+            self._fail_restore(unusable)
             raise
         except SnapshotStoreError as error:
-            self._stop(TerminationMode.RESTART_FORCEFUL, f"cannot validate {map_name}: {error}")
+            self._stop(
+                TerminationMode.RESTART_FORCEFUL,
+                f"cannot validate {map_name}: {error}",
+                transient=True,
+            )
             return
         try:
             with self._step(RESTORE, 5):
@@ -347,35 +378,57 @@ class SnapshotCoordinator:
                             map_name,
                             validation.snapshot_id,
                             chunks_of(validation, participant.name),
+                            validation.shape.state_partitions,
                         )
                     participant.restore(ref, self._snapshots)
+        except SnapshotUnusable as unusable:
+            self._fail_restore(unusable)
+            raise
         except Exception as error:
-            self._stop(TerminationMode.RESTART_FORCEFUL, f"restore step 5 failed: {error}")
+            # A participant's own failure may be a Spark task's, which carries only the text of
+            # a checksum mismatch found in an executor.
+            corrupted = SnapshotCorrupted.find_in(str(error))
+            if corrupted is not None:
+                self._fail_restore(corrupted)
+                raise corrupted from error
+            self._stop(
+                TerminationMode.RESTART_FORCEFUL,
+                f"restore step 5 failed: {error}",
+                transient=True,
+            )
             return
         self._next_snapshot_at = self._clock() + self._config.snapshot_interval_ms
         self._transition(_S.RUNNING)
 
     def _validate_initial(self, map_name: str, name: str) -> ValidationRecord:
-        """Restore step 4 for the initial snapshot, whose id only its validation record knows.
+        """Restore step 4 for the initial snapshot, whose id only its validation records know.
 
         Raises:
-            SnapshotCorrupted: If the export is missing or fails validation.
+            SnapshotNotFound: If the export holds no validation record.
+            SnapshotCorrupted: If the export fails validation.
             SnapshotStoreError: If the store could not be read.
         """
-        found = self._snapshots.get_validation_record(map_name)
-        if found is None:
-            raise SnapshotCorrupted(
-                map_name,
-                NO_SNAPSHOT,
-                f"the initial snapshot '{name}' does not exist (no validation record)",
-            )
+        snapshot_id = self._snapshots.latest_snapshot_id(map_name)
+        if snapshot_id is None:
+            raise SnapshotNotFound(map_name, name)
         _log.info(
             "Restoring from initial snapshot name=%s map=%s snapshotId=%d",
             name,
             map_name,
-            found.snapshot_id,
+            snapshot_id,
         )
-        return validate_snapshot(self._snapshots, map_name, found.snapshot_id)
+        return validate_snapshot(self._snapshots, map_name, snapshot_id)
+
+    def _fail_restore(self, unusable: SnapshotUnusable) -> None:
+        _log.error(
+            "Restore failed permanently reason=%s snapshotId=%d map=%s problem=%s",
+            type(unusable).__name__,
+            unusable.snapshot_id,
+            unusable.map_name,
+            unusable.problem,
+        )
+        self._transition(_S.FAILED)
+        self._execution_end = ExecutionEnd(str(unusable))
 
     # Snapshot taking procedure
 
@@ -419,6 +472,7 @@ class SnapshotCoordinator:
                 TerminationMode.RESTART_FORCEFUL,
                 f"2nd phase of snapshot {flight.snapshot_id} did not finish: {error}",
                 ignored,
+                transient=True,
             )
             return
         with self._step(TAKE, 10):
@@ -496,7 +550,8 @@ class SnapshotCoordinator:
                 # (docs/protocol.md, mechanism M5), so no id ever writes data twice.
                 self._records.write_safe(record)
             with self._step(TAKE, 3):
-                self._snapshots.clear(map_name)
+                # Older snapshots' entries only: a newer execution's all have higher ids.
+                self._snapshots.discard(map_name, snapshot_id - 1)
         except ZombieExecution:
             self._transition(_S.FENCED)
             raise
@@ -511,6 +566,7 @@ class SnapshotCoordinator:
                 self._stop(
                     TerminationMode.RESTART_FORCEFUL,
                     f"terminal snapshot {snapshot_id} failed to start: {error}",
+                    transient=not isinstance(error, IndeterminateRecordWrite),
                 )
             else:
                 self._next_snapshot_at = self._clock() + self._config.snapshot_interval_ms
@@ -540,12 +596,12 @@ class SnapshotCoordinator:
                         map_name,
                         ValidationRecord(
                             snapshot_id=snapshot_id,
-                            chunk_keys=tuple(descriptor.key for descriptor in descriptors),
+                            chunks=tuple(descriptors),
                             num_bytes=num_bytes,
                             num_keys=num_keys,
                             creation_time=started_at,
                             job_uid=self._config.job.uid,
-                            pipeline_fingerprint=self._config.job.pipeline_fingerprint,
+                            shape=self._shape,
                         ),
                     )
         except SnapshotStoreError as error:
@@ -616,26 +672,32 @@ class SnapshotCoordinator:
             TerminationMode.RESTART_FORCEFUL,
             f"execution record update for snapshot {outcome.snapshot_id} was not safe: {error}",
             ignored,
+            transient=not isinstance(error, IndeterminateRecordWrite),
         )
 
     def _clear_after_decision(self, outcome: SnapshotOutcome, record: ExecutionRecord) -> None:
-        """Taking step 8: frees memory; a failed clear leaves only stray entries.
+        """Taking step 8: frees memory; a failed discard leaves only stray entries.
 
-        See docs/protocol.md, taking step 8.
+        Discards only entries of this snapshot's id or older, so even an execution that was
+        replaced meanwhile cannot remove what a newer one wrote (docs/protocol.md, taking step
+        8 and mechanism M8).
         """
         if not outcome.successful:
-            map_name: str | None = outcome.map_name  # 8b
+            # 8b: the failed snapshot's own entries, and older strays.
+            map_name: str | None = outcome.map_name
+            through = outcome.snapshot_id
         elif outcome.kind in (SnapshotKind.AUTOMATIC, SnapshotKind.TERMINAL):
             # 8a: the new ongoing map holds the previous snapshot, no longer the restore point.
             map_name = snapshot_map_name(self._config.job.uid, record.ongoing_data_map_index)
+            through = outcome.snapshot_id - 1
         else:
             map_name = None
         if map_name is None:
             return
         try:
-            self._snapshots.clear(map_name)
+            self._snapshots.discard(map_name, through)
         except SnapshotStoreError as error:
-            _log.warning("Could not clear map after snapshot map=%s error=%s", map_name, error)
+            _log.warning("Could not discard old snapshots map=%s error=%s", map_name, error)
 
     def _serve_termination(self) -> None:
         request = self._pending
@@ -665,6 +727,7 @@ class SnapshotCoordinator:
                 f"terminal snapshot {flight.snapshot_id} failed ({flight.failure}); "
                 f"restarting instead of {request.mode.name}",
                 request,
+                transient=True,
             )
 
     def _stop(
@@ -672,6 +735,8 @@ class SnapshotCoordinator:
         mode: TerminationMode,
         reason: str,
         ignored_request: TerminationRequest | None = None,
+        *,
+        transient: bool = False,
     ) -> None:
         target = _STOPPED_BY_ACTION[mode.action_after]
         self._check_transition(target)
@@ -679,7 +744,7 @@ class SnapshotCoordinator:
             self._record = self._record.suspended_because(reason).stamped(self._clock())
             self._records.write_standard(self._record)
         self._pending = None
-        self._execution_end = ExecutionEnd(reason, mode, ignored_request)
+        self._execution_end = ExecutionEnd(reason, mode, ignored_request, transient)
         self._transition(target)
 
     def _check_export_name(self, export_name: str) -> None:

@@ -12,6 +12,8 @@ protocol's vocabulary rather than an ``Error`` suffix, hence the ``N818`` exempt
 
 from __future__ import annotations
 
+import re
+
 
 class ProtocolError(Exception):
     """Base class of the errors the protocol core raises or expects from its ports."""
@@ -56,28 +58,111 @@ class IndeterminateChunkWrite(SnapshotStoreError):  # noqa: N818
     """
 
 
-class SnapshotCorrupted(ProtocolError):  # noqa: N818
-    """Strict validation of the snapshot chosen for restore failed (docs/protocol.md, restore
-    step 4).
+class SnapshotUnusable(ProtocolError):  # noqa: N818
+    """The snapshot chosen for restore cannot be restored, and never will be: a permanent failure.
 
-    The job fails permanently: restoring from an incomplete snapshot would break the
-    processing guarantee, and there is no older snapshot that is still consistent with the
-    external transactions.
+    Raised by restore steps 4 and 5 (docs/protocol.md, "Restoring"); the job fails with the
+    subclass's reason instead of restarting, since every restart would fail the same way.
 
     Attributes:
-        map_name: The snapshot map that was validated.
-        snapshot_id: The snapshot the execution record points to.
-        problem: What is missing or wrong.
+        map_name: The snapshot map.
+        snapshot_id: The snapshot the execution record points to (-1 if unknown).
+        problem: What is wrong, naming the chunk or the differing sides where there are some.
     """
 
-    def __init__(self, map_name: str, snapshot_id: int, problem: str) -> None:
+    def __init__(self, map_name: str, snapshot_id: int, problem: str, message: str) -> None:
         self.map_name = map_name
         self.snapshot_id = snapshot_id
         self.problem = problem
-        super().__init__(
-            f"Snapshot {snapshot_id} in map '{map_name}' is corrupted: {problem}. "
-            "More snapshot store members probably failed at once than the map has backups. "
-            "The job cannot be restored from it without breaking its processing guarantee, so it "
-            "fails permanently. To continue, start the job from an exported snapshot by setting "
-            "spec.initialSnapshotName (the job's own snapshot is unusable)."
+        super().__init__(message)
+
+
+class SnapshotCorrupted(SnapshotUnusable):
+    """Strict validation of the snapshot chosen for restore failed (docs/protocol.md, restore
+    step 4), or a chunk read for it does not match its checksum (restore step 5).
+
+    The job fails permanently: restoring from an incomplete or altered snapshot would break the
+    processing guarantee, and there is no older snapshot that is still consistent with the
+    external transactions.
+
+    Args:
+        map_name: The snapshot map.
+        snapshot_id: The snapshot the execution record points to.
+        problem: What is missing or wrong; names the chunk where one is at fault.
+        members_lost: Whether entries are missing, which points at lost store members.
+    """
+
+    def __init__(
+        self, map_name: str, snapshot_id: int, problem: str, *, members_lost: bool = False
+    ) -> None:
+        cause = (
+            "More snapshot store members probably failed at once than the map has backups"
+            if members_lost
+            else "Its data changed after it was written"
         )
+        super().__init__(
+            map_name,
+            snapshot_id,
+            problem,
+            f"Snapshot {snapshot_id} in map '{map_name}' is corrupted: {problem}. {cause}. "
+            "The job cannot be restored from it without breaking its processing guarantee, so "
+            "it fails permanently. To continue, create a SnapshotJob with "
+            "spec.initialSnapshotName set to an exported snapshot",
+        )
+
+    @classmethod
+    def find_in(cls, text: str) -> SnapshotCorrupted | None:
+        """Finds a SnapshotCorrupted raised in another process in its error text.
+
+        Spark hands the driver only the text of an exception raised in a task (restore step 5
+        reads large state in executors), so the driver recovers the failure from its message.
+        """
+        match = _CORRUPTED.search(text)
+        if match is None:
+            return None
+        return cls(match["map"], int(match["id"]), match["problem"])
+
+
+class SnapshotIncompatible(SnapshotUnusable):
+    """The snapshot is intact but this code or pipeline cannot restore it (restore step 4).
+
+    Args:
+        map_name: The snapshot map.
+        snapshot_id: The snapshot the execution record points to.
+        problem: What differs, naming both sides.
+        remedy: What the user can do.
+    """
+
+    def __init__(self, map_name: str, snapshot_id: int, problem: str, remedy: str) -> None:
+        super().__init__(
+            map_name,
+            snapshot_id,
+            problem,
+            f"Snapshot {snapshot_id} in map '{map_name}' cannot be restored by this job: "
+            f"{problem}. {remedy}",
+        )
+
+
+class SnapshotNotFound(SnapshotUnusable):
+    """The exported snapshot named by ``initialSnapshotName`` does not exist (restore step 4).
+
+    Args:
+        map_name: The export map looked in.
+        name: The export name.
+    """
+
+    def __init__(self, map_name: str, name: str) -> None:
+        super().__init__(
+            map_name,
+            -1,
+            f"no validation record in map '{map_name}'",
+            f"The initial snapshot '{name}' does not exist: map '{map_name}' holds no complete "
+            "snapshot. Set spec.initialSnapshotName to an export listed in "
+            "status.exportedSnapshots of a SnapshotJob in this namespace",
+        )
+
+
+_CORRUPTED = re.compile(
+    r"Snapshot (?P<id>\d+) in map '(?P<map>[^']+)' is corrupted: (?P<problem>.+?)\. "
+    r"(More snapshot store members|Its data changed)"
+)

@@ -64,10 +64,14 @@ class RecordStore(Protocol):
 
 
 class ChunkReader(Protocol):
-    """Reads chunks of a validated snapshot (restore step 5)."""
+    """Reads chunks of a validated snapshot (restore step 5).
+
+    Participants read through :meth:`SnapshotRef.read`, which verifies every chunk against the
+    checksum in the validation record.
+    """
 
     def read_chunk(self, map_name: str, key: ChunkKey) -> bytes:
-        """Returns one chunk's value.
+        """Returns one chunk's value, unverified.
 
         Raises:
             SnapshotStoreError: If the chunk could not be read or is absent.
@@ -78,11 +82,16 @@ class ChunkReader(Protocol):
 class SnapshotStore(ChunkReader, Protocol):
     """The snapshot data maps (Hazelcast IMaps that fail on indeterminate operation state)."""
 
-    def clear(self, map_name: str) -> None:
-        """Removes every entry of a map. Not fail-on-indeterminate: entries may reappear.
+    def discard(self, map_name: str, through_snapshot_id: int) -> None:
+        """Removes the entries of snapshots ``<= through_snapshot_id`` from a map.
+
+        Never a whole-map clear: an execution replaced by a newer one may still get here, and
+        everything the newer execution writes or restores has a higher snapshot id
+        (docs/protocol.md, mechanism M8). Not fail-on-indeterminate: entries may remain or
+        reappear as strays, which no restore reads.
 
         Raises:
-            SnapshotStoreError: If the clear failed.
+            SnapshotStoreError: If the removal failed.
         """
         ...
 
@@ -108,7 +117,8 @@ class SnapshotStore(ChunkReader, Protocol):
         ...
 
     def put_validation_record(self, map_name: str, record: ValidationRecord) -> None:
-        """Stores the map's validation record (one well-known key per map) with a single-key put.
+        """Stores a snapshot's validation record under its own key (``<snapshotId>/...``) with a
+        single-key put.
 
         Raises:
             IndeterminateChunkWrite: If the put may not have reached all sync backups.
@@ -116,8 +126,22 @@ class SnapshotStore(ChunkReader, Protocol):
         """
         ...
 
-    def get_validation_record(self, map_name: str) -> ValidationRecord | None:
-        """Returns the map's validation record, or None if there is none.
+    def get_validation_record(self, map_name: str, snapshot_id: int) -> ValidationRecord | None:
+        """Returns the validation record of snapshot ``snapshot_id``, or None if there is none.
+
+        Raises:
+            UnreadableFormat: If the map holds the snapshot's record (or, for format 1, the map's
+                only record) in a format this code does not read.
+            ValueError: If the record is malformed.
+            SnapshotStoreError: If the map could not be read.
+        """
+        ...
+
+    def latest_snapshot_id(self, map_name: str) -> int | None:
+        """Returns the highest snapshot id with a validation record in the map, or None.
+
+        Used for an exported snapshot named by ``initialSnapshotName``, whose id no execution
+        record holds: the export's newest writer has the highest id.
 
         Raises:
             SnapshotStoreError: If the map could not be read.

@@ -27,13 +27,19 @@ from hazelcast.client import HazelcastClient
 from hazelcast.errors import HazelcastError, IndeterminateOperationStateError
 from hazelcast.future import Future
 
-from snapshot_protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot
+from snapshot_protocol.chunks import (
+    LEGACY_VALIDATION_RECORD_KEY,
+    ChunkKey,
+    ValidationRecord,
+    snapshot_id_of_key,
+    validate_snapshot,
+    validation_record_id,
+    validation_record_key,
+    verify_chunk,
+)
 from snapshot_protocol.errors import IndeterminateChunkWrite, SnapshotStoreError
 
 log = logging.getLogger(__name__)
-
-VALIDATION_RECORD_KEY = "validation-record"
-"""The validation record's key; it cannot clash with chunk keys, which contain ``/``."""
 
 DEFAULT_WINDOW = 32
 """Chunk operations in flight at once; enough to keep 3 members busy from one client."""
@@ -108,9 +114,29 @@ class HazelcastSnapshotStore:
     # --- writes -------------------------------------------------------------------------------
 
     def clear(self, map_name: str) -> None:
-        """Remove every entry of a map (not fail-on-indeterminate: entries may reappear)."""
+        """Remove every entry of a map (not fail-on-indeterminate: entries may reappear).
+
+        For maps no execution writes to, like an export map the operator copies into; the
+        protocol itself only ever :meth:`discard`s.
+        """
         with _translated(map_name, "clear"):
             self._map(map_name).clear().result()
+
+    def discard(self, map_name: str, through_snapshot_id: int) -> None:
+        """Remove the entries of snapshots ``<= through_snapshot_id``, with single-key deletes.
+
+        One key-set query finds them; entries without a snapshot id (none are written) stay.
+        """
+        target = self._map(map_name)
+        with _translated(map_name, "list keys"):
+            keys = [str(key) for key in target.key_set().result()]
+        doomed = [
+            key
+            for key in keys
+            if (snapshot_id := snapshot_id_of_key(key)) is not None
+            and snapshot_id <= through_snapshot_id
+        ]
+        self._run_windowed(map_name, "delete", ((key, target.delete(key)) for key in doomed))
 
     def put_chunk(self, map_name: str, key: ChunkKey, data: bytes | bytearray) -> None:
         """Store one chunk with a single-key ``set``."""
@@ -137,7 +163,7 @@ class HazelcastSnapshotStore:
         """Store the map's validation record with a single-key ``set`` (protocol taking step 5)."""
         payload = bytearray(json.dumps(record.to_dict(), separators=(",", ":")).encode())
         with _translated(map_name, "put validation record"):
-            self._map(map_name).set(VALIDATION_RECORD_KEY, payload).result()
+            self._map(map_name).set(validation_record_key(record.snapshot_id), payload).result()
 
     def destroy(self, map_name: str) -> None:
         """Remove a map with its data, e.g. a deleted job's snapshot maps."""
@@ -146,18 +172,40 @@ class HazelcastSnapshotStore:
 
     # --- reads --------------------------------------------------------------------------------
 
-    def get_validation_record(self, map_name: str) -> ValidationRecord | None:
-        """The map's validation record, or None if it has none."""
+    def get_validation_record(self, map_name: str, snapshot_id: int) -> ValidationRecord | None:
+        """Snapshot ``snapshot_id``'s validation record, or None if the map has none for it.
+
+        A map written by format 1 has one record under a fixed key; it is read only so that
+        its format is reported (``UnreadableFormat``) instead of the snapshot looking lost.
+
+        Raises:
+            UnreadableFormat: If the record is of another format.
+            ValueError: If the record is malformed.
+        """
+        target = self._map(map_name)
         with _translated(map_name, "get validation record"):
-            payload = self._map(map_name).get(VALIDATION_RECORD_KEY).result()
+            payload = target.get(validation_record_key(snapshot_id)).result()
+            if payload is None:
+                payload = target.get(LEGACY_VALIDATION_RECORD_KEY).result()
         if payload is None:
             return None
         try:
-            return ValidationRecord.from_dict(json.loads(payload))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SnapshotStoreError(
-                f"Map {map_name} holds an unreadable validation record: {exc}"
-            ) from exc
+            data = json.loads(payload)
+        except ValueError as exc:
+            raise ValueError(f"not JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        try:
+            return ValidationRecord.from_dict(data)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"field {exc} is missing or of the wrong type") from exc
+
+    def latest_snapshot_id(self, map_name: str) -> int | None:
+        """The highest snapshot id with a validation record in the map, or None."""
+        with _translated(map_name, "list keys"):
+            keys = self._map(map_name).key_set().result()
+        ids = [found for key in keys if (found := validation_record_id(str(key))) is not None]
+        return max(ids, default=None)
 
     def missing_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> list[ChunkKey]:
         """Those of ``keys`` that are not in the map, from one key-set query of every owner.
@@ -193,21 +241,24 @@ class HazelcastSnapshotStore:
         """Copy a validated snapshot into another map, then validate the copy.
 
         This is how a suspended job's last snapshot becomes an export. Jet does it with a copy
-        job whose writes can be lost silently; here every chunk is a strict single-key put and
-        the copy is validated before it counts.
+        job whose writes can be lost silently; here every chunk read is verified against its
+        checksum, every put is a strict single-key put, and the copy is validated before it
+        counts.
 
         Raises:
-            SnapshotCorrupted: If the source or, after copying, the target fails validation.
+            SnapshotUnusable: If the source or, after copying, the target fails validation, or
+                a chunk does not match its checksum (SnapshotCorrupted naming it).
             IndeterminateChunkWrite: If a put of the copy was indeterminate.
         """
         record = validate_snapshot(self, source_map, snapshot_id)
         self.clear(target_map)
-        keys = list(record.chunk_keys)
-        for start in range(0, len(keys), self._window):
-            batch = keys[start : start + self._window]
-            self.put_chunks(
-                target_map, zip(batch, self.read_chunks(source_map, batch), strict=True)
-            )
+        chunks = list(record.chunks)
+        for start in range(0, len(chunks), self._window):
+            batch = chunks[start : start + self._window]
+            values = self.read_chunks(source_map, [chunk.key for chunk in batch])
+            for chunk, value in zip(batch, values, strict=True):
+                verify_chunk(source_map, snapshot_id, chunk, value)
+            self.put_chunks(target_map, zip([chunk.key for chunk in batch], values, strict=True))
         self.put_validation_record(target_map, record)
         return validate_snapshot(self, target_map, snapshot_id)
 

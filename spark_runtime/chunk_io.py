@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
-from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey
+from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey, verify_chunk
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 
 CHUNK_TARGET_BYTES = 4 * 1024 * 1024
@@ -31,6 +32,7 @@ DESCRIPTOR_SCHEMA = pa.schema(
         pa.field("key", pa.string(), nullable=False),
         pa.field("num_bytes", pa.int64(), nullable=False),
         pa.field("num_keys", pa.int64(), nullable=False),
+        pa.field("checksum", pa.string(), nullable=False),
     ]
 )
 """What a snapshot task returns for each chunk it wrote."""
@@ -124,7 +126,7 @@ def write_partition(
         key = ChunkKey(snapshot_id, operator, partition, seq)
         data = encode_batches(group[0].schema, group)
         chunks.append((key, data))
-        descriptors.append(ChunkDescriptor(key, len(data), sum(b.num_rows for b in group)))
+        descriptors.append(ChunkDescriptor.of(key, data, sum(b.num_rows for b in group)))
     if chunks:
         store_for(address).put_chunks(map_name, chunks)
     return descriptors
@@ -137,20 +139,31 @@ def descriptors_batch(descriptors: Sequence[ChunkDescriptor]) -> pa.RecordBatch:
             "key": [str(d.key) for d in descriptors],
             "num_bytes": [d.num_bytes for d in descriptors],
             "num_keys": [d.num_keys for d in descriptors],
+            "checksum": [d.checksum for d in descriptors],
         },
         schema=DESCRIPTOR_SCHEMA,
     )
 
 
+def descriptor_of_row(row: Mapping[str, Any]) -> ChunkDescriptor:
+    """Reads one row of :data:`DESCRIPTOR_SCHEMA` back into a descriptor."""
+    return ChunkDescriptor(
+        ChunkKey.parse(row["key"]), row["num_bytes"], row["num_keys"], row["checksum"]
+    )
+
+
 def read_chunks(
-    address: StoreAddress, map_name: str, keys: Sequence[ChunkKey]
+    address: StoreAddress, map_name: str, snapshot_id: int, chunks: Sequence[ChunkDescriptor]
 ) -> Iterator[pa.RecordBatch]:
-    """Yields the record batches of the chunks ``keys``, read in parallel.
+    """Yields the record batches of ``chunks``, read in parallel and verified before decoding.
 
     Raises:
+        SnapshotCorrupted: If a chunk does not match its checksum (naming it).
         SnapshotStoreError: If a chunk is absent or could not be read.
     """
-    if not keys:
+    if not chunks:
         return
-    for data in store_for(address).read_chunks(map_name, keys):
+    values = store_for(address).read_chunks(map_name, [chunk.key for chunk in chunks])
+    for chunk, data in zip(chunks, values, strict=True):
+        verify_chunk(map_name, snapshot_id, chunk, data)
         yield from decode_batches(data)

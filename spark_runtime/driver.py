@@ -37,7 +37,10 @@ from snapshot_protocol import (
     RecordStore,
     SnapshotCoordinator,
     SnapshotCorrupted,
+    SnapshotIncompatible,
+    SnapshotNotFound,
     SnapshotStore,
+    SnapshotUnusable,
     TerminationMode,
     TerminationRequest,
     ZombieExecution,
@@ -73,6 +76,12 @@ PublishExport = Callable[[ExportedSnapshot], None]
 """Reports a successful export; may raise ZombieExecution, other errors are logged."""
 
 _FINAL_SNAPSHOT_ATTEMPTS = 10
+
+_UNUSABLE_EXITS: dict[type[SnapshotUnusable], DriverExit] = {
+    SnapshotCorrupted: DriverExit.SNAPSHOT_CORRUPTED,
+    SnapshotIncompatible: DriverExit.SNAPSHOT_INCOMPATIBLE,
+    SnapshotNotFound: DriverExit.SNAPSHOT_NOT_FOUND,
+}
 
 
 @dataclass(frozen=True)
@@ -183,6 +192,8 @@ class Driver:
         self.snapshots_taken = 0
         self.exports: list[ExportedSnapshot] = []
         self.coordinator: SnapshotCoordinator | None = None
+        self.exit_message: str | None = None
+        """Why the execution ended, for the operator, when it did not end as asked."""
         self._requested: TerminationMode | None = None
 
     def run(self, max_epochs: int | None = None) -> DriverExit:
@@ -207,6 +218,7 @@ class Driver:
                 self._settings.snapshot_interval_ms,
                 self._settings.suspend_on_failure,
                 self._settings.initial_snapshot_name,
+                self.pipeline.shape(self._settings.state_partitions),
             ),
             self._records,
             self._snapshots,
@@ -217,9 +229,9 @@ class Driver:
         self.coordinator = coordinator
         try:
             coordinator.restore()
-        except SnapshotCorrupted as corrupted:
-            _log.error("Restore failed permanently error=%s", corrupted)
-            return DriverExit.SNAPSHOT_CORRUPTED
+        except SnapshotUnusable as unusable:
+            self.exit_message = str(unusable)
+            return _UNUSABLE_EXITS[type(unusable)]
         except ZombieExecution as zombie:
             _log.error("Fenced during restore error=%s", zombie)
             return DriverExit.FENCED
@@ -262,7 +274,12 @@ class Driver:
                     final_attempts += 1
                     if final_attempts >= _FINAL_SNAPSHOT_ATTEMPTS:
                         _log.error("Final snapshot failed attempts=%d", final_attempts)
-                        return DriverExit.RESTART_FORCEFUL
+                        record = coordinator.record
+                        last = record.last_snapshot_failure if record is not None else None
+                        self.exit_message = (
+                            f"The final snapshot failed {final_attempts} times, last: {last}"
+                        )
+                        return DriverExit.TRANSIENT_FAILURE
                     time.sleep(self._settings.idle_sleep_s)
                     continue
                 time.sleep(self._settings.idle_sleep_s)
@@ -273,6 +290,7 @@ class Driver:
                 except Exception as error:
                     _log.exception("Epoch failed epoch=%d", self.epochs)
                     coordinator.fail(f"epoch {self.epochs} failed: {error}")
+                    self.exit_message = f"Epoch {self.epochs} failed: {error}"
                     return DriverExit.FAILED
                 _log.info(
                     "Epoch done epoch=%d seconds=%.2f", self.epochs, time.monotonic() - started
@@ -403,6 +421,9 @@ class Driver:
             if self._requested is not None and termination.mode is self._requested:
                 return DriverExit.TERMINATED
             if termination.mode is TerminationMode.RESTART_FORCEFUL:
+                self.exit_message = termination.reason
+                if termination.transient:
+                    return DriverExit.TRANSIENT_FAILURE
                 return DriverExit.RESTART_FORCEFUL
         return DriverExit.FAILED
 

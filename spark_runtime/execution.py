@@ -43,6 +43,12 @@ from spark_runtime.session import spark_session
 # The driver's own messages have always come from this logger, whichever module logs them.
 _log = logging.getLogger("spark_runtime")
 
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"
+"""Where Kubernetes reads a container's termination message (``terminationMessagePath``); the
+operator puts it into the job's Event and ``lastFailure``."""
+
+_TERMINATION_MESSAGE_MAX = 4096
+
 
 class BadInput(Exception):  # noqa: N818 - names the condition, like the protocol's errors
     """The command line, pipeline module or SnapshotJob spec cannot be run."""
@@ -194,10 +200,38 @@ def run(mode: Mode) -> DriverExit:
                 driver.epochs,
                 driver.snapshots_taken,
             )
+            if driver.exit_message is not None:
+                _log.error("Execution ended code=%s message=%s", code.name, driver.exit_message)
+                write_termination_message(driver.exit_message)
             return code
     finally:
         mode.stop()
         spark.stop()
+
+
+def write_termination_message(message: str, path: str | None = None) -> bool:
+    """Leaves ``message`` where Kubernetes reads the container's termination message.
+
+    Kubernetes creates the file in the container; where it does not exist (outside a
+    container) nothing is created, and the message is only in the log.
+
+    Args:
+        message: Why the execution ended.
+        path: The file; by default ``SJ_TERMINATION_MESSAGE_PATH`` or
+            :data:`TERMINATION_MESSAGE_PATH`.
+
+    Returns:
+        Whether the message was written.
+    """
+    target = path or os.environ.get("SJ_TERMINATION_MESSAGE_PATH", TERMINATION_MESSAGE_PATH)
+    if not os.path.isfile(target):
+        return False
+    try:
+        with open(target, "w", encoding="utf-8") as file:
+            file.write(message[:_TERMINATION_MESSAGE_MAX])
+    except OSError:
+        return False
+    return True
 
 
 def crash_now(crash: FailpointCrash) -> NoReturn:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from snapshot_protocol.chunks import PipelineShape
 from snapshot_protocol.ports import Participant
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.sinks.base import Sink
@@ -212,6 +213,28 @@ class Pipeline:
     def participants(self) -> list[Participant]:
         """Every source, state operator and sink, in the order ``build`` made them."""
         return list(self._participants)
+
+    def shape(self, state_partitions: int) -> PipelineShape:
+        """What a snapshot must have been written by for this pipeline to restore it.
+
+        Each participant is described by what its chunks hold: a source or sink by its class
+        (offsets and transaction ids mean nothing to another kind), a state operator by its
+        class, keys and state schema. Restore step 4 compares this with the snapshot's.
+        """
+        described: dict[str, str] = {}
+        for participant in self._participants:
+            if isinstance(participant, KeyedState):
+                described[participant.name] = (
+                    f"{type(participant).__name__}(keys={','.join(participant.keys)}; "
+                    f"{participant.state_schema.simpleString()})"
+                )
+            elif isinstance(participant, SourceParticipant):
+                described[participant.name] = type(participant.source).__name__
+            elif isinstance(participant, SinkParticipant):
+                described[participant.name] = type(participant.sink).__name__
+            else:
+                described[participant.name] = type(participant).__name__
+        return PipelineShape(described, state_partitions)
 
     def discover(self, build: Callable[[Pipeline], None]) -> None:
         """Runs ``build`` once on empty batches to register every participant.

@@ -16,7 +16,7 @@ from typing import Any
 from snapshot_operator import store_health
 from snapshot_operator.gateways import CopiedSnapshot, StoreOperationFailed
 from snapshot_operator.snapshot_maps import SnapshotMaps
-from snapshot_protocol import SnapshotCorrupted, SnapshotStoreError
+from snapshot_protocol import SnapshotStoreError, SnapshotUnusable
 
 
 class HazelcastStoreGateway:
@@ -51,7 +51,7 @@ class HazelcastStoreGateway:
                 target_map=target_map,
                 snapshot_id=snapshot_id,
             )
-        except (SnapshotStoreError, SnapshotCorrupted) as error:
+        except (SnapshotStoreError, SnapshotUnusable) as error:
             raise StoreOperationFailed(type(error).__name__, str(error)) from error
 
     def destroy_maps(

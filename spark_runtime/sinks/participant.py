@@ -122,7 +122,7 @@ class SinkParticipant:
             return
         committed: list[str] = []
         if snapshot is not None and snapshot.chunk_keys:
-            committed = json.loads(reader.read_chunk(snapshot.map_name, snapshot.chunk_keys[0]))
+            committed = json.loads(snapshot.read(reader, snapshot.chunk_keys[0]))
         done, rolled_back = self.sink.recover(committed)
         _log.info(
             "Recovered sink name=%s committed=%d rolledBack=%d",

@@ -51,6 +51,6 @@ class SourceParticipant:
         if snapshot is None or not snapshot.chunk_keys:
             self.offset = self.source.initial_offset()
             return
-        data = json.loads(reader.read_chunk(snapshot.map_name, snapshot.chunk_keys[0]))
+        data = json.loads(snapshot.read(reader, snapshot.chunk_keys[0]))
         self.offset = data["offset"]
         _log.info("Restored source name=%s offset=%s", self._name, json.dumps(self.offset))

@@ -4,7 +4,9 @@ State is a DataFrame hash-partitioned by key into a fixed number of partitions (
 ``state_partitions``), the way Jet partitions keyed state across processors. Fixing the count
 is what makes a snapshot restorable: chunk ``<snapshot>/<operator>/<partition>/<seq>`` holds
 exactly the keys that Spark's hash partitioner puts into ``partition``, and a restore
-re-creates the same partitions. Each operator is a snapshot participant (taking step 4):
+re-creates the same partitions. A snapshot taken with another partition count (after a change
+of ``statePartitions``) is read whole and re-partitioned by key, the way Flink rescales keyed
+state through its key groups. Each operator is a snapshot participant (taking step 4):
 Spark tasks write their partition as Arrow IPC chunks straight from the executors, and the
 driver writes one small chunk at partition ``state_partitions`` for values the driver keeps
 (the partition count itself, a window operator's watermark). The operators differ only in
@@ -26,12 +28,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from pyspark.sql.types import StructType
 
-from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey, ChunkWriter, SnapshotRef
+from snapshot_protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
 from snapshot_protocol.ports import ChunkReader
 from spark_runtime.chunk_io import (
     DESCRIPTOR_SCHEMA,
     StoreAddress,
     decode_batches,
+    descriptor_of_row,
     descriptors_batch,
     read_chunks,
     write_partition,
@@ -125,17 +128,8 @@ class KeyedState(ABC):
         return {"partitions": self._context.partitions}
 
     def load_driver_values(self, values: Mapping[str, Any]) -> None:
-        """Restores :meth:`driver_values`.
-
-        Raises:
-            ValueError: If the snapshot was taken with another partition count.
-        """
-        if int(values["partitions"]) != self._context.partitions:
-            raise ValueError(
-                f"Operator {self._name}'s snapshot has {values['partitions']} state partitions "
-                f"but the job now has {self._context.partitions}; keep state_partitions unchanged "
-                "or start the job without its snapshot"
-            )
+        """Restores :meth:`driver_values` (the partition count is the snapshot's, not restored)."""
+        return
 
     # Participant
 
@@ -160,10 +154,7 @@ class KeyedState(ABC):
             yield descriptors_batch(written)
 
         rows = self.state.mapInArrow(write, _descriptor_struct()).collect()
-        descriptors = [
-            ChunkDescriptor(ChunkKey.parse(row["key"]), row["num_bytes"], row["num_keys"])
-            for row in rows
-        ]
+        descriptors = [descriptor_of_row(row.asDict()) for row in rows]
         meta = json.dumps(self.driver_values()).encode()
         descriptors.append(writer.write(self._context.partitions, _META_SEQ, meta, 0))
         _log.info(
@@ -185,29 +176,35 @@ class KeyedState(ABC):
             self._replace_state(empty_frame(self._context.spark, self.state_schema))
             self._reset_driver_values()
             return
-        partitions = self._context.partitions
-        meta_keys = [k for k in snapshot.chunk_keys if k.partition == partitions]
+        # The driver chunk sits at the partition after the snapshot's last state partition.
+        taken_with = snapshot.state_partitions or max(k.partition for k in snapshot.chunk_keys)
+        meta_keys = [k for k in snapshot.chunk_keys if k.partition == taken_with]
         if len(meta_keys) != 1:
             raise ValueError(
                 f"Snapshot {snapshot.snapshot_id} of operator {self._name} has "
-                f"{len(meta_keys)} driver chunks at partition {partitions}; was it taken with "
-                "another state_partitions?"
+                f"{len(meta_keys)} driver chunks at partition {taken_with}, not 1"
             )
-        self.load_driver_values(json.loads(reader.read_chunk(snapshot.map_name, meta_keys[0])))
-        state_keys = sorted(k for k in snapshot.chunk_keys if k.partition < partitions)
+        self.load_driver_values(json.loads(snapshot.read(reader, meta_keys[0])))
+        state = sorted(
+            (c for c in snapshot.chunks if c.key.partition < taken_with), key=lambda c: c.key
+        )
         restored = None
-        if len(state_keys) <= DRIVER_RESTORE_MAX_CHUNKS:
-            chunks = [reader.read_chunk(snapshot.map_name, key) for key in state_keys]
-            if sum(len(chunk) for chunk in chunks) <= DRIVER_RESTORE_MAX_BYTES:
-                restored = self._read_on_driver(chunks)
+        if len(state) <= DRIVER_RESTORE_MAX_CHUNKS:
+            values = [snapshot.read(reader, chunk.key) for chunk in state]
+            if sum(len(value) for value in values) <= DRIVER_RESTORE_MAX_BYTES:
+                restored = self._read_on_driver(values)
         if restored is None:
-            restored = self._read_on_executors(snapshot.map_name, state_keys)
+            restored = self._read_on_executors(snapshot, state)
+        # Repartitioning by key also re-partitions a snapshot taken with another count.
         self._replace_state(checkpoint(self._partitioned(restored)))
         _log.info(
-            "Restored state operator=%s snapshotId=%d chunks=%d",
+            "Restored state operator=%s snapshotId=%d chunks=%d partitions=%d "
+            "snapshotPartitions=%d",
             self._name,
             snapshot.snapshot_id,
-            len(snapshot.chunk_keys),
+            len(snapshot.chunks),
+            self._context.partitions,
+            taken_with,
         )
 
     def _read_on_driver(self, chunks: Sequence[bytes]) -> DataFrame:
@@ -219,22 +216,29 @@ class KeyedState(ABC):
         # Arrow does not carry Spark's nullability; the state's schema stays the declared one.
         return table.select(*[F.col(f.name).cast(f.dataType) for f in self.state_schema.fields])
 
-    def _read_on_executors(self, map_name: str, keys: Sequence[ChunkKey]) -> DataFrame:
-        """Reads the state partitions in parallel Spark tasks, each from its chunks."""
-        by_partition: dict[int, list[str]] = {}
-        for key in keys:
-            by_partition.setdefault(key.partition, []).append(str(key))
+    def _read_on_executors(
+        self, snapshot: SnapshotRef, chunks: Sequence[ChunkDescriptor]
+    ) -> DataFrame:
+        """Reads the state partitions in parallel Spark tasks, each from its chunks.
+
+        A task verifies every chunk against its checksum before decoding it; a mismatch fails
+        the task with a SnapshotCorrupted whose text the coordinator recognises.
+        """
+        by_partition: dict[int, list[list[Any]]] = {}
+        for chunk in chunks:
+            by_partition.setdefault(chunk.key.partition, []).append(chunk.to_list())
         address = self._context.store
+        map_name, snapshot_id = snapshot.map_name, snapshot.snapshot_id
 
         def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
-                for keys_json in batch.column("chunk_keys").to_pylist():
-                    chunk_keys = [ChunkKey.parse(k) for k in json.loads(keys_json)]
-                    yield from read_chunks(address, map_name, chunk_keys)
+                for chunks_json in batch.column("chunks").to_pylist():
+                    listed = [ChunkDescriptor.from_list(c) for c in json.loads(chunks_json)]
+                    yield from read_chunks(address, map_name, snapshot_id, listed)
 
         tasks = self._context.spark.createDataFrame(
-            [(p, json.dumps(k)) for p, k in sorted(by_partition.items())],
-            "partition int, chunk_keys string",
+            [(p, json.dumps(c)) for p, c in sorted(by_partition.items())],
+            "partition int, chunks string",
         )
         tasks = tasks.repartition(len(by_partition), "partition")
         return tasks.mapInArrow(read, self.state_schema)

@@ -24,7 +24,7 @@ from kubernetes import client
 from snapshot_operator.manifests import driver_service_account_name
 from snapshot_operator.reconcile import JobRef
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
-from snapshot_protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot
+from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey, ValidationRecord, validate_snapshot
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from snapshotjob_contract import export_map_name, snapshot_map_name
 from snapshotjob_contract.exits import DriverExit
@@ -104,12 +104,11 @@ def write_snapshot(
         map_name,
         ValidationRecord(
             snapshot_id=snapshot_id,
-            chunk_keys=tuple(key for key, _ in chunks),
+            chunks=tuple(ChunkDescriptor.of(key, data, 1) for key, data in chunks),
             num_bytes=sum(len(data) for _, data in chunks),
             num_keys=len(chunks),
             creation_time=int(time.time() * 1000),
             job_uid=uid,
-            pipeline_fingerprint="test",
         ),
     )
 

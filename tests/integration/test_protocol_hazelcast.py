@@ -87,7 +87,7 @@ class PartitionedState:
         if snapshot is None:
             return
         for key in snapshot.chunk_keys:
-            self.partitions[key.partition] = reader.read_chunk(snapshot.map_name, key)
+            self.partitions[key.partition] = snapshot.read(reader, key)
 
 
 class TransactionalSink:
@@ -117,7 +117,7 @@ class TransactionalSink:
     def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
         named: int | None = None
         if snapshot is not None and snapshot.chunk_keys:
-            data = reader.read_chunk(snapshot.map_name, snapshot.chunk_keys[0])
+            data = snapshot.read(reader, snapshot.chunk_keys[0])
             named = int(data) if data.isdigit() else None
         for snapshot_id, state in self.ledger.items():
             if state == "prepared":
@@ -365,7 +365,7 @@ def test_restore_reads_the_right_map_after_20_alternating_snapshots(job: Job) ->
     assert restored.partitions[0].startswith(b"gen=19;")
     # The other map was cleared after the last snapshot (docs/protocol.md, taking step 8a).
     other = snapshot_map_name(job.identity.uid, 1 - record.data_map_index)
-    assert job.store.get_validation_record(other) is None
+    assert job.store.latest_snapshot_id(other) is None
 
 
 def test_export_only_snapshot_is_never_the_restore_point_a_terminal_export_is(

@@ -27,6 +27,7 @@ from snapshot_protocol import (
     IndeterminateChunkWrite,
     IndeterminateRecordWrite,
     JobIdentity,
+    PipelineShape,
     RecordStoreError,
     SnapshotCoordinator,
     SnapshotRef,
@@ -34,8 +35,7 @@ from snapshot_protocol import (
     ValidationRecord,
     ZombieExecution,
 )
-
-VALIDATION_KEY = "__validation_record"
+from snapshot_protocol.chunks import snapshot_id_of_key, validation_record_id, validation_record_key
 
 
 class Op(enum.Enum):
@@ -163,16 +163,18 @@ class FakeSnapshotStore:
         self.faults = faults
         self.violations = violations
 
-    def clear(self, map_name: str) -> None:
+    def discard(self, map_name: str, through_snapshot_id: int) -> None:
         fault = self.faults.next(Op.CLEAR)
         entries = self.maps.setdefault(map_name, {})
         if fault is Fault.FAILED:
-            raise SnapshotStoreError("injected clear failure")
-        if fault is None:
-            entries.clear()
-            return
+            raise SnapshotStoreError("injected discard failure")
+        doomed = sorted(
+            key
+            for key in entries
+            if (found := snapshot_id_of_key(key)) is not None and found <= through_snapshot_id
+        )
         # Not replicated to a backup that later took over: every other entry comes back.
-        for key in sorted(entries)[1::2]:
+        for key in doomed if fault is None else doomed[1::2]:
             del entries[key]
 
     def _put(self, op: Op, map_name: str, key: str, value: bytes | ValidationRecord) -> None:
@@ -209,13 +211,21 @@ class FakeSnapshotStore:
 
     def put_validation_record(self, map_name: str, record: ValidationRecord) -> None:
         self._check_invariant_4(record.snapshot_id)
-        self._put(Op.VALIDATION_PUT, map_name, VALIDATION_KEY, record)
+        self._put(Op.VALIDATION_PUT, map_name, validation_record_key(record.snapshot_id), record)
         self.validation_records_written.add(record.snapshot_id)
 
-    def get_validation_record(self, map_name: str) -> ValidationRecord | None:
-        value = self.maps.get(map_name, {}).get(VALIDATION_KEY)
+    def get_validation_record(self, map_name: str, snapshot_id: int) -> ValidationRecord | None:
+        value = self.maps.get(map_name, {}).get(validation_record_key(snapshot_id))
         assert value is None or isinstance(value, ValidationRecord)
         return value
+
+    def latest_snapshot_id(self, map_name: str) -> int | None:
+        ids = [
+            found
+            for key in self.maps.get(map_name, {})
+            if (found := validation_record_id(key)) is not None
+        ]
+        return max(ids, default=None)
 
     def missing_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> list[ChunkKey]:
         entries = self.maps.get(map_name, {})
@@ -236,6 +246,7 @@ class FakeSnapshotStore:
                     found.append((map_name, value.snapshot_id))
                 else:
                     found.append((map_name, ChunkKey.parse(key).snapshot_id))
+                assert snapshot_id_of_key(key) == found[-1][1], key
         return found
 
 
@@ -344,7 +355,7 @@ class FakeSource:
         self.offset = 0
         if snapshot is not None:
             (key,) = snapshot.chunk_keys
-            offset = _decode(reader.read_chunk(snapshot.map_name, key))
+            offset = _decode(snapshot.read(reader, key))
             assert isinstance(offset, int)
             self.offset = offset
 
@@ -382,7 +393,7 @@ class FakeKeyedState:
             data = _encode(chunk)
             key = writer.key(partition, seq)
             self.store.put_chunk(writer.map_name, key, data)
-            descriptors.append(ChunkDescriptor(key, len(data), len(chunk)))
+            descriptors.append(ChunkDescriptor.of(key, data, len(chunk)))
         return descriptors
 
     def save_and_prepare(
@@ -406,7 +417,7 @@ class FakeKeyedState:
         if snapshot is None:
             return
         for key in snapshot.chunk_keys:
-            chunk = _decode(reader.read_chunk(snapshot.map_name, key))
+            chunk = _decode(snapshot.read(reader, key))
             assert isinstance(chunk, list)
             for item_key, count in chunk:
                 self.counts[item_key] = count
@@ -461,7 +472,7 @@ class FakeTransactionalSink:
         named: int | None = None
         if snapshot is not None:
             (key,) = snapshot.chunk_keys
-            value = _decode(reader.read_chunk(snapshot.map_name, key))
+            value = _decode(snapshot.read(reader, key))
             assert value is None or isinstance(value, int)
             named = value
         if named is not None:
@@ -514,12 +525,15 @@ class Cluster:
         failpoints: Failpoints | None = None,
         suspend_on_failure: bool = False,
         initial_snapshot_name: str | None = None,
+        shape: PipelineShape | None = None,
     ) -> Driver:
         """Starts a new execution (a new driver process), fencing off the previous ones."""
         pipeline = Pipeline(self.snapshots, self.database, self.export_only_snapshots)
         records = self.records.start_execution()
         coordinator = SnapshotCoordinator(
-            CoordinatorConfig(self.job, INTERVAL_MS, suspend_on_failure, initial_snapshot_name),
+            CoordinatorConfig(
+                self.job, INTERVAL_MS, suspend_on_failure, initial_snapshot_name, shape
+            ),
             records,
             self.snapshots,
             pipeline.participants,

@@ -30,8 +30,9 @@ from snapshot_protocol import (
     ZombieExecution,
     validate_snapshot,
 )
+from snapshot_protocol.chunks import validation_record_key
 
-from .fakes import INTERVAL_MS, VALIDATION_KEY, Cluster, Driver, Fault, Op, TxnStatus
+from .fakes import INTERVAL_MS, Cluster, Driver, Fault, Op, TxnStatus
 
 pytestmark = pytest.mark.unit
 
@@ -400,7 +401,7 @@ def test_restore_commits_the_named_transaction_and_rolls_back_the_others() -> No
 def test_restore_from_a_corrupted_snapshot_fails_permanently() -> None:
     cluster, driver = running()
     snapshot(driver)
-    del cluster.snapshots.maps[MAP_0][VALIDATION_KEY]
+    del cluster.snapshots.maps[MAP_0][validation_record_key(0)]
     driver = cluster.start_driver()
     with pytest.raises(SnapshotCorrupted, match=r"Snapshot 0 in map '__sj.snapshot.0b5e-uid.0'"):
         driver.coordinator.restore()

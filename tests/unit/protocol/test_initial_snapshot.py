@@ -17,11 +17,13 @@ from snapshot_protocol import (
     CoordinatorState,
     JobIdentity,
     SnapshotCorrupted,
+    SnapshotNotFound,
     TerminationMode,
     export_map_name,
 )
+from snapshot_protocol.chunks import validation_record_id
 
-from .fakes import VALIDATION_KEY, Cluster, FakeKeyedState
+from .fakes import Cluster, FakeKeyedState
 
 pytestmark = pytest.mark.unit
 
@@ -92,7 +94,7 @@ def test_once_the_job_has_its_own_snapshot_the_initial_one_is_ignored() -> None:
 def test_missing_initial_snapshot_fails_permanently_naming_it() -> None:
     cluster = Cluster(OTHER_JOB)
     driver = cluster.start_driver(initial_snapshot_name="golden")
-    with pytest.raises(SnapshotCorrupted, match="initial snapshot 'golden' does not exist"):
+    with pytest.raises(SnapshotNotFound, match="initial snapshot 'golden' does not exist"):
         driver.coordinator.restore()
     assert driver.coordinator.state is S.FAILED
     termination = driver.coordinator.execution_end
@@ -102,7 +104,7 @@ def test_missing_initial_snapshot_fails_permanently_naming_it() -> None:
 def test_initial_snapshot_with_a_missing_chunk_is_corrupted() -> None:
     cluster = new_job_with(exported_job())
     entries = cluster.snapshots.maps[GOLDEN_MAP]
-    chunk = next(key for key in sorted(entries) if key != VALIDATION_KEY)
+    chunk = next(key for key in sorted(entries) if validation_record_id(key) is None)
     del entries[chunk]
     driver = cluster.start_driver(initial_snapshot_name="golden")
     with pytest.raises(SnapshotCorrupted, match="1 of its 6 chunks are missing") as raised:
@@ -119,7 +121,7 @@ def test_outcome_reports_the_bytes_of_the_validation_record() -> None:
     driver.pipeline.process(5)
     outcome = driver.coordinator.take_snapshot("golden")
     driver.coordinator.finish_snapshot()
-    validation = cluster.snapshots.get_validation_record(GOLDEN_MAP)
+    validation = cluster.snapshots.get_validation_record(GOLDEN_MAP, outcome.snapshot_id)
     assert validation is not None and validation.num_bytes > 0
     assert outcome.num_bytes == validation.num_bytes
     assert driver.coordinator.last_outcome == outcome

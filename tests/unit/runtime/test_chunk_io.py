@@ -8,6 +8,7 @@ from snapshot_protocol import ChunkDescriptor, ChunkKey
 from spark_runtime.chunk_io import (
     DESCRIPTOR_SCHEMA,
     decode_batches,
+    descriptor_of_row,
     descriptors_batch,
     encode_batches,
     group_into_chunks,
@@ -40,7 +41,9 @@ def test_no_batches_make_no_chunk() -> None:
 
 
 def test_descriptors_travel_as_a_record_batch() -> None:
-    descriptor = ChunkDescriptor(ChunkKey(7, "sums", 3, 1), 1234, 10)
+    descriptor = ChunkDescriptor(ChunkKey(7, "sums", 3, 1), 1234, 10, "00ff")
     batch = descriptors_batch([descriptor])
     assert batch.schema == DESCRIPTOR_SCHEMA
-    assert batch.to_pylist() == [{"key": "7/sums/3/1", "num_bytes": 1234, "num_keys": 10}]
+    (row,) = batch.to_pylist()
+    assert row == {"key": "7/sums/3/1", "num_bytes": 1234, "num_keys": 10, "checksum": "00ff"}
+    assert descriptor_of_row(row) == descriptor

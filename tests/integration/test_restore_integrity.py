@@ -1,0 +1,244 @@
+"""Restores that must not happen, and the one that must: checksums, compatibility, rescaling.
+
+Real Hazelcast members, real PostgreSQL and real PySpark: the driver runs in-process on the
+session's SparkSession (as in ``test_runtime_restore.py``), its snapshots go to the session's
+Hazelcast cluster, and the tests change stored bytes with a plain Hazelcast client, the way a
+bit flip or a foreign writer would. Each failure must end the job with its own exit code and a
+message naming the snapshot (and the chunk), before any output is published; a change of the
+state partition count must restore with exact sums.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
+
+from examples.sequence_sum import expected_sums
+from snapshot_protocol import ChunkKey, ExecutionRecord, JobIdentity, SnapshotCorrupted
+from snapshot_protocol.chunks import LEGACY_VALIDATION_RECORD_KEY, validation_record_key
+from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.record import snapshot_map_name
+from snapshotjob_contract.spec import ProcessingGuarantee
+from spark_runtime.chunk_io import StoreAddress
+from spark_runtime.driver import Driver, DriverSettings
+from spark_runtime.file_record_store import FileRecordStore
+from spark_runtime.pipeline import Pipeline
+from spark_runtime.sinks import PostgresSink
+from spark_runtime.sources import SequenceSource
+from testbed.hazelcast import HazelcastCluster
+
+pytestmark = pytest.mark.integration
+
+Build = Callable[[Pipeline], None]
+
+
+class Jobs:
+    """Runs executions of one job in-process; every run is a new execution of its record."""
+
+    def __init__(self, spark: SparkSession, cluster: HazelcastCluster, workdir: Path) -> None:
+        self.spark = spark
+        members = [node.address for node in cluster.nodes]
+        self.address = StoreAddress(tuple(members), cluster.cluster_name)
+        self.client = connect(members, cluster.cluster_name)
+        self.store = HazelcastSnapshotStore(self.client)
+        self.workdir = workdir
+        self.uid = f"integrity-{uuid.uuid4().hex[:8]}"
+        self.last: Driver | None = None
+
+    def run(
+        self,
+        build: Build,
+        *,
+        partitions: int = 4,
+        max_epochs: int | None = None,
+        initial_snapshot_name: str | None = None,
+    ) -> DriverExit:
+        settings = DriverSettings(
+            job=JobIdentity(self.uid, "test", "integrity"),
+            guarantee=ProcessingGuarantee.EXACTLY_ONCE,
+            snapshot_interval_ms=0,
+            state_partitions=partitions,
+            store=self.address,
+            idle_sleep_s=0.05,
+            initial_snapshot_name=initial_snapshot_name,
+        )
+        records = FileRecordStore.claim(self.workdir / "record.json", uuid.uuid4().hex)
+        self.last = Driver(self.spark, build, {}, settings, records, self.store)
+        return self.last.run(max_epochs)
+
+    @property
+    def record(self) -> ExecutionRecord:
+        return FileRecordStore(self.workdir / "record.json", "reader").read()
+
+    def restore_point(self) -> tuple[str, int]:
+        record = self.record
+        return snapshot_map_name(self.uid, record.data_map_index), record.snapshot_id
+
+    def exit_message(self) -> str:
+        assert self.last is not None and self.last.exit_message is not None
+        return self.last.exit_message
+
+
+@pytest.fixture
+def jobs(
+    spark: SparkSession, healthy_hazelcast: HazelcastCluster, tmp_path: Path
+) -> Iterator[Jobs]:
+    result = Jobs(spark, healthy_hazelcast, tmp_path)
+    yield result
+    result.client.shutdown()
+
+
+def _sums(dsn: str, table: str, *, keys: int = 7, end: int = 7000) -> Build:
+    def build(p: Pipeline) -> None:
+        numbers = p.read(SequenceSource(rows_per_epoch=end // 10, end=end), name="numbers")
+        keyed = numbers.select((F.col("value") % keys).alias("key"), "value")
+        sums = p.running_aggregate(
+            keyed, "key", {"total": ("sum", "value"), "count": ("count", None)}, name="sums"
+        )
+        p.write(sums, PostgresSink(dsn, table, ["key"]), name="postgres")
+
+    return build
+
+
+def _rows(dsn: str, query: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(query).fetchall()
+
+
+def _table() -> str:
+    return f"sums_{uuid.uuid4().hex[:8]}"
+
+
+def _flip_one_bit(jobs: Jobs, map_name: str, key: ChunkKey) -> None:
+    target = jobs.client.get_map(map_name).blocking()
+    value = bytearray(target.get(str(key)))
+    value[len(value) // 2] ^= 0x01
+    target.set(str(key), value)
+
+
+def test_state_partitions_8_3_16_restore_with_exact_sums(jobs: Jobs, postgres_dsn: str) -> None:
+    table = _table()
+    build = _sums(postgres_dsn, table)
+
+    assert jobs.run(build, partitions=8, max_epochs=3) is DriverExit.INTERRUPTED
+    assert jobs.run(build, partitions=3, max_epochs=3) is DriverExit.INTERRUPTED
+    map_name, snapshot_id = jobs.restore_point()
+    record = jobs.store.get_validation_record(map_name, snapshot_id)
+    assert record is not None and record.shape.state_partitions == 3
+    assert {k.partition for k in record.chunk_keys if k.operator == "sums"} <= {0, 1, 2, 3}
+    assert jobs.run(build, partitions=16) is DriverExit.COMPLETED
+
+    actual = {
+        k: (t, c) for k, t, c in _rows(postgres_dsn, f"SELECT key, total, count FROM {table}")
+    }
+    assert actual == expected_sums(7000, 7)
+
+
+@pytest.mark.parametrize(
+    ("keys", "path"),
+    [(7, "driver"), (640, "executors")],  # 640 keys over 32 partitions: more than 16 chunks
+)
+def test_a_flipped_bit_in_a_state_chunk_fails_the_job_naming_the_chunk(
+    jobs: Jobs, postgres_dsn: str, keys: int, path: str
+) -> None:
+    table = _table()
+    build = _sums(postgres_dsn, table, keys=keys)
+    assert jobs.run(build, partitions=32, max_epochs=3) is DriverExit.INTERRUPTED
+    map_name, snapshot_id = jobs.restore_point()
+    record = jobs.store.get_validation_record(map_name, snapshot_id)
+    assert record is not None
+    state = sorted(k for k in record.chunk_keys if k.operator == "sums" and k.partition < 32)
+    assert (len(state) > 16) == (path == "executors")
+    published = _rows(postgres_dsn, f"SELECT key, total, count FROM {table} ORDER BY key")
+    _flip_one_bit(jobs, map_name, state[len(state) // 2])
+
+    assert jobs.run(build, partitions=32) is DriverExit.SNAPSHOT_CORRUPTED
+
+    message = jobs.exit_message()
+    assert f"Snapshot {snapshot_id} in map '{map_name}' is corrupted" in message
+    assert f"chunk '{state[len(state) // 2]}' does not match its checksum" in message
+    assert _rows(postgres_dsn, f"SELECT key, total, count FROM {table} ORDER BY key") == published
+
+
+def test_random_bytes_in_a_chunk_fail_the_job_not_a_restart_loop(
+    jobs: Jobs, postgres_dsn: str
+) -> None:
+    build = _sums(postgres_dsn, _table())
+    assert jobs.run(build, max_epochs=2) is DriverExit.INTERRUPTED
+    map_name, snapshot_id = jobs.restore_point()
+    key = ChunkKey(snapshot_id, "sums", 0, 0)
+    jobs.client.get_map(map_name).blocking().set(str(key), bytearray(uuid.uuid4().bytes * 8))
+
+    assert jobs.run(build) is DriverExit.SNAPSHOT_CORRUPTED
+    assert f"chunk '{key}' does not match its checksum" in jobs.exit_message()
+
+
+def test_another_pipeline_is_refused_before_any_state_is_loaded(
+    jobs: Jobs, postgres_dsn: str
+) -> None:
+    table = _table()
+    assert jobs.run(_sums(postgres_dsn, table), max_epochs=2) is DriverExit.INTERRUPTED
+    published = _rows(postgres_dsn, f"SELECT * FROM {table} ORDER BY key")
+
+    def other(p: Pipeline) -> None:
+        numbers = p.read(SequenceSource(rows_per_epoch=700, end=7000), name="numbers")
+        keyed = numbers.select((F.col("value") % 7).alias("key"), "value")
+        highs = p.running_aggregate(keyed, "key", {"high": ("max", "value")}, name="sums")
+        p.write(highs, PostgresSink(postgres_dsn, table + "_high", ["key"]), name="postgres")
+
+    assert jobs.run(other) is DriverExit.SNAPSHOT_INCOMPATIBLE
+
+    message = jobs.exit_message()
+    assert "cannot be restored by this job: it was written by another pipeline" in message
+    assert "operator 'sums' stores RunningAggregate(keys=key; struct<key:" in message
+    assert "high:bigint" in message and "total:bigint" in message
+    assert "upgradeMode: stateless" in message
+    assert _rows(postgres_dsn, f"SELECT * FROM {table} ORDER BY key") == published
+
+
+def test_a_missing_initial_snapshot_fails_the_job(jobs: Jobs, postgres_dsn: str) -> None:
+    build = _sums(postgres_dsn, _table())
+
+    assert jobs.run(build, initial_snapshot_name="no-such-export") is DriverExit.SNAPSHOT_NOT_FOUND
+    assert "The initial snapshot 'no-such-export' does not exist" in jobs.exit_message()
+
+
+def test_a_format_1_restore_point_is_reported_as_incompatible(
+    jobs: Jobs, postgres_dsn: str
+) -> None:
+    build = _sums(postgres_dsn, _table())
+    assert jobs.run(build, max_epochs=2) is DriverExit.INTERRUPTED
+    map_name, snapshot_id = jobs.restore_point()
+    target = jobs.client.get_map(map_name).blocking()
+    record = json.loads(bytes(target.get(validation_record_key(snapshot_id))))
+    target.delete(validation_record_key(snapshot_id))
+    legacy = {"snapshotId": snapshot_id, "formatVersion": 1, "chunkKeys": record["chunks"]}
+    target.set(LEGACY_VALIDATION_RECORD_KEY, bytearray(json.dumps(legacy).encode()))
+
+    assert jobs.run(build) is DriverExit.SNAPSHOT_INCOMPATIBLE
+    assert "written in snapshot format 1 and this runtime reads format 2" in jobs.exit_message()
+
+
+def test_discard_and_copy_on_the_real_store(jobs: Jobs, postgres_dsn: str) -> None:
+    """A discard leaves newer snapshots; a copy verifies every chunk before it counts."""
+    build = _sums(postgres_dsn, _table())
+    assert jobs.run(build, max_epochs=3) is DriverExit.INTERRUPTED
+    map_name, snapshot_id = jobs.restore_point()
+    jobs.store.discard(map_name, snapshot_id - 1)
+    assert jobs.store.latest_snapshot_id(map_name) == snapshot_id
+    jobs.store.discard(map_name, snapshot_id - 1)  # idempotent
+    copied = jobs.store.copy_snapshot(map_name, f"__sj.export.test.copy-{jobs.uid}", snapshot_id)
+    assert copied.snapshot_id == snapshot_id
+
+    _flip_one_bit(jobs, map_name, ChunkKey(snapshot_id, "numbers", 0, 0))
+    with pytest.raises(SnapshotCorrupted, match=f"chunk '{snapshot_id}/numbers/0/0'"):
+        jobs.store.copy_snapshot(map_name, f"__sj.export.test.copy2-{jobs.uid}", snapshot_id)
