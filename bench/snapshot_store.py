@@ -8,9 +8,16 @@ same bytes through the fastest plain client method, measured in the same run aga
 reads the faster of parallel ``get`` and batched ``get_all``. Each figure is the best of
 ``--repeat`` rounds in which the methods take turns.
 
+The store's restore verifies every chunk against the xxh3 checksum in its validation record,
+as a real restore does; the same restore without the verification, measured in the same
+rounds, gives the checksum's cost as a share of restore bandwidth (``checksum_cost``). That
+difference is small enough to drown in the noise of a shared machine, so the time spent in
+xxh3 alone over the same chunks is measured too: ``checksum_share`` is that time as a share
+of the verified restore's, the cost the verification would have if nothing overlapped it.
+
 Run: ``.venv/bin/python bench/snapshot_store.py`` (``--sizes 64`` for a quick pass). Prints
 the figures and ratios; the last line is JSON with ``write_ratio`` and ``restore_ratio``
-(the smallest over the sizes).
+(the smallest over the sizes), ``checksum_cost`` and ``checksum_share`` (the largest).
 """
 
 from __future__ import annotations
@@ -31,9 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hazelcast.client import HazelcastClient
 
 from snapshot_protocol.chunks import (
+    ChunkDescriptor,
     ChunkKey,
     ValidationRecord,
+    checksum,
     validate_snapshot,
+    verify_chunk,
 )
 from snapshot_store.hazelcast import DEFAULT_WINDOW, SOCKET_OPTIONS, HazelcastSnapshotStore
 from testbed.hazelcast import HazelcastCluster
@@ -83,7 +93,14 @@ def measure(
     store = HazelcastSnapshotStore(cluster_client)
     snapshot_map = f"__sj.snapshot.bench-{size_mib}.0"
     plain_map = plain_client.get_map(f"__sj.bench.plain-{size_mib}")
-    record = ValidationRecord(1, tuple(keys), size_mib * MIB, size_mib, 0, "bench", "bench")
+    record = ValidationRecord(
+        1,
+        tuple(ChunkDescriptor.of(key, data, 1) for key, data in chunks),
+        size_mib * MIB,
+        size_mib,
+        0,
+        "bench",
+    )
 
     def clear_store() -> None:
         store.clear(snapshot_map)
@@ -108,7 +125,18 @@ def measure(
     def store_restore() -> None:
         checked = validate_snapshot(store, snapshot_map, 1)
         data = store.read_chunks(snapshot_map, checked.chunk_keys)
+        for chunk, value in zip(checked.chunks, data, strict=True):
+            verify_chunk(snapshot_map, 1, chunk, value)
         assert sum(len(d) for d in data) == size_mib * MIB
+
+    def store_restore_unverified() -> None:
+        checked = validate_snapshot(store, snapshot_map, 1)
+        data = store.read_chunks(snapshot_map, checked.chunk_keys)
+        assert sum(len(d) for d in data) == size_mib * MIB
+
+    def hash_only() -> None:
+        for _, value in chunks:
+            checksum(value)
 
     def plain_get() -> None:
         data = windowed(plain_map.get(k) for k in plain_items)
@@ -138,6 +166,8 @@ def measure(
         repeat,
         {
             "store_restore": (nothing, store_restore),
+            "store_restore_unverified": (nothing, store_restore_unverified),
+            "xxh3_only": (nothing, hash_only),
             "plain_get": (nothing, plain_get),
             "plain_get_all": (nothing, plain_get_all),
         },
@@ -166,7 +196,7 @@ def main() -> int:
         # Both clients get the store's socket buffers, so the ratio compares methods only.
         strict = cluster.client(fail_on_indeterminate=True, socket_options=SOCKET_OPTIONS)
         plain = cluster.client(fail_on_indeterminate=False, socket_options=SOCKET_OPTIONS)
-        write_ratios, restore_ratios = [], []
+        write_ratios, restore_ratios, checksum_costs, checksum_shares = [], [], [], []
         print(f"Hazelcast {len(cluster.nodes)} members, backup-count 1, logs in {workdir}")
         for size in args.sizes:
             f = measure(strict, plain, size, args.repeat)
@@ -174,8 +204,12 @@ def main() -> int:
             plain_read = max(f["plain_get"], f["plain_get_all"])
             write_ratio = f["store_write"] / plain_write
             restore_ratio = f["store_restore"] / plain_read
+            checksum_cost = 1 - f["store_restore"] / f["store_restore_unverified"]
+            checksum_share = f["store_restore"] / f["xxh3_only"]
+            checksum_shares.append(checksum_share)
             write_ratios.append(write_ratio)
             restore_ratios.append(restore_ratio)
+            checksum_costs.append(checksum_cost)
             print(
                 f"{size:4d} MiB  write: store {f['store_write']:7.1f} MB/s, plain set "
                 f"{f['plain_set']:7.1f}, put_all {f['plain_put_all']:7.1f} -> ratio "
@@ -186,9 +220,17 @@ def main() -> int:
                 f"{f['plain_get']:7.1f}, get_all {f['plain_get_all']:7.1f} -> ratio "
                 f"{restore_ratio:.2f}"
             )
+            print(
+                f"{size:4d} MiB  checksum: restore verified {f['store_restore']:7.1f} MB/s, "
+                f"unverified {f['store_restore_unverified']:7.1f}, xxh3 alone "
+                f"{f['xxh3_only']:7.1f} -> cost {checksum_cost:.1%} of restore bandwidth "
+                f"(measured), xxh3 time {checksum_share:.1%} of the restore's"
+            )
             results[f"{size}mib"] = {k: round(v, 1) for k, v in f.items()}
         results["write_ratio"] = round(min(write_ratios), 3)
         results["restore_ratio"] = round(min(restore_ratios), 3)
+        results["checksum_cost"] = round(max(checksum_costs), 4)
+        results["checksum_share"] = round(max(checksum_shares), 4)
     finally:
         cluster.stop()
     print(json.dumps(results))
