@@ -341,7 +341,7 @@ def test_state_restore_paths_read_back_the_saved_partitions(
         1, ChunkWriter(runner.store, map_name, 1, operator.name), False
     )
     restored = RunningAggregate("paths", context, ["key"], aggs, batch.schema)
-    restored.restore(SnapshotRef(map_name, 1, tuple(d.key for d in descriptors)), runner.store)
+    restored.restore(SnapshotRef(map_name, 1, tuple(descriptors), 4), runner.store)
     runner.store.destroy(map_name)
     assert restored.state.schema == operator.state_schema
     assert sorted(restored.state.collect()) == sorted(operator.state.collect())
