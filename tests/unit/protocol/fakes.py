@@ -100,6 +100,9 @@ class RecordDatabase:
         self.record = ExecutionRecord()
         self.execution_id = 0
         self.safe_record: ExecutionRecord | None = None
+        # Which execution stored each ongoing id first, so the model can tell a zombie's
+        # snapshots (which can never become the restore point) from the current one's.
+        self.allocated_by: dict[int, int] = {}
         self.faults = faults
         self.violations = violations
 
@@ -108,8 +111,9 @@ class RecordDatabase:
         self.execution_id += 1
         return FakeRecordStore(self, self.execution_id)
 
-    def apply(self, record: ExecutionRecord) -> None:
+    def apply(self, record: ExecutionRecord, execution_id: int) -> None:
         old = self.record
+        self.allocated_by.setdefault(record.ongoing_snapshot_id, execution_id)
         # Invariant 3 (and never reusing ids): checked on every version that reaches the store.
         if record.snapshot_id < old.snapshot_id:
             self.violations.append(f"snapshotId went back from {old.snapshot_id} to {record}")
@@ -137,7 +141,7 @@ class FakeRecordStore:
             raise ZombieExecution(f"execution {self.execution_id} is fenced")
         fault = self.database.faults.next(Op.RECORD_SAFE)
         if fault in (None, Fault.INDETERMINATE_APPLIED):
-            self.database.apply(record)
+            self.database.apply(record, self.execution_id)
         if fault is None:
             self.database.safe_record = record
         elif fault is Fault.FAILED:
@@ -150,7 +154,7 @@ class FakeRecordStore:
             return
         fault = self.database.faults.next(Op.RECORD_STANDARD)
         if fault in (None, Fault.INDETERMINATE_APPLIED):
-            self.database.apply(record)
+            self.database.apply(record, self.execution_id)
 
 
 class FakeSnapshotStore:
@@ -162,8 +166,11 @@ class FakeSnapshotStore:
         self.records = records
         self.faults = faults
         self.violations = violations
+        # Called with a description before every write, so a test can pause the writer there.
+        self.before_write: Callable[[str], None] = lambda write: None
 
     def discard(self, map_name: str, through_snapshot_id: int) -> None:
+        self.before_write(f"discard {map_name} through {through_snapshot_id}")
         fault = self.faults.next(Op.CLEAR)
         entries = self.maps.setdefault(map_name, {})
         if fault is Fault.FAILED:
@@ -178,6 +185,7 @@ class FakeSnapshotStore:
             del entries[key]
 
     def _put(self, op: Op, map_name: str, key: str, value: bytes | ValidationRecord) -> None:
+        self.before_write(f"{op.value} {key}")
         fault = self.faults.next(op)
         if fault in (None, Fault.INDETERMINATE_APPLIED, Fault.PARTIAL):
             self.maps.setdefault(map_name, {})[key] = value
@@ -267,6 +275,8 @@ class TransactionalDatabase:
 
     ``on_commit`` / ``on_rollback`` are called when a prepared transaction changes state,
     before the change, so invariants 5 and 6 can be checked at that very moment.
+    ``may_commit`` tells whether a snapshot's transaction can still be committed: a zombie's
+    prepared transaction cannot, so it does not count as a second snapshot in progress.
     """
 
     def __init__(self, violations: list[str]) -> None:
@@ -274,11 +284,12 @@ class TransactionalDatabase:
         self.violations = violations
         self.on_commit: Callable[[int], None] = lambda snapshot_id: None
         self.on_rollback: Callable[[int], None] = lambda snapshot_id: None
+        self.may_commit: Callable[[int], bool] = lambda snapshot_id: True
         self.unavailable_for_commits = 0
 
     def prepare(self, snapshot_id: int, items: Sequence[int]) -> None:
-        others = [sid for sid in self.prepared() if sid != snapshot_id]
-        if others:
+        others = [sid for sid in self.prepared() if sid != snapshot_id and self.may_commit(sid)]
+        if others and self.may_commit(snapshot_id):
             self.violations.append(
                 f"invariant 7: snapshot {snapshot_id} prepares while {others} are still prepared"
             )

@@ -5,15 +5,25 @@ snapshots of every kind (automatic, export-only, terminal, terminal exported), t
 requests in all six modes (also arriving while a snapshot is in phase 1), driver crashes at
 every failpoint followed by a restart and restore (in a new process or in the same one),
 indeterminate or failed results of any record write, chunk put or validation record put,
-clears that leave strays, zombie drivers, job failures, and lost snapshot data (more failed
-members than backups). After every step each of those invariants is checked as an
-explicit ``@invariant``; violations that can only be seen at the moment they happen (a commit,
-a rollback, a put) are recorded by the fakes and reported by the same invariants.
+clears that leave strays, job failures, and lost snapshot data (more failed members than
+backups). After every step each of those invariants is checked as an explicit
+``@invariant``; violations that can only be seen at the moment they happen (a commit, a
+rollback, a put) are recorded by the fakes and reported by the same invariants.
 
-Beyond the invariants, every successful restore is checked end to end: the restored state and
-the committed output of the transactional sink are exactly those of the restore point
-(exactly-once), and a restore from a snapshot that lost data fails permanently with
-``SnapshotCorrupted`` naming that snapshot instead of restoring corrupted state.
+Zombies act (``zombie_rules.py``): a driver may stop in the middle of any call, at any
+failpoint or snapshot write, be replaced by a new execution, and later go on exactly where it
+stopped, writing chunks, validation records, discards, record patches (refused: it is fenced)
+and its 2nd phase. So I7 and I8 are checked in the form fencing makes true: at most one
+snapshot that can still count is in progress, a restore never runs while an execution that is
+not fenced is active, and no step of a zombie changes the stored record or the restore point's
+validation record and chunks (checked after every zombie step, which names the zombie and
+where it was).
+
+Beyond the invariants, every successful restore is checked end to end, also in runs where
+zombies acted: the restored state and the committed output of the transactional sink are
+exactly those of the restore point (exactly-once), and a restore from a snapshot that lost data
+fails permanently with ``SnapshotCorrupted`` naming that snapshot instead of restoring
+corrupted state.
 """
 
 from __future__ import annotations
@@ -39,10 +49,8 @@ from snapshot_protocol import (
     CoordinatorState,
     FailpointAction,
     FailpointCrash,
-    Failpoints,
     SnapshotCorrupted,
     TerminationMode,
-    ZombieExecution,
     validate_snapshot,
 )
 
@@ -54,6 +62,7 @@ from .fakes import (
     Op,
     TxnStatus,
 )
+from .zombie_rules import PausingFailpoints, Zombie, ZombieRules, pause_point
 
 pytestmark = pytest.mark.unit
 
@@ -61,7 +70,6 @@ T = TypeVar("T")
 S = CoordinatorState
 
 EXPORT_NAMES = ("nightly", "pre-upgrade")
-ACTIVE = frozenset({S.RESTORING, S.TAKING_SNAPSHOT, S.PHASE_2_PENDING, S.IN_PHASE_2})
 STOPPED_BY_ACTION = {"RESTART": S.RESTART_REQUIRED, "SUSPEND": S.SUSPENDED, "CANCEL": S.CANCELLED}
 
 
@@ -109,21 +117,24 @@ termination_requests = st.tuples(
 ).map(lambda r: r if r[0].terminal_snapshot else (r[0], None))
 
 
-class SnapshotProtocolMachine(RuleBasedStateMachine):
+class SnapshotProtocolMachine(ZombieRules, RuleBasedStateMachine):
     """One job, its cluster that outlives drivers, and the drivers the operator starts."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.failpoints = Failpoints()
+        self.failpoints = PausingFailpoints()
         self.suspend_on_failure = False
         self._new_job()
 
     def _new_job(self) -> None:
+        self._kill_zombies()
         self.cluster = Cluster()
         self.cluster.database.on_commit = self._on_commit
         self.cluster.database.on_rollback = self._on_rollback
+        self.cluster.database.may_commit = self._may_commit
+        self.cluster.snapshots.before_write = pause_point
         self.driver: Driver | None = None
-        self.zombies: list[Driver] = []
+        self.zombies: list[Zombie] = []
         self.damaged_maps: set[str] = set()
         self.job_over = False
 
@@ -144,16 +155,22 @@ class SnapshotProtocolMachine(RuleBasedStateMachine):
         in_memory = NO_SNAPSHOT
         if self.driver is not None and self.driver.coordinator.record is not None:
             in_memory = self.driver.coordinator.record.snapshot_id
-        if max(stored, in_memory) >= snapshot_id:
+        # A replaced execution's snapshot that the record does not point at can never be
+        # committed; rolling it back is right even if the restore point is newer.
+        newer_or_same = max(stored, in_memory) >= snapshot_id and self._may_commit(snapshot_id)
+        if snapshot_id in (stored, in_memory) or newer_or_same:
             self.cluster.violations.append(
                 f"invariant 6: transactions of snapshot {snapshot_id} rolled back while the "
                 f"record points to {stored} (stored) / {in_memory} (in memory)"
             )
 
     def _check_no_concurrent_restore(self) -> None:
-        busy = [z for z in self.zombies if z.coordinator.state in ACTIVE]
+        # Zombies may be in the middle of anything: what matters is that they are fenced.
+        busy = [z for z in self.zombies if z.busy and not z.driver.records.fenced]
         if busy:
-            self.cluster.violations.append("invariant 8: restore while another driver is active")
+            self.cluster.violations.append(
+                f"invariant 8: restore while {busy[0].describe()} is active and not fenced"
+            )
 
     # Driving the coordinator
 
@@ -229,13 +246,17 @@ class SnapshotProtocolMachine(RuleBasedStateMachine):
             assert coordinator.record is not None
             assert self.cluster.records.record.snapshot_id == coordinator.record.snapshot_id
             assert self.cluster.records.safe_record is not None
-            assert self.cluster.database.prepared() == []
+            # A zombie's transaction, prepared before it found itself fenced at step 7a, stays
+            # until the next restore; it can never be committed (see zombie_rules.py).
+            left = [sid for sid in self.cluster.database.prepared() if self._may_commit(sid)]
+            assert left == [], left
 
-    def _export_name_rejected(self, export_name: str | None) -> bool:
-        assert self.driver is not None and self.driver.coordinator.record is not None
+    def _export_name_rejected(self, export_name: str | None, driver: Driver | None = None) -> bool:
+        driver = driver or self.driver
+        assert driver is not None and driver.coordinator.record is not None
         return (
             export_name is not None
-            and export_name == self.driver.coordinator.record.exported_snapshot_name
+            and export_name == driver.coordinator.record.exported_snapshot_name
         )
 
     def _state_is(self, *states: CoordinatorState) -> bool:
@@ -366,37 +387,6 @@ class SnapshotProtocolMachine(RuleBasedStateMachine):
         """The driver process dies between two steps of the pipeline."""
         self.driver = None
 
-    @precondition(lambda self: self._state_is(S.RUNNING))
-    @rule()
-    def driver_partitioned(self) -> None:
-        """The operator loses the driver and starts another: the old one lives on as a zombie."""
-        assert self.driver is not None
-        self.zombies.append(self.driver)
-        self.driver = None
-
-    @precondition(
-        lambda self: any(
-            zombie.coordinator.state is S.RUNNING and zombie.records.fenced
-            for zombie in self.zombies
-        )
-    )
-    @rule(graceful=st.booleans())
-    def zombie_tries_to_snapshot(self, graceful: bool) -> None:
-        """A fenced driver can neither move the record nor write snapshot data."""
-        zombie = next(
-            z for z in self.zombies if z.coordinator.state is S.RUNNING and z.records.fenced
-        )
-        record = self.cluster.records.record
-        maps = {name: dict(entries) for name, entries in self.cluster.snapshots.maps.items()}
-        with pytest.raises(ZombieExecution):
-            if graceful:
-                zombie.coordinator.request_termination(TerminationMode.SUSPEND_GRACEFUL)
-            else:
-                zombie.coordinator.take_snapshot()
-        assert zombie.coordinator.state is S.FENCED
-        assert self.cluster.records.record == record
-        assert self.cluster.snapshots.maps == maps
-
     @precondition(lambda self: not self.job_over)
     @rule(data=st.data(), happens=st.integers(0, 3))
     def lose_snapshot_data(self, data: st.DataObject, happens: int) -> None:
@@ -474,20 +464,23 @@ class SnapshotProtocolMachine(RuleBasedStateMachine):
 
     @invariant()
     def invariant_7_one_snapshot_in_progress(self) -> None:
-        """I7: at most one snapshot of a job is in progress at any time."""
-        drivers = [*self.zombies, *([self.driver] if self.driver else [])]
-        in_progress = [
-            d
-            for d in drivers
-            if d.coordinator.state in (S.TAKING_SNAPSHOT, S.PHASE_2_PENDING, S.IN_PHASE_2)
-        ]
-        assert len(in_progress) <= 1
-        assert not [v for v in self.cluster.violations if v.startswith("invariant 7")]
+        """I7: at most one snapshot of a job that may still count is in progress at any time.
+
+        Zombies' snapshots may be in progress too, but they are fenced: they can never become
+        the restore point, and their prepared transactions never commit (``_may_commit``).
+        """
+        drivers = [*self.zombies, *([Zombie(self.driver)] if self.driver else [])]
+        counting = [d.describe() for d in drivers if d.busy and not d.driver.records.fenced]
+        assert len(counting) <= 1, counting
+        violations = [v for v in self.cluster.violations if v.startswith("invariant 7")]
+        assert not violations, violations
 
     @invariant()
     def invariant_8_restore_never_concurrent(self) -> None:
-        """I8: a restore never runs alongside a snapshot or another restore of the same job."""
-        assert not [v for v in self.cluster.violations if v.startswith("invariant 8")]
+        """I8: a restore never runs alongside a snapshot or another restore that is not fenced,
+        and nothing a zombie does changes the restore point (checked after every zombie step)."""
+        violations = [v for v in self.cluster.violations if v.startswith("invariant 8")]
+        assert not violations, violations
 
     @invariant()
     def no_other_violation(self) -> None:
