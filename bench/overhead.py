@@ -103,7 +103,13 @@ class CountingSink(TransactionalSink):
     def abort(self, snapshot_id: int) -> None:
         """Nothing to abort."""
 
-    def recover(self, committed: Sequence[str]) -> tuple[list[str], list[str]]:
+    def roll_back_older(self, snapshot_id: int) -> list[str]:
+        """Nothing to roll back."""
+        return []
+
+    def recover(
+        self, committed: Sequence[str], through_snapshot_id: int
+    ) -> tuple[list[str], list[str]]:
         """Nothing to recover."""
         return [], []
 
@@ -237,7 +243,7 @@ def snapshot_and_restore(
         operator.name, context, ["key"], {"total": ("sum", "value")}, batch.schema
     )
     started = time.monotonic()
-    restored.restore(SnapshotRef(map_name, 1, tuple(d.key for d in descriptors)), store)
+    restored.restore(SnapshotRef(map_name, 1, tuple(descriptors), STATE_PARTITIONS), store)
     restore_s = time.monotonic() - started
     if restored.state.count() != keys:
         raise RuntimeError("restored state lost keys")

@@ -85,7 +85,7 @@ def main() -> int:
         descriptors = operator.save_and_prepare(
             1, ChunkWriter(store, map_name, 1, operator.name), False
         )
-        ref = SnapshotRef(map_name, 1, tuple(d.key for d in descriptors))
+        ref = SnapshotRef(map_name, 1, tuple(descriptors), context.partitions)
         _wrap(store, "read_chunk", "driver: read chunks from Hazelcast")
         _wrap(state_module, "decode_batches", "driver: decode Arrow IPC")
         _wrap(spark, "createDataFrame", "driver: createDataFrame")

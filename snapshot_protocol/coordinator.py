@@ -380,7 +380,7 @@ class SnapshotCoordinator:
                             chunks_of(validation, participant.name),
                             validation.shape.state_partitions,
                         )
-                    participant.restore(ref, self._snapshots)
+                    participant.restore(ref, self._snapshots, record.ongoing_snapshot_id)
         except SnapshotUnusable as unusable:
             self._fail_restore(unusable)
             raise

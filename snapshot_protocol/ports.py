@@ -193,7 +193,10 @@ class Participant(Protocol):
         """2nd phase (Jet's snapshotCommitFinish, taking step 9).
 
         Commits the transactions prepared for ``snapshot_id`` if ``success``, else rolls them
-        back; must be idempotent and a no-op for a snapshot that prepared nothing.
+        back; must be idempotent and a no-op for a snapshot that prepared nothing. On success
+        it also rolls back the job's transactions still prepared under lower ids: the record
+        is safe at ``snapshot_id``, so no restore will commit them, and only a replaced
+        execution fenced at taking step 7a leaves such (mechanism M8).
 
         Raises:
             Exception: If it cannot finish now; the job restarts, and restore step 5 then
@@ -201,12 +204,22 @@ class Participant(Protocol):
         """
         ...
 
-    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+    def restore(
+        self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int
+    ) -> None:
         """Restores the participant (restore step 5), or starts it empty if ``snapshot`` is None.
 
         Commits the transactions named in the snapshot "just in case" and rolls back every
-        other prepared transaction of this job (with no snapshot: all of them), so the job state
-        and external resources agree again.
+        other prepared transaction of this job (with no snapshot: all of them) of snapshots up
+        to ``through_snapshot_id``, so the job state and external resources agree again.
+        Transactions of higher ids belong to a newer execution (this one may have been replaced
+        while it restored) and are left alone (docs/protocol.md, mechanism M8).
+
+        Args:
+            snapshot: The restore point's chunks of this participant, or None.
+            reader: Reads the chunks (through :meth:`SnapshotRef.read`).
+            through_snapshot_id: The record's ``ongoingSnapshotId`` after restore step 2: the
+                highest id this execution's predecessors could have prepared under.
 
         Raises:
             Exception: Any failure makes the execution restart.

@@ -58,8 +58,24 @@ class TransactionalSink(Sink):
         """Rolls back whatever a failed :meth:`prepare` of ``snapshot_id`` left prepared."""
 
     @abstractmethod
-    def recover(self, committed: Sequence[str]) -> tuple[list[str], list[str]]:
-        """Restore step 5: commits ``committed`` if still prepared, rolls back all others.
+    def roll_back_older(self, snapshot_id: int) -> list[str]:
+        """Rolls back this job's transactions still prepared under ids below ``snapshot_id``.
+
+        Called in the 2nd phase of successful snapshot ``snapshot_id``: the record is safe at
+        that id, so no restore will ever commit an older transaction. Left prepared, one would
+        hold its locks for good; only a replaced execution (fenced at taking step 7a) leaves
+        them.
+
+        Returns:
+            The ids rolled back.
+        """
+
+    @abstractmethod
+    def recover(
+        self, committed: Sequence[str], through_snapshot_id: int
+    ) -> tuple[list[str], list[str]]:
+        """Restore step 5: commits ``committed`` if still prepared, rolls back all others of
+        snapshots up to ``through_snapshot_id`` (higher ones are a newer execution's).
 
         Returns:
             The ids committed and the ids rolled back.

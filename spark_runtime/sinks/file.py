@@ -83,14 +83,32 @@ class FileSink(TransactionalSink):
         """Deletes the snapshot's staging directory."""
         self.rollback([f"{self._name}-{snapshot_id}"])
 
-    def recover(self, committed: Sequence[str]) -> tuple[list[str], list[str]]:
-        """Publishes the restored snapshot's staging directories, deletes all other ones."""
+    def _staged(self, below: int) -> list[str]:
+        """This sink's staging directories of snapshots with ids below ``below``."""
+        if not self.staging.is_dir():
+            return []
+        prefix = f"{self._name}-"
+        return sorted(
+            p.name
+            for p in self.staging.iterdir()
+            if p.name.startswith(prefix)
+            and p.name[len(prefix) :].isdigit()
+            and int(p.name[len(prefix) :]) < below
+        )
+
+    def roll_back_older(self, snapshot_id: int) -> list[str]:
+        """Deletes staging directories of snapshots with ids below ``snapshot_id``."""
+        older = self._staged(snapshot_id)
+        self.rollback(older)
+        return older
+
+    def recover(
+        self, committed: Sequence[str], through_snapshot_id: int
+    ) -> tuple[list[str], list[str]]:
+        """Publishes the restored snapshot's staging directories, deletes the other ones of
+        snapshots up to ``through_snapshot_id``."""
         done = [t for t in committed if (self.staging / t).is_dir()]
         self.commit(done)
-        others = (
-            sorted(p.name for p in self.staging.iterdir() if p.name.startswith(f"{self._name}-"))
-            if self.staging.is_dir()
-            else []
-        )
+        others = [t for t in self._staged(through_snapshot_id + 1) if t not in done]
         self.rollback(others)
         return done, others

@@ -99,6 +99,15 @@ class SinkParticipant:
             sink.commit(gids)
             for frame in frames:
                 frame.release()
+            stale = sink.roll_back_older(snapshot_id)
+            if stale:
+                _log.warning(
+                    "Rolled back transactions a replaced execution left prepared name=%s "
+                    "snapshotId=%d transactions=%d",
+                    self._name,
+                    snapshot_id,
+                    len(stale),
+                )
         else:
             sink.rollback(gids)
             self._pending = frames + self._pending
@@ -110,8 +119,11 @@ class SinkParticipant:
             len(gids),
         )
 
-    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
-        """Drops buffered output and settles this sink's prepared transactions (restore step 5)."""
+    def restore(
+        self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int
+    ) -> None:
+        """Drops buffered output and settles this sink's prepared transactions (restore step 5)
+        of snapshots up to ``through_snapshot_id``."""
         for frame in self._pending:
             frame.release()
         for _gids, frames in self._prepared.values():
@@ -123,7 +135,7 @@ class SinkParticipant:
         committed: list[str] = []
         if snapshot is not None and snapshot.chunk_keys:
             committed = json.loads(snapshot.read(reader, snapshot.chunk_keys[0]))
-        done, rolled_back = self.sink.recover(committed)
+        done, rolled_back = self.sink.recover(committed, through_snapshot_id)
         _log.info(
             "Recovered sink name=%s committed=%d rolledBack=%d",
             self._name,

@@ -225,11 +225,27 @@ class PostgresSink(TransactionalSink):
         prefix = f"{self._prefix}{snapshot_id}:"
         self._finish([gid for gid in self.prepared() if gid.startswith(prefix)], _ROLLBACK)
 
-    def recover(self, committed: Sequence[str]) -> tuple[list[str], list[str]]:
-        """Commits the restored snapshot's ids, rolls back this job's other prepared ones."""
+    def roll_back_older(self, snapshot_id: int) -> list[str]:
+        """Rolls back this job's transactions prepared under ids below ``snapshot_id``."""
+        older = [gid for gid in self.prepared() if self._snapshot_of(gid) < snapshot_id]
+        return self._finish(older, _ROLLBACK) if older else []
+
+    def recover(
+        self, committed: Sequence[str], through_snapshot_id: int
+    ) -> tuple[list[str], list[str]]:
+        """Commits the restored snapshot's ids, rolls back this job's other prepared ones of
+        snapshots up to ``through_snapshot_id``."""
         done = self._finish(committed, _COMMIT)
-        others = [gid for gid in self.prepared() if gid not in set(committed)]
+        others = [
+            gid
+            for gid in self.prepared()
+            if gid not in set(committed) and self._snapshot_of(gid) <= through_snapshot_id
+        ]
         return done, self._finish(others, _ROLLBACK)
+
+    def _snapshot_of(self, gid: str) -> int:
+        """The snapshot id in a gid made by :meth:`gid`."""
+        return int(gid[len(self._prefix) :].split(":", 1)[0])
 
 
 _GID_SCHEMA = pa.schema([pa.field("gid", pa.string())])

@@ -46,7 +46,9 @@ class SourceParticipant:
         """A source has nothing to commit (it does not acknowledge upstream)."""
         return
 
-    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+    def restore(
+        self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int
+    ) -> None:
         """Resumes from the saved offset, or from the start."""
         if snapshot is None or not snapshot.chunk_keys:
             self.offset = self.source.initial_offset()

@@ -170,7 +170,9 @@ class KeyedState(ABC):
         """State has no external transactions: nothing to commit."""
         return
 
-    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+    def restore(
+        self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int = -1
+    ) -> None:
         """Reads the state back (restore step 5): a small one via the driver, else in tasks."""
         if snapshot is None:
             self._replace_state(empty_frame(self._context.spark, self.state_schema))

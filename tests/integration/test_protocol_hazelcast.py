@@ -82,7 +82,9 @@ class PartitionedState:
     def commit_finish(self, snapshot_id: int, success: bool) -> None:
         return None
 
-    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+    def restore(
+        self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int
+    ) -> None:
         self.partitions = {}
         if snapshot is None:
             return
@@ -114,13 +116,15 @@ class TransactionalSink:
         if self.ledger.get(snapshot_id) == "prepared":
             self.ledger[snapshot_id] = "committed" if success else "rolled back"
 
-    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+    def restore(
+        self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int
+    ) -> None:
         named: int | None = None
         if snapshot is not None and snapshot.chunk_keys:
             data = snapshot.read(reader, snapshot.chunk_keys[0])
             named = int(data) if data.isdigit() else None
         for snapshot_id, state in self.ledger.items():
-            if state == "prepared":
+            if state == "prepared" and snapshot_id <= through_snapshot_id:
                 self.ledger[snapshot_id] = "committed" if snapshot_id == named else "rolled back"
 
 

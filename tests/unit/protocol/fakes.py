@@ -362,7 +362,9 @@ class FakeSource:
     def commit_finish(self, snapshot_id: int, success: bool) -> None:
         pass
 
-    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+    def restore(
+        self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int
+    ) -> None:
         self.offset = 0
         if snapshot is not None:
             (key,) = snapshot.chunk_keys
@@ -423,7 +425,9 @@ class FakeKeyedState:
     def commit_finish(self, snapshot_id: int, success: bool) -> None:
         pass
 
-    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+    def restore(
+        self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int
+    ) -> None:
         self.counts = {}
         if snapshot is None:
             return
@@ -473,11 +477,17 @@ class FakeTransactionalSink:
         self.prepared_for = None
         if success:
             self.database.commit(snapshot_id)
+            # Left by a replaced execution fenced at step 7a: no restore commits them now.
+            for older in self.database.prepared():
+                if older < snapshot_id:
+                    self.database.rollback(older)
         else:
             self.database.rollback(snapshot_id)
             raise RuntimeError(f"snapshot {snapshot_id} failed; its output must be reprocessed")
 
-    def restore(self, snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+    def restore(
+        self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int
+    ) -> None:
         self.open_items = []
         self.prepared_for = None
         named: int | None = None
@@ -489,7 +499,7 @@ class FakeTransactionalSink:
         if named is not None:
             self.database.commit(named)  # just in case (docs/protocol.md, restore step 5)
         for snapshot_id in self.database.prepared():
-            if snapshot_id != named:
+            if snapshot_id != named and snapshot_id <= through_snapshot_id:
                 self.database.rollback(snapshot_id)
         self.restored_ids.append(named)
 

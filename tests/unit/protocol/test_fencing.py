@@ -7,7 +7,11 @@ none of it can touch what the newer execution restores. The same scenario runs w
 driver processes, SIGSTOP and real Hazelcast members in
 ``tests/integration/test_zombie_fencing.py``.
 
-Two gaps found by the zombie model of ``test_invariants.py`` are kept here as strict xfails.
+Two gaps the zombie model of ``test_invariants.py`` found are pinned here: a zombie paused in
+restore step 5 must leave a newer execution's prepared transactions alone (a sink settles only
+ids up to the record's ``ongoingSnapshotId`` after restore step 2), and a transaction a zombie
+prepared before it was fenced at step 7a is rolled back by the next successful snapshot's 2nd
+phase, since no restore can commit it any more.
 
 The second half checks how restore failures end: permanently (corrupted, incompatible,
 missing) before any state is loaded where they can be seen that early, counted as transient
@@ -117,19 +121,15 @@ def test_a_zombie_cannot_overwrite_the_validation_record_it_would_share_a_map_wi
 # turns them into failures to be unmarked.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="restore step 5 is not fenced: a sink's recovery rolls back every prepared "
-    "transaction of the job, a newer execution's too",
-)
 def test_a_zombie_in_restore_step_5_leaves_a_newer_executions_transaction_alone() -> None:
     cluster = Cluster()
     newer: list[Driver] = []
     zombie = cluster.start_driver()
     sink_restore = zombie.pipeline.sink.restore
 
-    def paused_sink_restore(snapshot: SnapshotRef | None, reader: ChunkReader) -> None:
+    def paused_sink_restore(
+        snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int
+    ) -> None:
         # The zombie passed restore step 2 and is paused in step 5, before its sink settles
         # the job's prepared transactions (with a restore point, the same happens when it is
         # paused after reading its chunk).
@@ -137,7 +137,7 @@ def test_a_zombie_in_restore_step_5_leaves_a_newer_executions_transaction_alone(
         driver.pipeline.process(3)
         assert driver.coordinator.take_snapshot().successful  # prepared, and the restore point
         newer.append(driver)
-        sink_restore(snapshot, reader)
+        sink_restore(snapshot, reader, through_snapshot_id)
 
     zombie.pipeline.sink.restore = paused_sink_restore  # type: ignore[method-assign]
     zombie.coordinator.restore()
@@ -148,12 +148,6 @@ def test_a_zombie_in_restore_step_5_leaves_a_newer_executions_transaction_alone(
     assert cluster.violations == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a zombie fenced at taking step 7a leaves the transaction it prepared in phase 1; "
-    "only the next restore rolls it back, and after a cancellation there is none",
-)
 def test_a_zombie_fenced_at_step_7a_leaves_no_transaction_prepared() -> None:
     cluster = Cluster()
     zombie = running(cluster)
