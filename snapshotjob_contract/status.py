@@ -184,8 +184,8 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         "snapshot",
         ConditionReason.SETTLED: "Progressing False: the operator is not moving the job",
         ConditionReason.AS_EXPECTED: "Degraded False: no failure to report",
-        ConditionReason.INVALID_SPEC: "the spec cannot be applied (invalid, or a statePartitions "
-        "change the job's snapshot cannot be restored with)",
+        ConditionReason.INVALID_SPEC: "the spec cannot be applied: the API models reject it "
+        "(stored before a rule existed, or written around the CRD)",
         ConditionReason.EXPORT_REJECTED: "the requested export cannot be taken: it would "
         "overwrite the restore point or the initial snapshot, or the job takes no snapshots",
         ConditionReason.EXPORT_FAILED: "copying the restore point to an export failed: retrying, "

@@ -45,9 +45,8 @@ The rules, and why:
 * A validated copy to an export that fails is retried with backoff a few times, then given
   up (back to SUSPENDED, Degraded ``ExportFailed``) until the export name changes; the
   executor records each failure in ``status.exportFailure`` so that this stays level-based.
-* A spec the operator cannot apply (invalid, an export that would overwrite the job's own
-  restore point, or a ``statePartitions`` other than the one the job's snapshot was taken
-  with, unless the upgrade is stateless) is reported as the Degraded condition with an Event;
+* A spec the operator cannot apply (invalid, or an export that would overwrite the job's own
+  restore point) is reported as the Degraded condition with an Event;
   the running execution is left alone.
 * Condition messages hold nothing that changes with the clock alone, so a settled job's
   resyncs patch nothing.
@@ -69,11 +68,7 @@ from snapshot_operator.reconcile.actions import Action
 from snapshot_operator.reconcile.between import between_executions
 from snapshot_operator.reconcile.conditions import conditions
 from snapshot_operator.reconcile.deletion import delete
-from snapshot_operator.reconcile.gates import (
-    export_problem,
-    state_partitions_problem,
-    store_problem,
-)
+from snapshot_operator.reconcile.gates import export_problem, store_problem
 from snapshot_operator.reconcile.live import supervise
 from snapshot_operator.reconcile.observation import DecisionSettings, InvalidSpec, Observation
 from snapshot_operator.reconcile.phases import LIVE_PHASES
@@ -100,12 +95,6 @@ def decide(
     spec = observation.spec
     if isinstance(spec, InvalidSpec):
         plan.invalid_spec = spec.message
-        plan.requeue(plan.settings.resync_seconds)
-        return _finish(plan, None)
-    partitions = state_partitions_problem(spec, plan.status)
-    if partitions is not None:
-        # As an invalid spec: restoring the job's snapshot with it would fail.
-        plan.invalid_spec = partitions
         plan.requeue(plan.settings.resync_seconds)
         return _finish(plan, None)
     plan.store_problem = store_problem(spec, plan.status, observation.store)
