@@ -25,7 +25,7 @@ from snapshot_operator.reconcile.observation import (
     StoreHealth,
 )
 from snapshotjob_contract import SnapshotJobSpec, SnapshotJobStatus
-from snapshotjob_contract.resource import GROUP
+from snapshotjob_contract.resource import GROUP, NAME_RULE
 
 LABEL_EXECUTION_ID = f"{GROUP}/execution-id"
 """The driver Pod label naming its execution (set by ``manifests.build_driver_pod``)."""
@@ -114,14 +114,17 @@ def observe(
     """
     metadata = job["metadata"]
     drivers = (parse_driver_pod(pod) for pod in pods)
+    name = str(metadata["name"])
+    # A job admitted before the CRD refused long names: nothing can be built from its name.
+    spec = parse_spec(job.get("spec")) if NAME_RULE.holds(name) else InvalidSpec(NAME_RULE.message)
     return Observation(
         job=JobRef(
             namespace=str(metadata["namespace"]),
-            name=str(metadata["name"]),
+            name=name,
             uid=str(metadata["uid"]),
         ),
         generation=int(metadata.get("generation") or 1),
-        spec=parse_spec(job.get("spec")),
+        spec=spec,
         status=SnapshotJobStatus.model_validate(job.get("status") or {}),
         now=now,
         pods=tuple(pod for pod in drivers if pod is not None),

@@ -13,12 +13,14 @@ from snapshot_operator.reconcile import (
     JobRef,
     PodPhase,
     StoreHealth,
+    decide,
     observe,
     parse_driver_pod,
     parse_spec,
     parse_store_health,
 )
 from snapshotjob_contract import Phase, SnapshotJobSpec
+from snapshotjob_contract.resource import MAX_NAME_LENGTH, NAME_RULE
 from tests.unit.operator.specs import VALID_SPEC
 from tests.unit.operator.world import NOW
 
@@ -127,3 +129,19 @@ def test_an_observation_is_read_from_the_job_its_pods_and_the_store() -> None:
     assert [pod.name for pod in observation.pods] == [CREATE.pod_name]
     assert observation.store == StoreHealth(cluster_safe=True, member_count=3)
     assert not observation.deleting
+
+
+def test_a_job_admitted_before_the_name_rule_reads_as_an_invalid_spec() -> None:
+    name = "a" * (MAX_NAME_LENGTH + 1)
+    job = {
+        "metadata": {"namespace": "default", "name": name, "uid": "4d2a"},
+        "spec": VALID_SPEC,
+    }
+
+    observation = observe(job, [], HEALTH, NOW)
+    longest = observe({**job, "metadata": {**job["metadata"], "name": name[1:]}}, [], HEALTH, NOW)
+
+    assert observation.spec == InvalidSpec(NAME_RULE.message)
+    assert isinstance(longest.spec, SnapshotJobSpec)
+    actions = decide(observation)
+    assert not [action for action in actions if isinstance(action, CreateDriverPod)]
