@@ -61,6 +61,7 @@ from snapshotjob_contract.status import (
     Phase,
     SnapshotJobStatus,
     SnapshotStatsStatus,
+    StartFailureStatus,
     TerminationStatus,
 )
 
@@ -98,6 +99,7 @@ __all__ = [
     "SnapshotStats",
     "SnapshotStatsStatus",
     "SparkSpec",
+    "StartFailureStatus",
     "TerminationMode",
     "TerminationStatus",
     "UpgradeMode",

@@ -148,6 +148,7 @@ class ConditionReason(enum.StrEnum):
     SNAPSHOT_NOT_FOUND = "SnapshotNotFound"
     TRANSIENT_FAILURE = "TransientFailure"
     REPEATED_FORCED_RESTARTS = "RepeatedForcedRestarts"
+    CREATE_FAILED = "CreateFailed"
     CANCELLED = "Cancelled"
     SNAPSHOT_RECENT = "SnapshotRecent"
     SNAPSHOT_STALE = "SnapshotStale"
@@ -210,6 +211,10 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         "unavailable; the job restarts after a backoff, counted against maxRestarts",
         ConditionReason.REPEATED_FORCED_RESTARTS: "several executions in a row ended in a "
         "forced restart (an indeterminate execution record write)",
+        ConditionReason.CREATE_FAILED: "the API server did not create an object of the starting "
+        "execution (its driver Pod, ServiceAccount, Role or RoleBinding), e.g. a ResourceQuota "
+        "refused it; the same execution is created again after a backoff, and the job is FAILED "
+        "after a few attempts until its spec changes",
         ConditionReason.CANCELLED: "the job was cancelled (Jet reports a cancelled job as "
         "failed); not a degradation",
         ConditionReason.SNAPSHOT_RECENT: "the last snapshot succeeded and the restore point is "
@@ -408,6 +413,22 @@ class ExportFailureStatus(StatusModel):
     """When the last attempt failed."""
 
 
+class StartFailureStatus(StatusModel):
+    """The starting execution's objects that the API server did not create."""
+
+    execution_id: str = Field(min_length=1)
+    """The execution whose driver Pod (or its identity) could not be created; it keeps its id
+    while the operator creates it again."""
+    object: str = Field(min_length=1)
+    """The object refused, as Kind/name."""
+    attempts: int = Field(ge=1)
+    """Failed creations of this execution in a row."""
+    message: str
+    """The API server's answer to the last attempt: status code, reason and message."""
+    time: AwareDatetime
+    """When the last attempt failed."""
+
+
 class SnapshotJobStatus(StatusModel):
     """The observed state of a SnapshotJob."""
 
@@ -445,6 +466,9 @@ class SnapshotJobStatus(StatusModel):
     export_failure: ExportFailureStatus | None = None
     """The last failed copy to an export while suspended; retried with backoff a few times,
     then given up until exportSnapshot.name changes."""
+    start_failure: StartFailureStatus | None = None
+    """The starting execution's objects the API server did not create; created again with the
+    restart backoff a few times, then the job is FAILED (reason CreateFailed)."""
 
     def condition(self, condition_type: ConditionType) -> Condition | None:
         """Returns the condition of that type, if reported."""

@@ -19,6 +19,7 @@ from snapshot_operator.reconcile.actions import EventReason
 from snapshot_operator.reconcile.observation import DecisionSettings
 from snapshot_operator.reconcile.phases import suspended_on_failure
 from snapshot_operator.reconcile.plan import Plan
+from snapshot_operator.reconcile.starting import start_failure_message
 from snapshotjob_contract import (
     Condition,
     ConditionReason,
@@ -49,6 +50,7 @@ _DEGRADED_EVENTS: Mapping[ConditionReason, EventReason] = MappingProxyType(
         ConditionReason.INVALID_SPEC: EventReason.INVALID_SPEC,
         ConditionReason.EXPORT_REJECTED: EventReason.EXPORT_REJECTED,
         ConditionReason.DRIVER_FENCED: EventReason.DRIVER_FENCED,
+        ConditionReason.CREATE_FAILED: EventReason.CREATE_FAILED,
     }
 )
 """Degraded reasons that need the user, and the Event that tells them when one appears."""
@@ -171,6 +173,20 @@ def _degraded(plan: Plan, spec: SnapshotJobSpec | None) -> _State:
         return _State(ConditionStatus.TRUE, ConditionReason.EXPORT_FAILED, export_failed)
     failure = status.last_failure
     phase = status.phase
+    start_failure = status.start_failure
+    execution = status.execution
+    if (
+        phase is Phase.STARTING
+        and start_failure is not None
+        and execution is not None
+        and start_failure.execution_id == execution.id
+    ):
+        limit = plan.settings.start_attempts
+        return _State(
+            ConditionStatus.TRUE,
+            ConditionReason.CREATE_FAILED,
+            f"{start_failure_message(start_failure, limit)}; retrying",
+        )
     # A cancelled job is FAILED only because Jet says so: nothing to repair.
     if (
         phase is Phase.FAILED

@@ -127,6 +127,9 @@ class DecisionSettings:
             is given up; a new export name starts again.
         export_retry_seconds: Delay before copying again after the first failed copy; it
             doubles with every further failure.
+        start_attempts: Failed creations of a starting execution's objects (the API server
+            refused them) before the job is FAILED; the delay between them is the spec's
+            restart backoff.
     """
 
     graceful_timeout_seconds: int = 300
@@ -136,3 +139,4 @@ class DecisionSettings:
     stale_snapshot_slack_seconds: int = field(default=60)
     export_copy_attempts: int = 3
     export_retry_seconds: int = 10
+    start_attempts: int = 6

@@ -45,6 +45,7 @@ from snapshotjob_contract import (
     SnapshotJobSpec,
     SnapshotJobStatus,
     SnapshotKind,
+    StartFailureStatus,
     TerminationMode,
     UpgradeMode,
 )
@@ -477,3 +478,117 @@ def test_the_default_state_partitions_keep_the_fingerprint_jobs_had_before_the_f
         ).execution_fingerprint()
         == "3d63637ae72394c8"
     )
+
+
+# A starting execution whose objects the API server did not create (status.startFailure).
+
+
+def _refused(spec: SnapshotJobSpec, attempts: int = 1, seconds_ago: int = 0) -> Observation:
+    """A STARTING execution without a Pod, its creation refused, Degraded already reported."""
+    observation = running_job(spec, phase=Phase.STARTING)
+    execution = observation.status.execution
+    assert execution is not None
+    failure = StartFailureStatus(
+        execution_id=execution.id,
+        object=f"Pod/{execution.driver_pod}",
+        attempts=1,
+        message="status=403 Forbidden: exceeded quota",
+        time=NOW,
+    )
+    status = observation.status.model_copy(update={"start_failure": failure})
+    reported = status_after(status, decide(replace(observation, status=status, pods=())))
+    failure = failure.model_copy(update={"attempts": attempts, "time": ago(seconds_ago)})
+    status = reported.model_copy(update={"start_failure": failure})
+    return replace(observation, status=status, pods=())
+
+
+def test_a_refused_execution_is_created_again_with_its_id_after_the_backoff() -> None:
+    spec = spec_of()
+    waiting = _refused(spec, attempts=2, seconds_ago=5)
+    due = _refused(spec, attempts=2, seconds_ago=spec.restart_policy.backoff(2))
+
+    early = decide(waiting)
+    actions = decide(due)
+
+    assert creates(early) == []
+    assert all("execution" not in patch.patch for patch in of_type(early, PatchStatus))
+    [requeue] = of_type(early, Requeue)
+    assert requeue.after_seconds == spec.restart_policy.backoff(2) - 5
+    execution = due.status.execution
+    assert execution is not None
+    [create] = creates(actions)
+    assert (create.execution_id, create.pod_name) == (execution.id, execution.driver_pod)
+    after = status_after(due.status, actions)
+    assert after.execution == execution and after.phase is Phase.STARTING
+    degraded = condition(after, ConditionType.DEGRADED)
+    assert (degraded.status, degraded.reason) == (ConditionStatus.TRUE, "CreateFailed")
+    assert "exceeded quota" in degraded.message and "attempts=2" in degraded.message
+    assert EventReason.CREATE_FAILED not in reasons(actions), "reported when it appeared"
+
+
+def test_a_refused_execution_is_reported_before_it_is_created_again() -> None:
+    observation = running_job(spec_of(), phase=Phase.STARTING)
+    execution = observation.status.execution
+    assert execution is not None
+    failure = StartFailureStatus(
+        execution_id=execution.id,
+        object="ServiceAccount/wordcount-driver",
+        attempts=1,
+        message="status=403 Forbidden: exceeded quota",
+        time=ago(3600),
+    )
+    status = observation.status.model_copy(update={"start_failure": failure})
+
+    actions = decide(replace(observation, status=status, pods=()))
+
+    assert creates(actions) == [], "its Events would be lost if the create failed again"
+    assert EventReason.CREATE_FAILED in reasons(actions)
+    assert condition(status_after(status, actions), ConditionType.DEGRADED).reason == (
+        "CreateFailed"
+    )
+
+
+def test_refused_creates_fail_the_job_after_the_bound() -> None:
+    observation = _refused(spec_of(), attempts=SETTINGS.start_attempts, seconds_ago=3600)
+
+    actions = decide(observation)
+
+    after = status_after(observation.status, actions)
+    assert creates(actions) == []
+    assert after.phase is Phase.FAILED
+    assert after.last_failure is not None and after.last_failure.reason == "CreateFailed"
+    assert "exceeded quota" in after.last_failure.message
+    assert EventReason.RESTART_LIMIT_REACHED in reasons(actions)
+
+
+def test_a_refused_execution_suspends_or_starts_anew_on_a_spec_change() -> None:
+    refused = _refused(spec_of(), attempts=1, seconds_ago=1)
+    execution = refused.status.execution
+    assert execution is not None
+
+    suspend = decide(replace(refused, spec=spec_of({"suspend": True})))
+    changed = decide(replace(refused, spec=spec_of({"snapshotIntervalSeconds": 99})))
+
+    suspended = status_after(refused.status, suspend)
+    assert suspended.phase is Phase.SUSPENDED and suspended.start_failure is None
+    assert creates(suspend) == []
+    [create] = creates(changed)
+    assert create.execution_id != execution.id and create.attempt == execution.attempt + 1
+    assert status_after(refused.status, changed).start_failure is None
+
+
+def test_an_older_executions_start_failure_is_not_the_current_ones() -> None:
+    observation = running_job(spec_of(), phase=Phase.STARTING)
+    failure = StartFailureStatus(
+        execution_id="older",
+        object="Pod/wordcount-driver-1",
+        attempts=1,
+        message="status=403 Forbidden: exceeded quota",
+        time=ago(1),
+    )
+    status = observation.status.model_copy(update={"start_failure": failure})
+
+    actions = decide(replace(observation, status=status, pods=()))
+
+    assert EventReason.DRIVER_POD_MISSING in reasons(actions)
+    assert status_after(status, actions).start_failure is None
