@@ -14,6 +14,7 @@ differ only in their Event and reason, and a new code is one row, checked by the
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -86,7 +87,9 @@ class ExitHandling:
             restart policy, the carried-out termination, or Degraded for a fenced driver).
         message: The Event's, ``lastFailure``'s or Degraded's message, a ``str.format``
             template of ``code``, ``context`` (execution, attempt, Pod), ``dropped`` (the
-            graceful request a restart drops) and ``snapshot_id`` (the restore point).
+            graceful request a restart drops), ``snapshot_id`` (the restore point) and
+            ``detail`` (the driver's termination message as `` driverMessage="..."``, empty
+            if it left none).
         phase: The phase the job moves to, when the exit alone fixes it.
         failure: ``lastFailure.reason``, when the exit is a failure.
         restart_reason: ``termination.reason`` of the RESTART_FORCEFUL marker the status keeps
@@ -131,8 +134,8 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
         DriverExit.SNAPSHOT_CORRUPTED: ExitHandling(
             ExitOutcome.STOP,
             EventReason.SNAPSHOT_CORRUPTED,
-            "Restore found the restore point corrupted snapshotId={snapshot_id} {context}; "
-            "the job cannot restart from it: create a new SnapshotJob with "
+            "Restore found the restore point corrupted snapshotId={snapshot_id} "
+            "{context}{detail}; the job cannot restart from it: create a new SnapshotJob with "
             "spec.initialSnapshotName set to an exported snapshot",
             phase=Phase.FAILED,
             failure=ConditionReason.SNAPSHOT_CORRUPTED,
@@ -141,7 +144,7 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
             ExitOutcome.STOP,
             EventReason.SNAPSHOT_INCOMPATIBLE,
             "Restore found the restore point incompatible with this pipeline "
-            "snapshotId={snapshot_id} {context}; see the driver's log for both sides, then "
+            "snapshotId={snapshot_id} {context}{detail}; see the driver's log for both sides, then "
             "revert spec.pipeline or start a new SnapshotJob without the snapshot",
             phase=Phase.FAILED,
             failure=ConditionReason.SNAPSHOT_INCOMPATIBLE,
@@ -149,8 +152,9 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
         DriverExit.SNAPSHOT_NOT_FOUND: ExitHandling(
             ExitOutcome.STOP,
             EventReason.SNAPSHOT_NOT_FOUND,
-            "The initial snapshot does not exist {context}; set spec.initialSnapshotName to an "
-            "export listed in status.exportedSnapshots of a job in this namespace",
+            "The initial snapshot does not exist {context}{detail}; set "
+            "spec.initialSnapshotName to an export listed in status.exportedSnapshots of a job "
+            "in this namespace",
             phase=Phase.FAILED,
             failure=ConditionReason.SNAPSHOT_NOT_FOUND,
         ),
@@ -158,7 +162,7 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
         DriverExit.TRANSIENT_FAILURE: ExitHandling(
             ExitOutcome.RESTART_POLICY,
             message="Driver stopped because a system it needs was unavailable exitCode={code} "
-            "{context}",
+            "{context}{detail}",
             failure=ConditionReason.TRANSIENT_FAILURE,
         ),
         # The state may hold prepared transactions that only a restore resolves (see
@@ -239,6 +243,11 @@ def execution_ended(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
         context=context,
         dropped=f" droppedRequest={termination.mode.value}" if termination else "",
         snapshot_id=status.record().snapshot_id,
+        detail=(
+            f" driverMessage={json.dumps(pod.termination_message, ensure_ascii=False)}"
+            if pod.termination_message
+            else ""
+        ),
     )
     if handling.event is not None:
         plan.event(handling.event, message)

@@ -39,6 +39,9 @@ class DriverPod:
         phase: The Pod's phase.
         exit_code: The driver container's exit code once it has terminated, else None.
         deleting: Whether the Pod has a deletion timestamp (its containers may still run).
+        termination_message: What the driver wrote to its termination message file
+            (``/dev/termination-log``) before it exited, e.g. which snapshot is corrupted, on
+            one line and cut to a length that fits an Event; else None.
     """
 
     name: str
@@ -46,6 +49,7 @@ class DriverPod:
     phase: PodPhase
     exit_code: int | None = None
     deleting: bool = False
+    termination_message: str | None = None
 
     @property
     def may_run(self) -> bool:

@@ -21,6 +21,7 @@ from snapshot_operator.reconcile import (
     CopySnapshotToExport,
     DeleteDriverPod,
     DriverPod,
+    EmitEvent,
     EventReason,
     Observation,
     PatchStatus,
@@ -592,3 +593,40 @@ def test_an_older_executions_start_failure_is_not_the_current_ones() -> None:
 
     assert EventReason.DRIVER_POD_MISSING in reasons(actions)
     assert status_after(status, actions).start_failure is None
+
+
+# The driver's termination message reaches the Event and lastFailure of the exits that name a
+# failure of their own.
+
+DRIVER_LINE = "Snapshot 0 in map '__sj.snapshot.uid.0' is corrupted: chunk '0/counts/3/0' missing"
+
+
+@pytest.mark.parametrize(
+    ("code", "event"),
+    [
+        (DriverExit.SNAPSHOT_CORRUPTED, EventReason.SNAPSHOT_CORRUPTED),
+        (DriverExit.SNAPSHOT_NOT_FOUND, EventReason.SNAPSHOT_NOT_FOUND),
+        (DriverExit.TRANSIENT_FAILURE, EventReason.EXECUTION_FAILED),
+        (DriverExit.SNAPSHOT_INCOMPATIBLE, EventReason.SNAPSHOT_INCOMPATIBLE),
+    ],
+)
+def test_the_drivers_message_is_in_the_event_and_last_failure(
+    code: DriverExit, event: EventReason
+) -> None:
+    observation = running_job(
+        spec_of(), pod_phase=PodPhase.FAILED, exit_code=code, record=a_snapshot()
+    )
+    [pod] = observation.pods
+    told = replace(observation, pods=(replace(pod, termination_message=DRIVER_LINE),))
+
+    actions = decide(told)
+    silent = decide(observation)
+
+    after = status_after(told.status, actions)
+    assert after.last_failure is not None
+    assert f'driverMessage="{DRIVER_LINE}"' in after.last_failure.message
+    [emitted] = [e for e in of_type(actions, EmitEvent) if e.reason is event]
+    assert f'driverMessage="{DRIVER_LINE}"' in emitted.message
+    assert f"exitCode={int(code)}" in emitted.message or "snapshot" in emitted.message
+    quiet = status_after(observation.status, silent).last_failure
+    assert quiet is not None and "driverMessage" not in quiet.message

@@ -62,6 +62,13 @@ def test_every_object_is_controlled_by_the_job() -> None:
     assert owner_reference(JOB)["controller"] is True
 
 
+def test_the_driver_names_its_failure_in_the_termination_message() -> None:
+    [container] = build_driver_pod(JOB, spec(), CREATE)["spec"]["containers"]
+
+    assert container["terminationMessagePath"] == "/dev/termination-log"
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
 def test_the_driver_pod_runs_one_execution_and_is_never_restarted_by_the_kubelet() -> None:
     pod = build_driver_pod(JOB, spec(), CREATE)
 
