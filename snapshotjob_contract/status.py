@@ -210,7 +210,8 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         ConditionReason.TRANSIENT_FAILURE: "the snapshot store or an external system was "
         "unavailable; the job restarts after a backoff, counted against maxRestarts",
         ConditionReason.REPEATED_FORCED_RESTARTS: "several executions in a row ended in a "
-        "forced restart (an indeterminate execution record write)",
+        "forced restart (exit 75, an indeterminate execution record write, or 143, SIGTERM) "
+        "without a new snapshot; after more of them, each counts as a failure",
         ConditionReason.CREATE_FAILED: "the API server did not create an object of the starting "
         "execution (its driver Pod, ServiceAccount, Role or RoleBinding), e.g. a ResourceQuota "
         "refused it; the same execution is created again after a backoff, and the job is FAILED "
@@ -429,6 +430,15 @@ class StartFailureStatus(StatusModel):
     """When the last attempt failed."""
 
 
+class ForcedRestartsStatus(StatusModel):
+    """Executions in a row that ended in a forced restart (exit 75 or 143)."""
+
+    count: int = Field(ge=1)
+    """How many; restarted at once up to a bound, counted as failures beyond it."""
+    snapshot_id: int = Field(ge=-1)
+    """The restore point when the last of them ended; a newer one resets the count."""
+
+
 class SnapshotJobStatus(StatusModel):
     """The observed state of a SnapshotJob."""
 
@@ -466,6 +476,9 @@ class SnapshotJobStatus(StatusModel):
     export_failure: ExportFailureStatus | None = None
     """The last failed copy to an export while suspended; retried with backoff a few times,
     then given up until exportSnapshot.name changes."""
+    forced_restarts: ForcedRestartsStatus | None = None
+    """Executions in a row that ended in a forced restart without a new snapshot in between;
+    reset by a new snapshot, a completion, or an execution that ran for maxBackoffSeconds."""
     start_failure: StartFailureStatus | None = None
     """The starting execution's objects the API server did not create; created again with the
     restart backoff a few times, then the job is FAILED (reason CreateFailed)."""

@@ -57,6 +57,7 @@ class EventReason(enum.StrEnum):
     DRIVER_POD_MISSING = "DriverPodMissing"
     SNAPSHOT_MAPS_DELETED = "SnapshotMapsDeleted"
     CREATE_FAILED = "CreateFailed"
+    REPEATED_FORCED_RESTARTS = "RepeatedForcedRestarts"
 
     @property
     def event_type(self) -> EventType:
@@ -84,6 +85,7 @@ _WARNINGS = frozenset(
         EventReason.STALE_DRIVER_DELETED,
         EventReason.DRIVER_POD_MISSING,
         EventReason.CREATE_FAILED,
+        EventReason.REPEATED_FORCED_RESTARTS,
     }
 )
 

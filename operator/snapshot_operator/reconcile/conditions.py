@@ -51,6 +51,7 @@ _DEGRADED_EVENTS: Mapping[ConditionReason, EventReason] = MappingProxyType(
         ConditionReason.EXPORT_REJECTED: EventReason.EXPORT_REJECTED,
         ConditionReason.DRIVER_FENCED: EventReason.DRIVER_FENCED,
         ConditionReason.CREATE_FAILED: EventReason.CREATE_FAILED,
+        ConditionReason.REPEATED_FORCED_RESTARTS: EventReason.REPEATED_FORCED_RESTARTS,
     }
 )
 """Degraded reasons that need the user, and the Event that tells them when one appears."""
@@ -196,6 +197,16 @@ def _degraded(plan: Plan, spec: SnapshotJobSpec | None) -> _State:
         return _State(ConditionStatus.TRUE, failure.reason, failure.message)
     if suspended_on_failure(status) and failure is not None:
         return _State(ConditionStatus.TRUE, ConditionReason.SUSPENDED_ON_FAILURE, failure.message)
+    forced = status.forced_restarts
+    if forced is not None and forced.count >= plan.settings.forced_restarts_degraded:
+        limit = plan.settings.forced_restart_limit
+        return _State(
+            ConditionStatus.TRUE,
+            ConditionReason.REPEATED_FORCED_RESTARTS,
+            f"Executions ended in forced restarts in a row forcedRestarts={forced.count} "
+            f"forcedRestartLimit={limit} snapshotId={forced.snapshot_id}: restarted at once up "
+            "to the limit, then counted as failures; see the driver's log and Events",
+        )
     if phase is Phase.RESTARTING and status.restarts > 0 and failure is not None:
         return _State(
             ConditionStatus.TRUE, ConditionReason.RESTARTING_AFTER_FAILURE, failure.message

@@ -27,6 +27,9 @@ The rules, and why:
 * A driver that exits with :attr:`DriverExit.INTERRUPTED` (SIGTERM: a node drain, an
   eviction, a deleted Pod) restarts at once from the last snapshot, in the same way: nothing
   is wrong with the job, so it is neither a failure nor subject to backoff.
+* Those forced restarts are counted in a row (``status.forcedRestarts``) until a new
+  snapshot, a completion or a long run shows progress: from 3 the job is Degraded
+  ``RepeatedForcedRestarts``, and beyond 10 each counts as a failure, so they end.
 * A driver that exits with :attr:`DriverExit.FENCED` saw a newer execution in the status
   than the one observed here. It is never a failure and never starts anything by itself (that
   could make two drivers); a fenced Pod of an older execution is simply ignored, a fenced
@@ -68,6 +71,7 @@ from snapshot_operator.reconcile.actions import Action
 from snapshot_operator.reconcile.between import between_executions
 from snapshot_operator.reconcile.conditions import conditions
 from snapshot_operator.reconcile.deletion import delete
+from snapshot_operator.reconcile.exits import reset_forced_restarts
 from snapshot_operator.reconcile.gates import export_problem, store_problem
 from snapshot_operator.reconcile.live import supervise
 from snapshot_operator.reconcile.observation import DecisionSettings, InvalidSpec, Observation
@@ -114,6 +118,7 @@ def _finish(plan: Plan, spec: SnapshotJobSpec | None) -> tuple[Action, ...]:
         spec: The job's spec; None if it cannot be applied.
     """
     plan.update_last_snapshot_time()
+    reset_forced_restarts(plan)
     plan.update(observed_generation=plan.obs.generation)
     # Last: the conditions describe the status as everything above left it.
     plan.update(conditions=conditions(plan, spec))

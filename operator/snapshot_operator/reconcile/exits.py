@@ -9,6 +9,11 @@ good or through the restart policy (backoff, ``maxRestarts``, ``suspendOnFailure
 What each code leads to is a table (:data:`EXITS`), not a chain of branches: codes that mean
 the same thing (an indeterminate record write, an interrupted driver) share one outcome and
 differ only in their Event and reason, and a new code is one row, checked by the tests.
+
+Restarts at once are not failures, but they are counted (``status.forcedRestarts``) until a new
+snapshot shows progress: a driver that keeps ending that way would otherwise restart for ever,
+as fast as it can fail. Several in a row make the job Degraded; beyond a bound each further
+one is a failure, so the restart policy's backoff and ``maxRestarts`` end the loop.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from snapshotjob_contract import (
     ConditionReason,
     DriverExit,
     FailureStatus,
+    ForcedRestartsStatus,
     Phase,
     SnapshotJobSpec,
     TerminationMode,
@@ -238,6 +244,16 @@ def execution_ended(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
     )
     handling = exit_handling(code, termination)
     context = f"executionId={execution.id} attempt={execution.attempt} pod={pod.name}"
+    if handling.outcome is ExitOutcome.RESTART_AT_ONCE and _too_many_forced_restarts(plan):
+        failed(
+            plan,
+            spec,
+            ConditionReason.REPEATED_FORCED_RESTARTS,
+            f"Driver ended in a forced restart again, counted as a failure exitCode={code} "
+            f"{context} forcedRestarts={_forced(plan)} "
+            f"forcedRestartLimit={plan.settings.forced_restart_limit}",
+        )
+        return
     message = handling.message.format(
         code=code,
         context=context,
@@ -274,6 +290,33 @@ def execution_ended(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
     else:
         assert handling.failure is not None
         failed(plan, spec, handling.failure, message)
+
+
+def _forced(plan: Plan) -> int:
+    """Returns the forced restarts in a row the status counts (0 once a snapshot followed)."""
+    forced = plan.status.forced_restarts
+    if forced is None or forced.snapshot_id != plan.status.record().snapshot_id:
+        return 0
+    return forced.count
+
+
+def _too_many_forced_restarts(plan: Plan) -> bool:
+    """Counts the current driver's forced restart; whether it is beyond the bound."""
+    count = _forced(plan) + 1
+    plan.update(
+        forced_restarts=ForcedRestartsStatus(
+            count=count, snapshot_id=plan.status.record().snapshot_id
+        )
+    )
+    return count > plan.settings.forced_restart_limit
+
+
+def reset_forced_restarts(plan: Plan) -> None:
+    """Forgets the forced restarts once the job made progress: a new snapshot, or completion."""
+    if plan.status.forced_restarts is not None and (
+        _forced(plan) == 0 or plan.status.phase is Phase.COMPLETED
+    ):
+        plan.update(forced_restarts=None)
 
 
 def _terminated_as_requested(

@@ -102,8 +102,12 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
         return
     plan.update(phase=Phase.RUNNING if pod.phase is PodPhase.RUNNING else Phase.STARTING)
     ran_for = (plan.now - execution.started_at).total_seconds()
-    if status.restarts and ran_for >= spec.restart_policy.max_backoff_seconds:
-        plan.update(restarts=0)
+    if ran_for >= spec.restart_policy.max_backoff_seconds:
+        # A long run is progress, also for a job that takes no snapshots.
+        if status.restarts:
+            plan.update(restarts=0)
+        if status.forced_restarts is not None:
+            plan.update(forced_restarts=None)
     _watch_export_request(plan)
     _serve_spec_change(plan, spec, pod)
 

@@ -131,6 +131,10 @@ class DecisionSettings:
             is given up; a new export name starts again.
         export_retry_seconds: Delay before copying again after the first failed copy; it
             doubles with every further failure.
+        forced_restarts_degraded: Forced restarts in a row (exits 75 and 143, no new snapshot
+            in between) from which the job is Degraded ``RepeatedForcedRestarts``.
+        forced_restart_limit: Forced restarts in a row that restart at once; each further one
+            counts as a failure, through the restart policy, so that a loop of them ends.
         start_attempts: Failed creations of a starting execution's objects (the API server
             refused them) before the job is FAILED; the delay between them is the spec's
             restart backoff.
@@ -144,3 +148,5 @@ class DecisionSettings:
     export_copy_attempts: int = 3
     export_retry_seconds: int = 10
     start_attempts: int = 6
+    forced_restarts_degraded: int = 3
+    forced_restart_limit: int = 10

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -42,6 +43,7 @@ from snapshotjob_contract import (
     ExportedSnapshot,
     ExportFailureStatus,
     FailureStatus,
+    ForcedRestartsStatus,
     Phase,
     SnapshotJobSpec,
     SnapshotJobStatus,
@@ -630,3 +632,90 @@ def test_the_drivers_message_is_in_the_event_and_last_failure(
     assert f"exitCode={int(code)}" in emitted.message or "snapshot" in emitted.message
     quiet = status_after(observation.status, silent).last_failure
     assert quiet is not None and "driverMessage" not in quiet.message
+
+
+# Forced restarts (75, 143) restart at once, but are counted until a new snapshot: Degraded
+# from the 3rd in a row, and failures through the restart policy beyond the 10th.
+
+
+def _forced_exit(code: DriverExit, before: int, **kwargs: Any) -> Observation:
+    """The current driver ended in a forced restart; ``before`` such ends preceded it."""
+    observation = running_job(
+        spec_of(), pod_phase=PodPhase.FAILED, exit_code=code, record=a_snapshot(), **kwargs
+    )
+    if before == 0:
+        return observation
+    forced = ForcedRestartsStatus(count=before, snapshot_id=observation.status.record().snapshot_id)
+    status = observation.status.model_copy(update={"forced_restarts": forced})
+    return replace(observation, status=status)
+
+
+@pytest.mark.parametrize("code", [DriverExit.RESTART_FORCEFUL, DriverExit.INTERRUPTED])
+def test_forced_restarts_are_counted_and_degrade_the_job_from_the_third(code: DriverExit) -> None:
+    second = _forced_exit(code, 1)
+    third = _forced_exit(code, 2)
+
+    quiet = decide(second)
+    loud = decide(third)
+
+    assert status_after(second.status, quiet).forced_restarts == ForcedRestartsStatus(
+        count=2, snapshot_id=0
+    )
+    assert condition(status_after(second.status, quiet), ConditionType.DEGRADED).status is (
+        ConditionStatus.FALSE
+    )
+    after = status_after(third.status, loud)
+    assert after.forced_restarts is not None and after.forced_restarts.count == 3
+    degraded = condition(after, ConditionType.DEGRADED)
+    assert (degraded.status, degraded.reason) == (ConditionStatus.TRUE, "RepeatedForcedRestarts")
+    assert "forcedRestarts=3" in degraded.message
+    assert EventReason.REPEATED_FORCED_RESTARTS in reasons(loud)
+    assert len(creates(loud)) == 1, "still restarted at once"
+    assert after.restarts == 0 and after.last_failure is None
+
+
+@pytest.mark.parametrize("code", [DriverExit.RESTART_FORCEFUL, DriverExit.INTERRUPTED])
+def test_beyond_the_limit_a_forced_restart_is_a_failure(code: DriverExit) -> None:
+    limit = SETTINGS.forced_restart_limit
+    last_at_once = decide(_forced_exit(code, limit - 1))
+    beyond = _forced_exit(code, limit, restarts=2)
+
+    actions = decide(beyond)
+
+    assert len(creates(last_at_once)) == 1, "the limit itself still restarts at once"
+    after = status_after(beyond.status, actions)
+    assert creates(actions) == []
+    assert after.phase is Phase.RESTARTING and after.restarts == 3, "the restart policy"
+    assert after.last_failure is not None
+    assert after.last_failure.reason == "RepeatedForcedRestarts"
+    assert f"forcedRestarts={limit + 1}" in after.last_failure.message
+    assert EventReason.EXECUTION_FAILED in reasons(actions)
+    assert condition(after, ConditionType.DEGRADED).reason == "RepeatedForcedRestarts"
+    policy_ends = _forced_exit(code, limit, restarts=spec_of().restart_policy.max_restarts)
+    ended = status_after(policy_ends.status, decide(policy_ends))
+    assert ended.phase is Phase.FAILED, "maxRestarts ends it"
+
+
+def test_a_new_snapshot_or_completion_resets_the_forced_restarts() -> None:
+    counted = _forced_exit(DriverExit.INTERRUPTED, 5)
+    forced = counted.status.forced_restarts
+    assert forced is not None
+    moved = counted.status.model_copy(
+        update={"forced_restarts": forced.model_copy(update={"snapshot_id": -1})}
+    )
+
+    again = status_after(moved, decide(replace(counted, status=moved)))
+    [pod] = counted.pods
+    completed = replace(counted, pods=(replace(pod, phase=PodPhase.SUCCEEDED, exit_code=0),))
+    done = status_after(counted.status, decide(completed))
+    running = running_job(spec_of(), record=a_snapshot())
+    long_run = replace(
+        running,
+        status=running.status.model_copy(update={"forced_restarts": forced}),
+        now=NOW + timedelta(hours=1),
+    )
+    ran = status_after(long_run.status, decide(long_run))
+
+    assert again.forced_restarts == ForcedRestartsStatus(count=1, snapshot_id=0)
+    assert done.phase is Phase.COMPLETED and done.forced_restarts is None
+    assert ran.forced_restarts is None
