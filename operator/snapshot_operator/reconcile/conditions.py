@@ -166,18 +166,13 @@ def _degraded(plan: Plan, spec: SnapshotJobSpec | None) -> _State:
         )
     if plan.fenced is not None:
         return _State(ConditionStatus.TRUE, ConditionReason.DRIVER_FENCED, plan.fenced)
-    if plan.export_problem is not None:
-        return _State(ConditionStatus.TRUE, *plan.export_problem)
     status = plan.status
-    export_failed = _export_failure_message(spec, status, plan.settings)
-    if export_failed is not None:
-        return _State(ConditionStatus.TRUE, ConditionReason.EXPORT_FAILED, export_failed)
-    failure = status.last_failure
-    phase = status.phase
     start_failure = status.start_failure
     execution = status.execution
+    # Before the export problems: the retry waits until this reason is reported, so nothing
+    # the decision can find while a start failed may take its place.
     if (
-        phase is Phase.STARTING
+        status.phase is Phase.STARTING
         and start_failure is not None
         and execution is not None
         and start_failure.execution_id == execution.id
@@ -188,6 +183,13 @@ def _degraded(plan: Plan, spec: SnapshotJobSpec | None) -> _State:
             ConditionReason.CREATE_FAILED,
             f"{start_failure_message(start_failure, limit)}; retrying",
         )
+    if plan.export_problem is not None:
+        return _State(ConditionStatus.TRUE, *plan.export_problem)
+    export_failed = _export_failure_message(spec, status, plan.settings)
+    if export_failed is not None:
+        return _State(ConditionStatus.TRUE, ConditionReason.EXPORT_FAILED, export_failed)
+    failure = status.last_failure
+    phase = status.phase
     # A cancelled job is FAILED only because Jet says so: nothing to repair.
     if (
         phase is Phase.FAILED

@@ -113,6 +113,7 @@ def retry_start(plan: Plan, spec: SnapshotJobSpec, failure: StartFailureStatus) 
     if reported is None or reported.reason != ConditionReason.CREATE_FAILED:
         # Report first: this decision's Events would be lost if the create failed again, and
         # the next decision would not emit them (Degraded would already say CreateFailed).
+        # Degraded gives this reason precedence, so the next decision is past this point.
         plan.requeue(0)
         return
     due = failure.time + timedelta(seconds=spec.restart_policy.backoff(failure.attempts))

@@ -335,3 +335,12 @@ def test_a_transient_failure_goes_through_the_restart_policy() -> None:
     assert EventReason.EXECUTION_FAILED in reasons(actions)
     assert ended.phase is Phase.FAILED
     assert ended.last_failure is not None and ended.last_failure.reason == "TransientFailure"
+
+
+def test_a_rejected_export_does_not_hold_back_the_retry_of_a_refused_start() -> None:
+    spec = spec_of({"exportSnapshot": {"name": "night"}, "initialSnapshotName": "night"})
+    refused = _refused(spec, attempts=1, seconds_ago=3600)
+
+    actions = decide(refused)
+
+    assert len(creates(actions)) == 1, "Degraded reported CreateFailed, so it is created again"
