@@ -11,8 +11,11 @@ Fields for the operator's own bookkeeping, outside the protocol of ``docs/protoc
 ``execution.specHash`` (which spec the current or last execution runs, so a spec change can be
 told from a request the operator serves without a restart), ``exportRequest`` (an export-only
 snapshot asked of the running driver; ``termination`` is only for requests that stop the
-execution) and ``lastSnapshotTime`` (for the printer column and the SnapshotHealthy condition,
-which need a date rather than the record's epoch milliseconds).
+execution), ``lastSnapshotTime`` (for the printer column and the SnapshotHealthy condition,
+which need a date rather than the record's epoch milliseconds), and the counts that make
+failures end: ``startFailure`` (a starting execution's objects the API server refused, so the
+same execution is created again instead of a new one per reconcile) and ``forcedRestarts``
+(restarts at once in a row, so a driver that keeps ending that way is bounded too).
 """
 
 from __future__ import annotations
