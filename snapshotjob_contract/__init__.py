@@ -58,9 +58,11 @@ from snapshotjob_contract.status import (
     ExportFailureStatus,
     ExportRequestStatus,
     FailureStatus,
+    ForcedRestartsStatus,
     Phase,
     SnapshotJobStatus,
     SnapshotStatsStatus,
+    StartFailureStatus,
     TerminationStatus,
 )
 
@@ -85,6 +87,7 @@ __all__ = [
     "ExportSnapshotSpec",
     "ExportedSnapshot",
     "FailureStatus",
+    "ForcedRestartsStatus",
     "HazelcastSpec",
     "ImagePullPolicy",
     "JobIdentity",
@@ -98,6 +101,7 @@ __all__ = [
     "SnapshotStats",
     "SnapshotStatsStatus",
     "SparkSpec",
+    "StartFailureStatus",
     "TerminationMode",
     "TerminationStatus",
     "UpgradeMode",

@@ -23,6 +23,9 @@ DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 DNS_LABEL_MAX_LENGTH = 63
 
+LABEL_VALUE_MAX_LENGTH = 63
+"""The longest Kubernetes label value."""
+
 
 class CrossFieldRule(NamedTuple):
     """A validation rule over several fields of one object.

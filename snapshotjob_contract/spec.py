@@ -222,7 +222,8 @@ class SnapshotJobSpec(ApiModel):
     snapshot_interval_seconds: int = Field(default=10, ge=1)
     """Time from the end of one automatic snapshot to the start of the next."""
     state_partitions: int = Field(default=DEFAULT_STATE_PARTITIONS, ge=1, le=1024)
-    """Number of hash partitions of keyed state; fixed for the life of the job's snapshots."""
+    """Number of hash partitions of keyed state; a change rolls out as any other (upgradeMode),
+    and the restore re-partitions the job's state."""
     suspend: bool = False
     """Suspend the job with a terminal snapshot (true), or resume it from its last good
     snapshot (false)."""

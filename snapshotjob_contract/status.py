@@ -11,8 +11,11 @@ Fields for the operator's own bookkeeping, outside the protocol of ``docs/protoc
 ``execution.specHash`` (which spec the current or last execution runs, so a spec change can be
 told from a request the operator serves without a restart), ``exportRequest`` (an export-only
 snapshot asked of the running driver; ``termination`` is only for requests that stop the
-execution) and ``lastSnapshotTime`` (for the printer column and the SnapshotHealthy condition,
-which need a date rather than the record's epoch milliseconds).
+execution), ``lastSnapshotTime`` (for the printer column and the SnapshotHealthy condition,
+which need a date rather than the record's epoch milliseconds), and the counts that make
+failures end: ``startFailure`` (a starting execution's objects the API server refused, so the
+same execution is created again instead of a new one per reconcile) and ``forcedRestarts``
+(restarts at once in a row, so a driver that keeps ending that way is bounded too).
 """
 
 from __future__ import annotations
@@ -148,6 +151,7 @@ class ConditionReason(enum.StrEnum):
     SNAPSHOT_NOT_FOUND = "SnapshotNotFound"
     TRANSIENT_FAILURE = "TransientFailure"
     REPEATED_FORCED_RESTARTS = "RepeatedForcedRestarts"
+    CREATE_FAILED = "CreateFailed"
     CANCELLED = "Cancelled"
     SNAPSHOT_RECENT = "SnapshotRecent"
     SNAPSHOT_STALE = "SnapshotStale"
@@ -184,8 +188,8 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         "snapshot",
         ConditionReason.SETTLED: "Progressing False: the operator is not moving the job",
         ConditionReason.AS_EXPECTED: "Degraded False: no failure to report",
-        ConditionReason.INVALID_SPEC: "the spec cannot be applied (invalid, or a statePartitions "
-        "change the job's snapshot cannot be restored with)",
+        ConditionReason.INVALID_SPEC: "the spec cannot be applied: the API models reject it "
+        "(stored before a rule existed, or written around the CRD)",
         ConditionReason.EXPORT_REJECTED: "the requested export cannot be taken: it would "
         "overwrite the restore point or the initial snapshot, or the job takes no snapshots",
         ConditionReason.EXPORT_FAILED: "copying the restore point to an export failed: retrying, "
@@ -209,7 +213,12 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         ConditionReason.TRANSIENT_FAILURE: "the snapshot store or an external system was "
         "unavailable; the job restarts after a backoff, counted against maxRestarts",
         ConditionReason.REPEATED_FORCED_RESTARTS: "several executions in a row ended in a "
-        "forced restart (an indeterminate execution record write)",
+        "forced restart (exit 75, an indeterminate execution record write, or 143, SIGTERM) "
+        "without a new snapshot; after more of them, each counts as a failure",
+        ConditionReason.CREATE_FAILED: "the API server did not create an object of the starting "
+        "execution (its driver Pod, ServiceAccount, Role or RoleBinding), e.g. a ResourceQuota "
+        "refused it; the same execution is created again after a backoff, and the job is FAILED "
+        "after a few attempts until its spec changes",
         ConditionReason.CANCELLED: "the job was cancelled (Jet reports a cancelled job as "
         "failed); not a degradation",
         ConditionReason.SNAPSHOT_RECENT: "the last snapshot succeeded and the restore point is "
@@ -408,6 +417,31 @@ class ExportFailureStatus(StatusModel):
     """When the last attempt failed."""
 
 
+class StartFailureStatus(StatusModel):
+    """The starting execution's objects that the API server did not create."""
+
+    execution_id: str = Field(min_length=1)
+    """The execution whose driver Pod (or its identity) could not be created; it keeps its id
+    while the operator creates it again."""
+    object: str = Field(min_length=1)
+    """The object refused, as Kind/name."""
+    attempts: int = Field(ge=1)
+    """Failed creations of this execution in a row."""
+    message: str
+    """The API server's answer to the last attempt: status code, reason and message."""
+    time: AwareDatetime
+    """When the last attempt failed."""
+
+
+class ForcedRestartsStatus(StatusModel):
+    """Executions in a row that ended in a forced restart (exit 75 or 143)."""
+
+    count: int = Field(ge=1)
+    """How many; restarted at once up to a bound, counted as failures beyond it."""
+    snapshot_id: int = Field(ge=-1)
+    """The restore point when the last of them ended; a newer one resets the count."""
+
+
 class SnapshotJobStatus(StatusModel):
     """The observed state of a SnapshotJob."""
 
@@ -445,6 +479,12 @@ class SnapshotJobStatus(StatusModel):
     export_failure: ExportFailureStatus | None = None
     """The last failed copy to an export while suspended; retried with backoff a few times,
     then given up until exportSnapshot.name changes."""
+    forced_restarts: ForcedRestartsStatus | None = None
+    """Executions in a row that ended in a forced restart without a new snapshot in between;
+    reset by a new snapshot, a completion, or an execution that ran for maxBackoffSeconds."""
+    start_failure: StartFailureStatus | None = None
+    """The starting execution's objects the API server did not create; created again with the
+    restart backoff a few times, then the job is FAILED (reason CreateFailed)."""
 
     def condition(self, condition_type: ConditionType) -> Condition | None:
         """Returns the condition of that type, if reported."""

@@ -4,15 +4,19 @@ A retried action list, a restarted operator or a second replica may ask for the 
 again. The Pod's name is deterministic (job name and attempt) and its execution id was
 written to the status before, so "already exists" means the Pod is there: the create is
 treated as done, never repeated under another name, and there is never a second driver.
+Any other error is raised as :class:`~snapshot_operator.gateways.CreateFailed`, naming the
+object and carrying the API server's message, for the executor to record in the status.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 from kubernetes import client
 
+from snapshot_operator.gateways import CreateFailed
 from snapshot_operator.manifests import build_role, build_role_binding, build_service_account
 from snapshot_operator.reconcile import JobRef
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
@@ -23,6 +27,27 @@ log = logging.getLogger(__name__)
 def _created_or_exists(error: client.exceptions.ApiException) -> bool:
     """Whether a failed create still leaves the object there: 409, it already exists."""
     return bool(error.status == 409)
+
+
+def create_failed(error: client.exceptions.ApiException, manifest: dict[str, Any]) -> CreateFailed:
+    """Returns the gateway's error for a create the API server did not do.
+
+    Args:
+        error: The client's error.
+        manifest: The object that was to be created.
+    """
+    message = ""
+    try:
+        message = str(json.loads(error.body or "{}").get("message") or "")
+    except (TypeError, ValueError, AttributeError):
+        message = str(error.body or "")
+    reason = str(error.reason or "")
+    return CreateFailed(
+        str(manifest["kind"]),
+        str(manifest["metadata"]["name"]),
+        int(error.status or 0),
+        f"{reason}: {message}" if message else reason,
+    )
 
 
 def ensure_driver_identity(api: client.ApiClient, job: JobRef) -> None:
@@ -40,7 +65,7 @@ def ensure_driver_identity(api: client.ApiClient, job: JobRef) -> None:
             create(job.namespace, manifest)
         except client.exceptions.ApiException as error:
             if not _created_or_exists(error):
-                raise
+                raise create_failed(error, manifest) from error
 
 
 def create_pod(api: client.ApiClient, pod: dict[str, Any]) -> bool:
@@ -55,7 +80,7 @@ def create_pod(api: client.ApiClient, pod: dict[str, Any]) -> bool:
         core.create_namespaced_pod(metadata["namespace"], pod)
     except client.exceptions.ApiException as error:
         if not _created_or_exists(error):
-            raise
+            raise create_failed(error, pod) from error
         existing = core.read_namespaced_pod(metadata["name"], metadata["namespace"])
         labels = existing.metadata.labels or {}
         wanted = metadata["labels"][LABEL_EXECUTION_ID]

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from snapshot_operator.gateways import (
+    CreateFailed,
     KubernetesGateway,
     StaleObservation,
     StoreGateway,
@@ -47,7 +48,12 @@ from snapshot_operator.reconcile import (
     parse_spec,
 )
 from snapshot_operator.settings import OperatorSettings
-from snapshotjob_contract import ExportedSnapshot, ExportFailureStatus, SnapshotJobSpec
+from snapshotjob_contract import (
+    ExportedSnapshot,
+    ExportFailureStatus,
+    SnapshotJobSpec,
+    StartFailureStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +178,6 @@ def _perform(
                 if not isinstance(spec, SnapshotJobSpec):
                     raise TypeError(f"Decision created a driver for an invalid spec {context}")
                 members, cluster = store_of(services, None)
-                kube.ensure_driver_identity(job)
                 pod = build_driver_pod(
                     job,
                     spec,
@@ -180,7 +185,13 @@ def _perform(
                     store_address=",".join(members) or None,
                     store_cluster_name=cluster,
                 )
-                created = kube.create_pod(pod)
+                try:
+                    kube.ensure_driver_identity(job)
+                    created = kube.create_pod(pod)
+                except CreateFailed as error:
+                    _start_failed(services, observation, version, status, action, error)
+                    # The rest (the start's Events) did not happen; the decision reports it.
+                    return Outcome(requeue_after=RETRY_STALE_SECONDS)
                 log.info(
                     "Created driver pod %s pod=%s executionId=%s new=%s",
                     context,
@@ -291,5 +302,48 @@ def _copy_failed(
         action.export_name,
         attempts,
         error,
+    )
+    return version
+
+
+def _start_failed(
+    services: Services,
+    observation: Observation,
+    version: str,
+    status: dict[str, Any],
+    action: CreateDriverPod,
+    error: CreateFailed,
+) -> str:
+    """Records a refused create in ``status.startFailure``, counting attempts per execution.
+
+    Recorded instead of raised, for the same reason as a failed export copy: the decision can
+    back off, report the failure once and give up only if it sees it. Raised, it would leave a
+    STARTING execution without a Pod, which the next decision cannot tell from a lost Pod.
+    """
+    job = observation.job
+    previous = status.get("startFailure") or {}
+    attempts = (
+        int(previous.get("attempts", 0)) + 1
+        if previous.get("executionId") == action.execution_id
+        else 1
+    )
+    failure = StartFailureStatus(
+        execution_id=action.execution_id,
+        object=f"{error.kind}/{error.name}",
+        attempts=attempts,
+        message=f"status={error.code} {error.message}",
+        time=services.clock(),
+    )
+    patch = {"startFailure": failure.to_json()}
+    version = services.kube.patch_status(job.namespace, job.name, version, patch)
+    status.update(patch)
+    log.warning(
+        "Create failed namespace=%s name=%s object=%s executionId=%s attempts=%d error=%s",
+        job.namespace,
+        job.name,
+        failure.object,
+        action.execution_id,
+        attempts,
+        failure.message,
     )
     return version

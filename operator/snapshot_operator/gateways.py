@@ -48,6 +48,29 @@ class StoreOperationFailed(Exception):  # noqa: N818 - names the outcome, like S
         self.reason = reason
 
 
+class CreateFailed(Exception):  # noqa: N818 - names the outcome, like StaleObservation
+    """The API server did not create an object: it refused it (e.g. 403 exceeded quota, 422
+    invalid) or failed (5xx). "Already exists" is not this: the create is then done.
+
+    The executor does not import the client's errors: the gateway translates them, so the
+    executor can record the failure in the status, where the decision sees it.
+
+    Args:
+        kind: The object's kind, e.g. ``Pod``.
+        name: The object's name.
+        code: The HTTP status code.
+        message: The API server's reason and message, e.g. ``Forbidden: pods "x" is forbidden:
+            exceeded quota: ...``.
+    """
+
+    def __init__(self, kind: str, name: str, code: int, message: str) -> None:
+        super().__init__(f"{kind}/{name} status={code}: {message}")
+        self.kind = kind
+        self.name = name
+        self.code = code
+        self.message = message
+
+
 @dataclass(frozen=True)
 class CopiedSnapshot:
     """What a validated copy holds, for ``status.exportedSnapshots``.
@@ -97,11 +120,19 @@ class KubernetesGateway(Protocol):
         ...
 
     def ensure_driver_identity(self, job: JobRef) -> None:
-        """Creates the job's driver ServiceAccount, Role and RoleBinding unless they exist."""
+        """Creates the job's driver ServiceAccount, Role and RoleBinding unless they exist.
+
+        Raises:
+            CreateFailed: If the API server did not create one of them.
+        """
         ...
 
     def create_pod(self, pod: dict[str, Any]) -> bool:
-        """Creates a Pod; returns False if a Pod of that name already exists."""
+        """Creates a Pod; returns False if a Pod of that name already exists.
+
+        Raises:
+            CreateFailed: If the API server did not create it.
+        """
         ...
 
     def delete_pod(self, namespace: str, name: str) -> bool:

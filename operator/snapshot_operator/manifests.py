@@ -18,7 +18,11 @@ import re
 from typing import Any
 
 from snapshot_operator.reconcile import CreateDriverPod, JobRef
-from snapshot_operator.reconcile.observe import DRIVER_CONTAINER, LABEL_EXECUTION_ID
+from snapshot_operator.reconcile.observe import (
+    DRIVER_CONTAINER,
+    LABEL_EXECUTION_ID,
+    TERMINATION_MESSAGE_PATH,
+)
 from snapshotjob_contract import SnapshotJobSpec
 from snapshotjob_contract.environment import (
     DRIVER_COMMAND,
@@ -188,6 +192,10 @@ def build_driver_pod(
                     "command": list(DRIVER_COMMAND),
                     "args": [f"--conf={key}={value}" for key, value in sorted(conf.items())],
                     "env": env,
+                    # The driver names its failure there before it exits; without a message
+                    # (a crash) the kubelet takes the log's last lines instead.
+                    "terminationMessagePath": TERMINATION_MESSAGE_PATH,
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
                     "resources": {
                         "requests": {"cpu": cores, "memory": memory},
                         "limits": {"memory": memory},

@@ -25,7 +25,7 @@ from snapshot_operator.manifests import (
 )
 from snapshot_operator.reconcile import CreateDriverPod, JobRef, driver_pod_name, execution_id
 from snapshotjob_contract import SnapshotJobSpec, SnapshotJobStatus
-from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
+from snapshotjob_contract.resource import GROUP, MAX_NAME_LENGTH, PLURAL, VERSION
 from testbed.controlplane import KubeAPI
 from testbed.snapshotjob_crd import install_crd
 from tests.unit.operator.specs import INVALID_SPECS, VALID_SPEC, InvalidSpecCase
@@ -44,8 +44,8 @@ def objects(kube_api: KubeAPI) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api_client)
 
 
-def _create(api: client.CustomObjectsApi, spec: dict[str, Any]) -> str:
-    name = f"crd-{uuid.uuid4().hex[:8]}"
+def _create(api: client.CustomObjectsApi, spec: dict[str, Any], name: str | None = None) -> str:
+    name = name or f"crd-{uuid.uuid4().hex[:8]}"
     api.create_namespaced_custom_object(
         GROUP,
         VERSION,
@@ -86,6 +86,22 @@ def test_an_invalid_spec_is_rejected_naming_the_field(
     assert case.field in body
     if case.message is not None:
         assert case.message in body
+
+
+def test_a_name_longer_than_the_operator_can_label_with_is_refused(
+    objects: client.CustomObjectsApi,
+) -> None:
+    prefix = f"crd-{uuid.uuid4().hex[:8]}-"
+    longest = prefix + "a" * (MAX_NAME_LENGTH - len(prefix))
+
+    with pytest.raises(client.exceptions.ApiException) as rejected:
+        _create(objects, VALID_SPEC, name=longest + "a")
+
+    assert rejected.value.status == 422
+    body = str(rejected.value.body)
+    assert f"metadata.name must be at most {MAX_NAME_LENGTH} characters" in body
+    assert "choose a shorter name" in body
+    assert _create(objects, VALID_SPEC, name=longest) == longest
 
 
 def test_the_status_the_operator_writes_is_stored_unchanged(

@@ -712,3 +712,73 @@ def test_all_namespaces_reconciles_jobs_everywhere_and_namespace_only_its_own(
         everywhere.stop()
         scoped.stop()
         client.CoreV1Api(kube_api.api_client()).delete_namespace(other)
+
+
+# --- failures that end ------------------------------------------------------------------------
+
+
+def _versions(harness: OperatorHarness, name: str, seconds: float) -> list[str]:
+    """Polls the job for that long; returns every resourceVersion seen, in order."""
+    seen: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        job = harness.job(name)
+        assert job is not None
+        version = job["metadata"]["resourceVersion"]
+        if not seen or seen[-1] != version:
+            seen.append(version)
+        time.sleep(0.05)
+    return seen
+
+
+def test_a_refused_driver_pod_is_reported_once_and_starts_when_allowed(
+    harness: OperatorHarness,
+) -> None:
+    quota = {"metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}}
+    harness.core.create_namespaced_resource_quota(harness.namespace, quota)
+    uid = harness.create_job("quota")
+
+    degraded = harness.wait_status(
+        "quota",
+        lambda s: any(
+            c["type"] == "Degraded" and c["reason"] == "CreateFailed"
+            for c in s.get("conditions", ())
+        ),
+        "Degraded CreateFailed",
+    )
+    versions = _versions(harness, "quota", 20)
+
+    # Before: every failed reconcile started a new execution, about 10 status writes a second.
+    assert len(versions) <= 8, f"status written {len(versions) - 1} times in 20 s"
+    status = harness.status("quota")
+    assert status["phase"] == "STARTING"
+    assert status["execution"]["id"] == degraded["execution"]["id"], "the same execution"
+    condition = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert condition["status"] == "True"
+    assert "exceeded quota" in condition["message"]
+    assert f"object=Pod/{status['execution']['driverPod']}" in condition["message"]
+    assert harness.events("quota").count("CreateFailed") == 1
+    events = k8s_events(harness, "quota", "CreateFailed")
+    assert len(events) == 1 and events[0].type == "Warning"
+    assert "exceeded quota" in events[0].note and "object=Pod/" in events[0].note
+    assert harness.pod_names(uid) == []
+
+    harness.core.delete_namespaced_resource_quota("no-pods", harness.namespace)
+
+    harness.wait_pods(uid, [status["execution"]["driverPod"]], timeout=60)
+    started = harness.wait_status(
+        "quota", lambda s: "startFailure" not in s, "the failure cleared", timeout=10
+    )
+    assert started["execution"]["id"] == status["execution"]["id"]
+    harness.run_pod(started["execution"]["driverPod"])
+    running = harness.wait_phase("quota", "RUNNING")
+    condition = next(c for c in running["conditions"] if c["type"] == "Degraded")
+    assert condition["status"] == "False"
+
+
+def k8s_events(harness: OperatorHarness, name: str, reason: str) -> list[Any]:
+    """The Events (``events.k8s.io/v1``) regarding the job with that reason."""
+    listed = client.EventsV1Api(harness.api).list_namespaced_event(
+        harness.namespace, field_selector=f"regarding.name={name}"
+    )
+    return [event for event in listed.items if event.reason == reason]

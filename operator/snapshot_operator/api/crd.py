@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from snapshotjob_contract.resource import GROUP, KIND, PLURAL, SINGULAR, VERSION
+from snapshotjob_contract.resource import GROUP, KIND, NAME_RULE, PLURAL, SINGULAR, VERSION
 from snapshotjob_contract.spec import SnapshotJobSpec
 from snapshotjob_contract.status import SnapshotJobStatus
 
@@ -179,6 +179,10 @@ def crd() -> dict[str, Any]:
                             "good snapshot after failures, suspended and upgraded through "
                             "terminal snapshots, and exported by name on request.",
                             "required": ["spec"],
+                            # Only a root rule sees metadata.name.
+                            "x-kubernetes-validations": [
+                                {"rule": NAME_RULE.cel, "message": NAME_RULE.message}
+                            ],
                             "properties": {
                                 "apiVersion": {
                                     "type": "string",

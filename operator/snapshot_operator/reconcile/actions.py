@@ -56,6 +56,8 @@ class EventReason(enum.StrEnum):
     STALE_DRIVER_DELETED = "StaleDriverDeleted"
     DRIVER_POD_MISSING = "DriverPodMissing"
     SNAPSHOT_MAPS_DELETED = "SnapshotMapsDeleted"
+    CREATE_FAILED = "CreateFailed"
+    REPEATED_FORCED_RESTARTS = "RepeatedForcedRestarts"
 
     @property
     def event_type(self) -> EventType:
@@ -82,6 +84,8 @@ _WARNINGS = frozenset(
         EventReason.STORE_NOT_READY,
         EventReason.STALE_DRIVER_DELETED,
         EventReason.DRIVER_POD_MISSING,
+        EventReason.CREATE_FAILED,
+        EventReason.REPEATED_FORCED_RESTARTS,
     }
 )
 

@@ -64,7 +64,7 @@ def between_executions(plan: Plan, spec: SnapshotJobSpec) -> None:
         return
     if phase in (Phase.SUSPENDED, Phase.FAILED, Phase.COMPLETED):
         # The user resumed or changed the job: failures before that do not count.
-        plan.update(restarts=0)
+        plan.update(restarts=0, forced_restarts=None)
     failure = status.last_failure
     if phase is Phase.RESTARTING and not forced and plan.status.restarts and failure is not None:
         due = failure.time + timedelta(seconds=spec.restart_policy.backoff(plan.status.restarts))

@@ -19,6 +19,7 @@ from snapshot_operator.reconcile.actions import EventReason
 from snapshot_operator.reconcile.observation import DecisionSettings
 from snapshot_operator.reconcile.phases import suspended_on_failure
 from snapshot_operator.reconcile.plan import Plan
+from snapshot_operator.reconcile.starting import start_failure_message
 from snapshotjob_contract import (
     Condition,
     ConditionReason,
@@ -49,6 +50,8 @@ _DEGRADED_EVENTS: Mapping[ConditionReason, EventReason] = MappingProxyType(
         ConditionReason.INVALID_SPEC: EventReason.INVALID_SPEC,
         ConditionReason.EXPORT_REJECTED: EventReason.EXPORT_REJECTED,
         ConditionReason.DRIVER_FENCED: EventReason.DRIVER_FENCED,
+        ConditionReason.CREATE_FAILED: EventReason.CREATE_FAILED,
+        ConditionReason.REPEATED_FORCED_RESTARTS: EventReason.REPEATED_FORCED_RESTARTS,
     }
 )
 """Degraded reasons that need the user, and the Event that tells them when one appears."""
@@ -163,9 +166,25 @@ def _degraded(plan: Plan, spec: SnapshotJobSpec | None) -> _State:
         )
     if plan.fenced is not None:
         return _State(ConditionStatus.TRUE, ConditionReason.DRIVER_FENCED, plan.fenced)
+    status = plan.status
+    start_failure = status.start_failure
+    execution = status.execution
+    # Before the export problems: the retry waits until this reason is reported, so nothing
+    # the decision can find while a start failed may take its place.
+    if (
+        status.phase is Phase.STARTING
+        and start_failure is not None
+        and execution is not None
+        and start_failure.execution_id == execution.id
+    ):
+        limit = plan.settings.start_attempts
+        return _State(
+            ConditionStatus.TRUE,
+            ConditionReason.CREATE_FAILED,
+            f"{start_failure_message(start_failure, limit)}; retrying",
+        )
     if plan.export_problem is not None:
         return _State(ConditionStatus.TRUE, *plan.export_problem)
-    status = plan.status
     export_failed = _export_failure_message(spec, status, plan.settings)
     if export_failed is not None:
         return _State(ConditionStatus.TRUE, ConditionReason.EXPORT_FAILED, export_failed)
@@ -180,6 +199,16 @@ def _degraded(plan: Plan, spec: SnapshotJobSpec | None) -> _State:
         return _State(ConditionStatus.TRUE, failure.reason, failure.message)
     if suspended_on_failure(status) and failure is not None:
         return _State(ConditionStatus.TRUE, ConditionReason.SUSPENDED_ON_FAILURE, failure.message)
+    forced = status.forced_restarts
+    if forced is not None and forced.count >= plan.settings.forced_restarts_degraded:
+        limit = plan.settings.forced_restart_limit
+        return _State(
+            ConditionStatus.TRUE,
+            ConditionReason.REPEATED_FORCED_RESTARTS,
+            f"Executions ended in forced restarts in a row forcedRestarts={forced.count} "
+            f"forcedRestartLimit={limit} snapshotId={forced.snapshot_id}: restarted at once up "
+            "to the limit, then counted as failures; see the driver's log and Events",
+        )
     if phase is Phase.RESTARTING and status.restarts > 0 and failure is not None:
         return _State(
             ConditionStatus.TRUE, ConditionReason.RESTARTING_AFTER_FAILURE, failure.message

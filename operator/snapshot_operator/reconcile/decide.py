@@ -27,6 +27,9 @@ The rules, and why:
 * A driver that exits with :attr:`DriverExit.INTERRUPTED` (SIGTERM: a node drain, an
   eviction, a deleted Pod) restarts at once from the last snapshot, in the same way: nothing
   is wrong with the job, so it is neither a failure nor subject to backoff.
+* Those forced restarts are counted in a row (``status.forcedRestarts``) until a new
+  snapshot, a completion or a long run shows progress: from 3 the job is Degraded
+  ``RepeatedForcedRestarts``, and beyond 10 each counts as a failure, so they end.
 * A driver that exits with :attr:`DriverExit.FENCED` saw a newer execution in the status
   than the one observed here. It is never a failure and never starts anything by itself (that
   could make two drivers); a fenced Pod of an older execution is simply ignored, a fenced
@@ -45,9 +48,8 @@ The rules, and why:
 * A validated copy to an export that fails is retried with backoff a few times, then given
   up (back to SUSPENDED, Degraded ``ExportFailed``) until the export name changes; the
   executor records each failure in ``status.exportFailure`` so that this stays level-based.
-* A spec the operator cannot apply (invalid, an export that would overwrite the job's own
-  restore point, or a ``statePartitions`` other than the one the job's snapshot was taken
-  with, unless the upgrade is stateless) is reported as the Degraded condition with an Event;
+* A spec the operator cannot apply (invalid, or an export that would overwrite the job's own
+  restore point) is reported as the Degraded condition with an Event;
   the running execution is left alone.
 * Condition messages hold nothing that changes with the clock alone, so a settled job's
   resyncs patch nothing.
@@ -69,11 +71,8 @@ from snapshot_operator.reconcile.actions import Action
 from snapshot_operator.reconcile.between import between_executions
 from snapshot_operator.reconcile.conditions import conditions
 from snapshot_operator.reconcile.deletion import delete
-from snapshot_operator.reconcile.gates import (
-    export_problem,
-    state_partitions_problem,
-    store_problem,
-)
+from snapshot_operator.reconcile.exits import reset_forced_restarts
+from snapshot_operator.reconcile.gates import export_problem, store_problem
 from snapshot_operator.reconcile.live import supervise
 from snapshot_operator.reconcile.observation import DecisionSettings, InvalidSpec, Observation
 from snapshot_operator.reconcile.phases import LIVE_PHASES
@@ -102,12 +101,6 @@ def decide(
         plan.invalid_spec = spec.message
         plan.requeue(plan.settings.resync_seconds)
         return _finish(plan, None)
-    partitions = state_partitions_problem(spec, plan.status)
-    if partitions is not None:
-        # As an invalid spec: restoring the job's snapshot with it would fail.
-        plan.invalid_spec = partitions
-        plan.requeue(plan.settings.resync_seconds)
-        return _finish(plan, None)
     plan.store_problem = store_problem(spec, plan.status, observation.store)
     plan.export_problem = export_problem(spec, plan.status)
     if plan.status.phase in LIVE_PHASES:
@@ -125,6 +118,7 @@ def _finish(plan: Plan, spec: SnapshotJobSpec | None) -> tuple[Action, ...]:
         spec: The job's spec; None if it cannot be applied.
     """
     plan.update_last_snapshot_time()
+    reset_forced_restarts(plan)
     plan.update(observed_generation=plan.obs.generation)
     # Last: the conditions describe the status as everything above left it.
     plan.update(conditions=conditions(plan, spec))

@@ -9,11 +9,17 @@ good or through the restart policy (backoff, ``maxRestarts``, ``suspendOnFailure
 What each code leads to is a table (:data:`EXITS`), not a chain of branches: codes that mean
 the same thing (an indeterminate record write, an interrupted driver) share one outcome and
 differ only in their Event and reason, and a new code is one row, checked by the tests.
+
+Restarts at once are not failures, but they are counted (``status.forcedRestarts``) until a new
+snapshot shows progress: a driver that keeps ending that way would otherwise restart for ever,
+as fast as it can fail. Several in a row make the job Degraded; beyond a bound each further
+one is a failure, so the restart policy's backoff and ``maxRestarts`` end the loop.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -27,6 +33,7 @@ from snapshotjob_contract import (
     ConditionReason,
     DriverExit,
     FailureStatus,
+    ForcedRestartsStatus,
     Phase,
     SnapshotJobSpec,
     TerminationMode,
@@ -86,7 +93,9 @@ class ExitHandling:
             restart policy, the carried-out termination, or Degraded for a fenced driver).
         message: The Event's, ``lastFailure``'s or Degraded's message, a ``str.format``
             template of ``code``, ``context`` (execution, attempt, Pod), ``dropped`` (the
-            graceful request a restart drops) and ``snapshot_id`` (the restore point).
+            graceful request a restart drops), ``snapshot_id`` (the restore point) and
+            ``detail`` (the driver's termination message as `` driverMessage="..."``, empty
+            if it left none).
         phase: The phase the job moves to, when the exit alone fixes it.
         failure: ``lastFailure.reason``, when the exit is a failure.
         restart_reason: ``termination.reason`` of the RESTART_FORCEFUL marker the status keeps
@@ -131,8 +140,8 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
         DriverExit.SNAPSHOT_CORRUPTED: ExitHandling(
             ExitOutcome.STOP,
             EventReason.SNAPSHOT_CORRUPTED,
-            "Restore found the restore point corrupted snapshotId={snapshot_id} {context}; "
-            "the job cannot restart from it: create a new SnapshotJob with "
+            "Restore found the restore point corrupted snapshotId={snapshot_id} "
+            "{context}{detail}; the job cannot restart from it: create a new SnapshotJob with "
             "spec.initialSnapshotName set to an exported snapshot",
             phase=Phase.FAILED,
             failure=ConditionReason.SNAPSHOT_CORRUPTED,
@@ -141,7 +150,7 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
             ExitOutcome.STOP,
             EventReason.SNAPSHOT_INCOMPATIBLE,
             "Restore found the restore point incompatible with this pipeline "
-            "snapshotId={snapshot_id} {context}; see the driver's log for both sides, then "
+            "snapshotId={snapshot_id} {context}{detail}; see the driver's log for both sides, then "
             "revert spec.pipeline or start a new SnapshotJob without the snapshot",
             phase=Phase.FAILED,
             failure=ConditionReason.SNAPSHOT_INCOMPATIBLE,
@@ -149,8 +158,9 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
         DriverExit.SNAPSHOT_NOT_FOUND: ExitHandling(
             ExitOutcome.STOP,
             EventReason.SNAPSHOT_NOT_FOUND,
-            "The initial snapshot does not exist {context}; set spec.initialSnapshotName to an "
-            "export listed in status.exportedSnapshots of a job in this namespace",
+            "The initial snapshot does not exist {context}{detail}; set "
+            "spec.initialSnapshotName to an export listed in status.exportedSnapshots of a job "
+            "in this namespace",
             phase=Phase.FAILED,
             failure=ConditionReason.SNAPSHOT_NOT_FOUND,
         ),
@@ -158,7 +168,7 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
         DriverExit.TRANSIENT_FAILURE: ExitHandling(
             ExitOutcome.RESTART_POLICY,
             message="Driver stopped because a system it needs was unavailable exitCode={code} "
-            "{context}",
+            "{context}{detail}",
             failure=ConditionReason.TRANSIENT_FAILURE,
         ),
         # The state may hold prepared transactions that only a restore resolves (see
@@ -234,11 +244,26 @@ def execution_ended(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
     )
     handling = exit_handling(code, termination)
     context = f"executionId={execution.id} attempt={execution.attempt} pod={pod.name}"
+    if handling.outcome is ExitOutcome.RESTART_AT_ONCE and _too_many_forced_restarts(plan):
+        failed(
+            plan,
+            spec,
+            ConditionReason.REPEATED_FORCED_RESTARTS,
+            f"Driver ended in a forced restart again, counted as a failure exitCode={code} "
+            f"{context} forcedRestarts={_forced(plan)} "
+            f"forcedRestartLimit={plan.settings.forced_restart_limit}",
+        )
+        return
     message = handling.message.format(
         code=code,
         context=context,
         dropped=f" droppedRequest={termination.mode.value}" if termination else "",
         snapshot_id=status.record().snapshot_id,
+        detail=(
+            f" driverMessage={json.dumps(pod.termination_message, ensure_ascii=False)}"
+            if pod.termination_message
+            else ""
+        ),
     )
     if handling.event is not None:
         plan.event(handling.event, message)
@@ -265,6 +290,33 @@ def execution_ended(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
     else:
         assert handling.failure is not None
         failed(plan, spec, handling.failure, message)
+
+
+def _forced(plan: Plan) -> int:
+    """Returns the forced restarts in a row the status counts (0 once a snapshot followed)."""
+    forced = plan.status.forced_restarts
+    if forced is None or forced.snapshot_id != plan.status.record().snapshot_id:
+        return 0
+    return forced.count
+
+
+def _too_many_forced_restarts(plan: Plan) -> bool:
+    """Counts the current driver's forced restart; whether it is beyond the bound."""
+    count = _forced(plan) + 1
+    plan.update(
+        forced_restarts=ForcedRestartsStatus(
+            count=count, snapshot_id=plan.status.record().snapshot_id
+        )
+    )
+    return count > plan.settings.forced_restart_limit
+
+
+def reset_forced_restarts(plan: Plan) -> None:
+    """Forgets the forced restarts once the job made progress: a new snapshot, or completion."""
+    if plan.status.forced_restarts is not None and (
+        _forced(plan) == 0 or plan.status.phase is Phase.COMPLETED
+    ):
+        plan.update(forced_restarts=None)
 
 
 def _terminated_as_requested(

@@ -2,10 +2,10 @@
 
 The CRD's schema and CEL rules reject most bad specs at admission, but some checks need the
 job's status or the store's health, which admission cannot see: whether the store may hold a
-new execution, whether an export would overwrite the job's own restore point, whether a
-``statePartitions`` change could still restore the job's snapshot. Each gate returns why it is
-closed (for a condition) or None; the decision then leaves the running execution alone rather
-than act on a spec it cannot apply.
+new execution, whether an export would overwrite the job's own restore point. Each gate
+returns why it is closed (for a condition) or None; the decision then leaves the running
+execution alone rather than act on a spec it cannot apply. (A ``statePartitions`` change needs
+no gate: the runtime re-partitions keyed state when it restores a snapshot.)
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from snapshotjob_contract import (
     ProcessingGuarantee,
     SnapshotJobSpec,
     SnapshotJobStatus,
-    UpgradeMode,
 )
 
 
@@ -84,29 +83,3 @@ def export_problem(spec: SnapshotJobSpec, status: SnapshotJobStatus) -> Problem 
 def export_to_take(plan: Plan, spec: SnapshotJobSpec) -> str | None:
     """Returns the export to take now: the one the spec asks for, unless a gate refused it."""
     return None if plan.export_problem else new_export_name(spec, plan.status)
-
-
-def state_partitions_problem(spec: SnapshotJobSpec, status: SnapshotJobStatus) -> str | None:
-    """Returns why the spec's statePartitions cannot be applied, or None if it can.
-
-    Keyed state is hash-partitioned into that many partitions and snapshotted so; a restore
-    with another number would fail. Only a stateless upgrade, which drops the job's state,
-    may change it while the job has a snapshot. (A CEL transition rule cannot see whether the
-    job has a snapshot, so the operator checks it.)
-    """
-    execution = status.execution
-    if (
-        spec.upgrade_mode is UpgradeMode.STATELESS
-        or execution is None
-        or execution.state_partitions is None
-        or execution.state_partitions == spec.state_partitions
-        or status.record().snapshot_id == NO_SNAPSHOT
-    ):
-        return None
-    return (
-        f"spec.statePartitions cannot change while the job has a snapshot "
-        f"statePartitions={spec.state_partitions} "
-        f"snapshotStatePartitions={execution.state_partitions} "
-        f"snapshotId={status.record().snapshot_id}: set it back, or use upgradeMode stateless "
-        "to start without the job's state"
-    )

@@ -18,7 +18,7 @@ from snapshot_operator.reconcile.exits import cancelled, execution_ended, failed
 from snapshot_operator.reconcile.gates import export_to_take
 from snapshot_operator.reconcile.observation import DriverPod, PodPhase
 from snapshot_operator.reconcile.plan import Plan
-from snapshot_operator.reconcile.starting import start_or_wait
+from snapshot_operator.reconcile.starting import retry_start, start_or_wait
 from snapshotjob_contract import (
     ActionAfter,
     ConditionReason,
@@ -26,6 +26,7 @@ from snapshotjob_contract import (
     Phase,
     ProcessingGuarantee,
     SnapshotJobSpec,
+    StartFailureStatus,
     TerminationMode,
     TerminationStatus,
     UpgradeMode,
@@ -58,6 +59,17 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
                     f"Deleted a driver Pod of an older execution pod={candidate.name} "
                     f"executionId={candidate.execution_id}",
                 )
+    failure = status.start_failure
+    if (
+        status.phase is Phase.STARTING
+        and execution is not None
+        and pod is None
+        and failure is not None
+        and failure.execution_id == execution.id
+    ):
+        # Its Pod was never created: create it again, not a new execution.
+        _start_failed(plan, spec, failure)
+        return
     if execution is None or pod is None:
         if status.phase is Phase.STARTING:
             plan.event(
@@ -74,6 +86,9 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
                 f"Driver Pod disappeared executionId={current_id}",
             )
         return
+    if failure is not None:
+        # The Pod exists: whatever refused it before has let it through.
+        plan.update(start_failure=None)
     if pod.phase.is_terminal:
         execution_ended(plan, spec, pod)
         return
@@ -87,10 +102,37 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
         return
     plan.update(phase=Phase.RUNNING if pod.phase is PodPhase.RUNNING else Phase.STARTING)
     ran_for = (plan.now - execution.started_at).total_seconds()
-    if status.restarts and ran_for >= spec.restart_policy.max_backoff_seconds:
-        plan.update(restarts=0)
+    if ran_for >= spec.restart_policy.max_backoff_seconds:
+        # A long run is progress, also for a job that takes no snapshots.
+        if status.restarts:
+            plan.update(restarts=0)
+        if status.forced_restarts is not None:
+            plan.update(forced_restarts=None)
     _watch_export_request(plan)
     _serve_spec_change(plan, spec, pod)
+
+
+def _start_failed(plan: Plan, spec: SnapshotJobSpec, failure: StartFailureStatus) -> None:
+    """The API server did not create the starting execution's objects (Degraded says so).
+
+    The execution keeps its id: no driver ever ran with it, and a new id per attempt would be a
+    status write per attempt. It is created again after the restart backoff, up to
+    ``start_attempts`` times; a spec change starts a new execution with the new spec, and
+    ``suspend`` suspends the job, as nothing runs.
+    """
+    execution = plan.status.execution
+    assert execution is not None
+    if spec.suspend:
+        plan.update(start_failure=None)
+        suspended(
+            plan,
+            f"Suspended before the driver could be created executionId={execution.id} "
+            f"object={failure.object}",
+        )
+    elif execution.spec_hash != spec.execution_fingerprint():
+        start_or_wait(plan, spec)
+    else:
+        retry_start(plan, spec, failure)
 
 
 def _serve_spec_change(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:

@@ -39,6 +39,9 @@ class DriverPod:
         phase: The Pod's phase.
         exit_code: The driver container's exit code once it has terminated, else None.
         deleting: Whether the Pod has a deletion timestamp (its containers may still run).
+        termination_message: What the driver wrote to its termination message file
+            (``/dev/termination-log``) before it exited, e.g. which snapshot is corrupted, on
+            one line and cut to a length that fits an Event; else None.
     """
 
     name: str
@@ -46,6 +49,7 @@ class DriverPod:
     phase: PodPhase
     exit_code: int | None = None
     deleting: bool = False
+    termination_message: str | None = None
 
     @property
     def may_run(self) -> bool:
@@ -127,6 +131,13 @@ class DecisionSettings:
             is given up; a new export name starts again.
         export_retry_seconds: Delay before copying again after the first failed copy; it
             doubles with every further failure.
+        forced_restarts_degraded: Forced restarts in a row (exits 75 and 143, no new snapshot
+            in between) from which the job is Degraded ``RepeatedForcedRestarts``.
+        forced_restart_limit: Forced restarts in a row that restart at once; each further one
+            counts as a failure, through the restart policy, so that a loop of them ends.
+        start_attempts: Failed creations of a starting execution's objects (the API server
+            refused them) before the job is FAILED; the delay between them is the spec's
+            restart backoff.
     """
 
     graceful_timeout_seconds: int = 300
@@ -136,3 +147,6 @@ class DecisionSettings:
     stale_snapshot_slack_seconds: int = field(default=60)
     export_copy_attempts: int = 3
     export_retry_seconds: int = 10
+    start_attempts: int = 6
+    forced_restarts_degraded: int = 3
+    forced_restart_limit: int = 10

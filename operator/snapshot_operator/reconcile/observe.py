@@ -25,12 +25,18 @@ from snapshot_operator.reconcile.observation import (
     StoreHealth,
 )
 from snapshotjob_contract import SnapshotJobSpec, SnapshotJobStatus
-from snapshotjob_contract.resource import GROUP
+from snapshotjob_contract.resource import GROUP, NAME_RULE
 
 LABEL_EXECUTION_ID = f"{GROUP}/execution-id"
 """The driver Pod label naming its execution (set by ``manifests.build_driver_pod``)."""
 DRIVER_CONTAINER = "driver"
 """The driver Pod's container whose exit code tells how the execution ended."""
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"
+"""Where the driver writes one line naming its failure before it exits (65, 66, 69, 78); the
+kubelet hands it to the operator as the container's ``state.terminated.message``."""
+MAX_TERMINATION_MESSAGE = 512
+"""The longest driver message the operator passes on: with the operator's own text it still
+fits an Event's note, which the API limits to 1 KiB."""
 
 
 def parse_spec(raw: Mapping[str, Any] | None) -> SnapshotJobSpec | InvalidSpec:
@@ -61,18 +67,37 @@ def parse_driver_pod(raw: Mapping[str, Any]) -> DriverPod | None:
     except ValueError:
         phase = PodPhase.RUNNING
     exit_code = None
+    message = None
     for container in status.get("containerStatuses") or ():
         if container.get("name") == DRIVER_CONTAINER:
             terminated = (container.get("state") or {}).get("terminated")
             if terminated is not None and terminated.get("exitCode") is not None:
                 exit_code = int(terminated["exitCode"])
+                message = parse_termination_message(terminated.get("message"))
     return DriverPod(
         name=str(metadata["name"]),
         execution_id=str(execution),
         phase=phase,
         exit_code=exit_code,
         deleting=metadata.get("deletionTimestamp") is not None,
+        termination_message=message,
     )
+
+
+def parse_termination_message(raw: object) -> str | None:
+    """Returns the driver's termination message on one line, cut to a length fit for an Event.
+
+    With ``FallbackToLogsOnError`` the kubelet gives the log's last lines when the driver wrote
+    no message, so it may span lines; whitespace is collapsed to single spaces. None if empty.
+    """
+    if not isinstance(raw, str):
+        return None
+    line = " ".join(raw.split())
+    if not line:
+        return None
+    if len(line) > MAX_TERMINATION_MESSAGE:
+        line = line[: MAX_TERMINATION_MESSAGE - 3].rstrip() + "..."
+    return line
 
 
 def parse_store_health(document: Mapping[str, Any] | None) -> StoreHealth | None:
@@ -114,14 +139,17 @@ def observe(
     """
     metadata = job["metadata"]
     drivers = (parse_driver_pod(pod) for pod in pods)
+    name = str(metadata["name"])
+    # A job admitted before the CRD refused long names: nothing can be built from its name.
+    spec = parse_spec(job.get("spec")) if NAME_RULE.holds(name) else InvalidSpec(NAME_RULE.message)
     return Observation(
         job=JobRef(
             namespace=str(metadata["namespace"]),
-            name=str(metadata["name"]),
+            name=name,
             uid=str(metadata["uid"]),
         ),
         generation=int(metadata.get("generation") or 1),
-        spec=parse_spec(job.get("spec")),
+        spec=spec,
         status=SnapshotJobStatus.model_validate(job.get("status") or {}),
         now=now,
         pods=tuple(pod for pod in drivers if pod is not None),

@@ -4,22 +4,31 @@ This is the only place that creates a driver Pod, so the "never two drivers" rul
 here: a Pod is created only when no Pod of the job may still run and the store allows a start,
 and the new execution's id (the fencing token) goes into the same status patch that precedes
 the Pod's creation, so a driver of an older execution can no longer move the record.
+
+When the API server does not create the Pod (or its identity), the executor records that in
+``status.startFailure`` and the same execution is created again, with its id, after a backoff:
+its Pod never existed, so no driver ever held the id. A new id per attempt would be a status
+write per attempt, and each write wakes the next reconcile: a loop without a bound.
 """
 
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from snapshot_operator.reconcile.actions import CreateDriverPod, EventReason
 from snapshot_operator.reconcile.plan import Plan
 from snapshotjob_contract import (
     NO_SNAPSHOT,
+    ConditionReason,
+    ConditionType,
     ExecutionRecord,
     ExecutionRecordStatus,
     ExecutionStatus,
+    FailureStatus,
     Phase,
     SnapshotJobSpec,
+    StartFailureStatus,
     TerminationMode,
     UpgradeMode,
 )
@@ -76,6 +85,66 @@ def start_or_wait(plan: Plan, spec: SnapshotJobSpec, *, restart_reason: str | No
     _start(plan, spec)
 
 
+def retry_start(plan: Plan, spec: SnapshotJobSpec, failure: StartFailureStatus) -> None:
+    """Creates the starting execution's objects again after the backoff, or gives up.
+
+    Args:
+        plan: The decision; its status names the execution the failure is about.
+        spec: The job's spec, whose fingerprint is the execution's.
+        failure: What the API server answered to the last attempt.
+    """
+    execution = plan.status.execution
+    assert execution is not None
+    limit = plan.settings.start_attempts
+    if failure.attempts >= limit:
+        message = start_failure_message(failure, limit)
+        plan.update(
+            phase=Phase.FAILED,
+            last_failure=FailureStatus(
+                reason=ConditionReason.CREATE_FAILED, message=message, time=plan.now
+            ),
+        )
+        plan.event(
+            EventReason.RESTART_LIMIT_REACHED,
+            f"{message}; giving up, change the spec to start again",
+        )
+        return
+    reported = plan.obs.status.condition(ConditionType.DEGRADED)
+    if reported is None or reported.reason != ConditionReason.CREATE_FAILED:
+        # Report first: this decision's Events would be lost if the create failed again, and
+        # the next decision would not emit them (Degraded would already say CreateFailed).
+        # Degraded gives this reason precedence, so the next decision is past this point.
+        plan.requeue(0)
+        return
+    due = failure.time + timedelta(seconds=spec.restart_policy.backoff(failure.attempts))
+    if plan.now < due:
+        plan.requeue((due - plan.now).total_seconds())
+        return
+    if plan.store_problem is not None or plan.pods_that_may_run():
+        plan.requeue(plan.settings.store_retry_seconds)
+        return
+    record = plan.status.record()
+    initial = spec.initial_snapshot_name if record.snapshot_id == NO_SNAPSHOT else None
+    plan.effects.append(
+        CreateDriverPod(execution.driver_pod, execution.id, execution.attempt, initial)
+    )
+    # Emitted only if the create succeeds: the executor stops at a failed one.
+    plan.event(
+        EventReason.EXECUTION_STARTED,
+        f"Started an execution executionId={execution.id} attempt={execution.attempt} "
+        f"pod={execution.driver_pod} failedAttempts={failure.attempts}",
+    )
+
+
+def start_failure_message(failure: StartFailureStatus, limit: int) -> str:
+    """Returns what Degraded and ``lastFailure`` say about objects the API did not create."""
+    return (
+        f"API server did not create the driver's objects object={failure.object} "
+        f"executionId={failure.execution_id} attempts={failure.attempts} maxAttempts={limit}: "
+        f"{failure.message}"
+    )
+
+
 def _start(plan: Plan, spec: SnapshotJobSpec) -> None:
     obs = plan.obs
     status = plan.status
@@ -120,6 +189,7 @@ def _start(plan: Plan, spec: SnapshotJobSpec) -> None:
         ),
         termination=None,
         export_request=None,
+        start_failure=None,
     )
     for pod in obs.pods:
         plan.delete_pod(pod)

@@ -17,7 +17,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from snapshot_operator.gateways import CopiedSnapshot, StaleObservation
+from snapshot_operator.gateways import CopiedSnapshot, CreateFailed, StaleObservation
 from snapshot_operator.reconcile import EmitEvent, JobRef
 
 HEALTHY: dict[str, Any] = {
@@ -40,6 +40,8 @@ class FakeKubernetes:
         member_pods: The StatefulSet's Pods by name.
         log: Every write, in order, as ``(kind, detail)``.
         conflicts: How many of the next status patches fail as if the job had changed.
+        refused: Kinds (``Pod``, ``ServiceAccount``) whose creation the API server refuses,
+            with the message it refuses them with.
     """
 
     def __init__(self, spec: Mapping[str, Any] | None = None) -> None:
@@ -58,6 +60,7 @@ class FakeKubernetes:
         self.member_pods: dict[str, dict[str, Any]] = {}
         self.log: list[tuple[str, Any]] = []
         self.conflicts = 0
+        self.refused: dict[str, str] = {}
 
     @property
     def status(self) -> dict[str, Any]:
@@ -113,11 +116,19 @@ class FakeKubernetes:
         return self._bump()
 
     def ensure_driver_identity(self, job: JobRef) -> None:
-        """Logs the identity as ensured."""
+        """Logs the identity as ensured; raises CreateFailed if ServiceAccounts are refused."""
+        if "ServiceAccount" in self.refused:
+            self.log.append(("refused", "ServiceAccount"))
+            raise CreateFailed(
+                "ServiceAccount", f"{job.name}-driver", 403, self.refused["ServiceAccount"]
+            )
         self.log.append(("identity", job.name))
 
     def create_pod(self, pod: dict[str, Any]) -> bool:
-        """Adds a driver Pod."""
+        """Adds a driver Pod; raises CreateFailed if Pods are refused."""
+        if "Pod" in self.refused:
+            self.log.append(("refused", "Pod"))
+            raise CreateFailed("Pod", pod["metadata"]["name"], 403, self.refused["Pod"])
         self.log.append(("create", pod["metadata"]["name"]))
         self.pods[pod["metadata"]["name"]] = pod
         return True

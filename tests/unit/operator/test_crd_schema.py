@@ -12,6 +12,7 @@ import yaml
 from snapshot_operator.api.crd import CRD_NAME, SchemaError, crd, main, render, structural
 from snapshotjob_contract import SnapshotJobSpec
 from snapshotjob_contract.base import ApiModel
+from snapshotjob_contract.resource import MAX_NAME_LENGTH, NAME_RULE
 from snapshotjob_contract.spec import ExportSnapshotSpec, HazelcastSpec, RestartPolicy
 
 REPO = Path(__file__).resolve().parents[3]
@@ -78,6 +79,12 @@ def test_cross_field_rules_of_the_models_are_cel_rules_of_the_crd() -> None:
     for model, node in placed.items():
         expected = [{"rule": r.cel, "message": r.message} for r in model.CROSS_FIELD_RULES]
         assert node["x-kubernetes-validations"] == expected, model.__name__
+
+
+def test_the_name_rule_is_a_root_cel_rule_of_the_crd() -> None:
+    assert _schema()["x-kubernetes-validations"] == [
+        {"rule": f"size(self.metadata.name) <= {MAX_NAME_LENGTH}", "message": NAME_RULE.message}
+    ]
 
 
 def test_object_defaults_are_whole_so_cel_rules_hold_for_them() -> None:

@@ -25,6 +25,7 @@ from snapshot_operator.reconcile import (
     TRANSITIONS,
     CopySnapshotToExport,
     CreateDriverPod,
+    DecisionSettings,
     DeleteDriverPod,
     DriverPod,
     Observation,
@@ -36,6 +37,7 @@ from snapshot_operator.reconcile import (
 )
 from snapshotjob_contract import (
     NO_SNAPSHOT,
+    ConditionReason,
     ExecutionRecord,
     ExecutionRecordStatus,
     ExportedSnapshot,
@@ -81,6 +83,10 @@ class JobWorld(RuleBasedStateMachine):
         self.now: datetime = NOW
         self.generation = 1
         self.forced_restart_pending = False
+        # Forced exits (75, 143) since the restore point last moved or the job completed: the
+        # most the operator may count in status.forcedRestarts.
+        self.forced_in_a_row = 0
+        self.forced_snapshot = NO_SNAPSHOT
         self.fenced_pod: str | None = None
         self.deleting = False
         self.deleted = False
@@ -120,7 +126,16 @@ class JobWorld(RuleBasedStateMachine):
         if any(isinstance(action, RemoveFinalizer) for action in actions):
             event("deleted")
         assert phase == before.phase or phase in TRANSITIONS[before.phase]
-        if self.forced_restart_pending:
+        forced = self.status.forced_restarts
+        assert forced is None or forced.count <= self.forced_in_a_row, "counted too many"
+        if self.forced_restart_pending and self.status.last_failure != before.last_failure:
+            # Counted as a failure, through the restart policy: only beyond the bound.
+            limit = DecisionSettings().forced_restart_limit
+            assert self.forced_in_a_row > limit, "a failure too early"
+            assert self.status.last_failure is not None
+            assert self.status.last_failure.reason == ConditionReason.REPEATED_FORCED_RESTARTS
+            self.forced_restart_pending = False
+        elif self.forced_restart_pending:
             assert phase in (Phase.STARTING, Phase.RESTARTING), "forced restart skipped"
             assert not any(isinstance(a, RequestTermination) for a in actions)
             assert self.status.restarts == before.restarts, "a forced restart is not a failure"
@@ -254,7 +269,7 @@ class JobWorld(RuleBasedStateMachine):
         pod = self._current()
         if pod is not None and not pod.deleting:
             self._exit(pod, 75)
-            self.forced_restart_pending = True
+            self._forced_exit()
 
     @rule()
     @then_reconcile
@@ -262,7 +277,15 @@ class JobWorld(RuleBasedStateMachine):
         pod = self._current()
         if pod is not None and not pod.deleting:
             self._exit(pod, 143)
-            self.forced_restart_pending = True
+            self._forced_exit()
+
+    def _forced_exit(self) -> None:
+        snapshot = self.status.record().snapshot_id
+        if snapshot != self.forced_snapshot:
+            self.forced_in_a_row = 0
+        self.forced_in_a_row += 1
+        self.forced_snapshot = snapshot
+        self.forced_restart_pending = True
 
     @rule()
     @then_reconcile

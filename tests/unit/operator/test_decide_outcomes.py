@@ -1,5 +1,5 @@
 """Decisions on how things ended: interrupted and fenced drivers, failed export copies, and
-the statePartitions rule; plus the status staying still between snapshots.
+statePartitions changes; plus the status staying still between snapshots.
 
 The observations are built with the helpers of ``test_decide.py`` (a job whose attempt-2
 execution runs in one Pod, a suspended job with a restore point); the general safety
@@ -356,7 +356,8 @@ def test_a_stale_restore_point_is_reported_once_then_patches_nothing() -> None:
     assert of_type(later, PatchStatus) == []
 
 
-# spec.statePartitions: fixed while the job has a snapshot, unless the upgrade is stateless.
+# spec.statePartitions: the runtime re-partitions keyed state on restore, so a change rolls out
+# as any other spec change, from the job's snapshot.
 
 
 def _with_partitions(observation: Observation, partitions: int) -> Observation:
@@ -366,9 +367,15 @@ def _with_partitions(observation: Observation, partitions: int) -> Observation:
     return replace(observation, status=status.model_copy(update={"execution": execution}))
 
 
-@pytest.mark.parametrize("mode", [UpgradeMode.SNAPSHOT, UpgradeMode.LAST_SNAPSHOT])
-def test_changing_state_partitions_of_a_job_with_a_snapshot_is_rejected(
-    mode: UpgradeMode,
+@pytest.mark.parametrize(
+    ("mode", "stop"),
+    [
+        (UpgradeMode.SNAPSHOT, TerminationMode.RESTART_GRACEFUL),
+        (UpgradeMode.LAST_SNAPSHOT, TerminationMode.RESTART_FORCEFUL),
+    ],
+)
+def test_changing_state_partitions_of_a_job_with_a_snapshot_rolls_out_per_upgrade_mode(
+    mode: UpgradeMode, stop: TerminationMode
 ) -> None:
     spec = spec_of({"statePartitions": 16, "upgradeMode": mode.value})
     observation = _with_partitions(running_job(spec, record=a_snapshot(), spec_hash="old"), 8)
@@ -376,18 +383,17 @@ def test_changing_state_partitions_of_a_job_with_a_snapshot_is_rejected(
     actions = decide(observation)
 
     after = status_after(observation.status, actions)
-    assert creates(actions) == [] and of_type(actions, DeleteDriverPod) == []
-    assert of_type(actions, RequestTermination) == [], "the execution is left alone"
-    assert after.phase is Phase.RUNNING
-    assert after.execution == observation.status.execution
+    assert EventReason.INVALID_SPEC not in reasons(actions)
+    assert EventReason.UPGRADING in reasons(actions)
+    if stop.terminal_snapshot:
+        assert [r.mode for r in of_type(actions, RequestTermination)] == [stop]
+    else:
+        assert of_type(actions, DeleteDriverPod), "RESTART_FORCEFUL deletes the driver"
     degraded = condition(after, ConditionType.DEGRADED)
-    assert (degraded.status, degraded.reason) == (ConditionStatus.TRUE, "InvalidSpec")
-    assert "statePartitions=16" in degraded.message
-    assert "snapshotStatePartitions=8" in degraded.message
-    assert EventReason.INVALID_SPEC in reasons(actions)
+    assert degraded.status is ConditionStatus.FALSE
 
 
-def test_a_suspended_job_with_changed_state_partitions_does_not_resume() -> None:
+def test_a_suspended_job_with_changed_state_partitions_resumes_from_its_snapshot() -> None:
     spec = spec_of({"statePartitions": 4})
     suspended = suspended_job(spec, a_snapshot())
     execution = ExecutionStatus(
@@ -406,8 +412,11 @@ def test_a_suspended_job_with_changed_state_partitions_does_not_resume() -> None
 
     actions = decide(observation)
 
-    assert creates(actions) == []
-    assert EventReason.INVALID_SPEC in reasons(actions)
+    assert len(creates(actions)) == 1
+    after = status_after(observation.status, actions)
+    assert after.execution is not None and after.execution.state_partitions == 4
+    assert after.record().snapshot_id == a_snapshot().snapshot_id, "restored, not dropped"
+    assert EventReason.INVALID_SPEC not in reasons(actions)
 
 
 def test_state_partitions_change_with_a_stateless_upgrade() -> None:

@@ -97,7 +97,9 @@ def test_a_terminated_exit_nobody_asked_for_is_a_plain_failure() -> None:
 
 @pytest.mark.parametrize("code", [*DriverExit, None], ids=str)
 def test_every_exit_message_is_a_template_of_the_known_fields(code: DriverExit | None) -> None:
-    message = EXITS[code].message.format(code=code, context="c", dropped="", snapshot_id=1)
+    message = EXITS[code].message.format(
+        code=code, context="c", dropped="", snapshot_id=1, detail=""
+    )
 
     assert "{" not in message
 

@@ -188,6 +188,90 @@ def test_a_failed_copy_is_recorded_and_retried_then_given_up(
     assert "gave up" in degraded["message"]
 
 
+QUOTA = 'pods "wordcount-driver-1" is forbidden: exceeded quota: no-pods, limited: pods=0'
+
+
+def _degraded(kube: FakeKubernetes) -> dict[str, str]:
+    return next(c for c in kube.status["conditions"] if c["type"] == "Degraded")
+
+
+@pytest.mark.parametrize("kind", ["Pod", "ServiceAccount"])
+def test_a_refused_create_is_reported_once_and_retried_with_the_same_execution(
+    kube: FakeKubernetes, services: Services, kind: str
+) -> None:
+    kube.refused[kind] = QUOTA
+    clock = {"now": datetime(2026, 11, 21, 12, 0, tzinfo=UTC)}
+    services = dataclasses.replace(services, clock=lambda: clock["now"])
+
+    # Each status write wakes the daemon at once: what a refusal used to turn into a loop.
+    for _ in range(20):
+        run(services)
+
+    patches = kube.kinds().count("patch")
+    assert patches <= 3, f"status written {patches} times for one refusal"
+    assert kube.status["phase"] == "STARTING"
+    execution = kube.status["execution"]
+    assert execution["attempt"] == 1, "no new execution per failed create"
+    failure = kube.status["startFailure"]
+    assert failure["executionId"] == execution["id"]
+    assert failure["attempts"] == 1 and failure["object"].startswith(f"{kind}/")
+    assert QUOTA in failure["message"] and "status=403" in failure["message"]
+    degraded = _degraded(kube)
+    assert (degraded["status"], degraded["reason"]) == ("True", "CreateFailed")
+    assert QUOTA in degraded["message"]
+    assert events(kube) == ["CreateFailed"]
+
+    clock["now"] += timedelta(seconds=10)  # the restart backoff
+    for _ in range(5):
+        run(services)
+    assert kube.status["startFailure"]["attempts"] == 2
+    assert kube.status["execution"] == execution
+    assert events(kube) == ["CreateFailed"], "reported once, not per attempt"
+
+    del kube.refused[kind]
+    clock["now"] += timedelta(seconds=20)
+    run(services)
+    run(services)
+
+    assert list(kube.pods) == [execution["driverPod"]]
+    pod = kube.pods[execution["driverPod"]]
+    assert pod["metadata"]["labels"][LABEL_EXECUTION_ID] == execution["id"]
+    assert kube.status["execution"] == execution
+    assert "startFailure" not in kube.status
+    assert _degraded(kube)["status"] == "False"
+    assert events(kube) == ["CreateFailed", "ExecutionStarted"]
+
+
+def test_refused_creates_end_in_failed_until_the_spec_changes(
+    kube: FakeKubernetes, services: Services
+) -> None:
+    assert kube.job is not None
+    kube.refused["Pod"] = QUOTA
+    clock = {"now": datetime(2026, 11, 21, 12, 0, tzinfo=UTC)}
+    services = dataclasses.replace(services, clock=lambda: clock["now"])
+    limit = services.settings.decision.start_attempts
+
+    for _ in range(limit * 3):
+        run(services)
+        clock["now"] += timedelta(minutes=10)
+
+    assert kube.kinds().count("refused") == limit
+    assert kube.status["phase"] == "FAILED"
+    assert kube.status["lastFailure"]["reason"] == "CreateFailed"
+    assert QUOTA in kube.status["lastFailure"]["message"]
+    assert _degraded(kube)["reason"] == "CreateFailed"
+    assert events(kube) == ["CreateFailed", "RestartLimitReached"]
+
+    del kube.refused["Pod"]
+    kube.job["spec"]["snapshotIntervalSeconds"] = 20
+    kube.job["metadata"]["generation"] = 2
+    run(services)
+
+    assert kube.status["execution"]["attempt"] == 2
+    assert list(kube.pods) == [kube.status["execution"]["driverPod"]]
+    assert "startFailure" not in kube.status
+
+
 def test_deletion_destroys_the_maps_then_releases_the_finalizer(
     kube: FakeKubernetes, services: Services, store: FakeStore
 ) -> None:

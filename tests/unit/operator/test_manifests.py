@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,9 +20,11 @@ from snapshot_operator.manifests import (
     owner_reference,
     spark_memory_mib,
 )
-from snapshot_operator.reconcile import CreateDriverPod, JobRef
+from snapshot_operator.reconcile import CreateDriverPod, JobRef, driver_pod_name, execution_id
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 from snapshotjob_contract import SnapshotJobSpec
+from snapshotjob_contract.base import LABEL_VALUE_MAX_LENGTH
+from snapshotjob_contract.resource import MAX_NAME_LENGTH, NAME_RULE
 
 JOB = JobRef(namespace="analytics", name="wordcount", uid="0b7e6c1a-uid")
 CREATE = CreateDriverPod("wordcount-driver-3", "0b7e6c1a-uid-3", 3, None)
@@ -55,6 +60,13 @@ def test_every_object_is_controlled_by_the_job() -> None:
         assert manifest["metadata"]["namespace"] == JOB.namespace
         assert manifest["metadata"]["labels"][LABEL_JOB_UID] == JOB.uid
     assert owner_reference(JOB)["controller"] is True
+
+
+def test_the_driver_names_its_failure_in_the_termination_message() -> None:
+    [container] = build_driver_pod(JOB, spec(), CREATE)["spec"]["containers"]
+
+    assert container["terminationMessagePath"] == "/dev/termination-log"
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
 
 
 def test_the_driver_pod_runs_one_execution_and_is_never_restarted_by_the_kubelet() -> None:
@@ -180,3 +192,64 @@ def test_the_role_is_bound_to_the_drivers_service_account() -> None:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": account, "namespace": JOB.namespace}
     ]
+
+
+# The longest job name (MAX_NAME_LENGTH, the CRD's rule on metadata.name) is derived from these
+# builders: every object built from it must be valid, and one character more must not be.
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN_MAX = 253
+
+
+def _dns_subdomain(name: str) -> bool:
+    parts = name.split(".")
+    return len(name) <= _DNS_SUBDOMAIN_MAX and all(_DNS_LABEL.match(part) for part in parts)
+
+
+def _problems(job: JobRef) -> list[str]:
+    """Returns what the API server would refuse in the objects built for the job."""
+    create = CreateDriverPod(
+        driver_pod_name(job.name, 1_000_000),
+        execution_id(job.uid, 1_000_000, datetime(2286, 1, 1, tzinfo=UTC)),
+        1_000_000,
+        None,
+    )
+    pod = build_driver_pod(job, spec(), create)
+    objects = [pod, build_service_account(job), build_role(job), build_role_binding(job)]
+    problems = []
+    for manifest in objects:
+        kind, metadata = manifest["kind"], manifest["metadata"]
+        if not _dns_subdomain(metadata["name"]):
+            problems.append(f"{kind} name {metadata['name']}")
+        for key, value in metadata["labels"].items():
+            if len(value) > LABEL_VALUE_MAX_LENGTH or not _LABEL_VALUE.match(value):
+                problems.append(f"{kind} label {key}={value}")
+    # Spark names the driver's Service after the Pod: a DNS label.
+    if not _DNS_LABEL.match(pod["metadata"]["name"]) or len(pod["metadata"]["name"]) > 63:
+        problems.append(f"driver Pod name {pod['metadata']['name']} is no DNS label")
+    for key, value in conf_of(pod).items():
+        if key.startswith("spark.kubernetes.executor.label.") and len(value) > 63:
+            problems.append(f"executor label {key}={value}")
+    binding = build_role_binding(job)
+    if binding["roleRef"]["name"] != build_role(job)["metadata"]["name"]:
+        problems.append("RoleBinding names another Role")
+    return problems
+
+
+@pytest.mark.parametrize("name", ["a" * MAX_NAME_LENGTH, "a-" * 31 + "b", "wordcount"])
+def test_every_object_built_from_a_name_of_the_longest_length_is_valid(name: str) -> None:
+    job = JobRef(namespace="n" * 63, name=name, uid=str(uuid.uuid4()))
+
+    assert len(name) <= MAX_NAME_LENGTH
+    assert _problems(job) == []
+    assert NAME_RULE.holds(name)
+
+
+def test_one_character_more_than_the_longest_name_breaks_an_object() -> None:
+    name = "a" * (MAX_NAME_LENGTH + 1)
+    job = JobRef(namespace="analytics", name=name, uid=str(uuid.uuid4()))
+
+    assert _problems(job) != [], "MAX_NAME_LENGTH could be longer: derive it again"
+    assert not NAME_RULE.holds(name)
+    assert f"at most {MAX_NAME_LENGTH} characters" in NAME_RULE.message

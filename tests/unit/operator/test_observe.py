@@ -13,12 +13,15 @@ from snapshot_operator.reconcile import (
     JobRef,
     PodPhase,
     StoreHealth,
+    decide,
     observe,
     parse_driver_pod,
     parse_spec,
     parse_store_health,
 )
+from snapshot_operator.reconcile.observe import MAX_TERMINATION_MESSAGE, parse_termination_message
 from snapshotjob_contract import Phase, SnapshotJobSpec
+from snapshotjob_contract.resource import MAX_NAME_LENGTH, NAME_RULE
 from tests.unit.operator.specs import VALID_SPEC
 from tests.unit.operator.world import NOW
 
@@ -127,3 +130,39 @@ def test_an_observation_is_read_from_the_job_its_pods_and_the_store() -> None:
     assert [pod.name for pod in observation.pods] == [CREATE.pod_name]
     assert observation.store == StoreHealth(cluster_safe=True, member_count=3)
     assert not observation.deleting
+
+
+def test_a_job_admitted_before_the_name_rule_reads_as_an_invalid_spec() -> None:
+    name = "a" * (MAX_NAME_LENGTH + 1)
+    job = {
+        "metadata": {"namespace": "default", "name": name, "uid": "4d2a"},
+        "spec": VALID_SPEC,
+    }
+
+    observation = observe(job, [], HEALTH, NOW)
+    longest = observe({**job, "metadata": {**job["metadata"], "name": name[1:]}}, [], HEALTH, NOW)
+
+    assert observation.spec == InvalidSpec(NAME_RULE.message)
+    assert isinstance(longest.spec, SnapshotJobSpec)
+    actions = decide(observation)
+    assert not [action for action in actions if isinstance(action, CreateDriverPod)]
+
+
+def test_the_drivers_termination_message_is_read_on_one_line_and_cut() -> None:
+    line = "Snapshot 12 in map '__sj.snapshot.4d2a.0' is corrupted: chunk '12/counts/3/0' missing"
+    status = terminated(65)
+    status["containerStatuses"][0]["state"]["terminated"]["message"] = line + "\n"
+    long = terminated(65)
+    long["containerStatuses"][0]["state"]["terminated"]["message"] = "x\n  y " * 1000
+
+    pod = parse_driver_pod(driver_pod(**status))
+    cut = parse_driver_pod(driver_pod(**long))
+    silent = parse_driver_pod(driver_pod(**terminated(65)))
+
+    assert pod is not None and pod.termination_message == line
+    assert cut is not None and cut.termination_message is not None
+    assert len(cut.termination_message) == MAX_TERMINATION_MESSAGE
+    assert cut.termination_message.startswith("x y x y") and cut.termination_message[-3:] == "..."
+    assert "\n" not in cut.termination_message
+    assert silent is not None and silent.termination_message is None
+    assert parse_termination_message("  \n ") is None

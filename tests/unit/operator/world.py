@@ -42,6 +42,7 @@ from snapshotjob_contract import (
     SnapshotJobSpec,
     SnapshotJobStatus,
     SnapshotKind,
+    StartFailureStatus,
     TerminationMode,
     TerminationStatus,
     UpgradeMode,
@@ -194,6 +195,20 @@ def statuses(draw: st.DrawFn, spec: SnapshotJobSpec) -> SnapshotJobStatus:
                 FailureStatus,
                 reason=st.sampled_from(["DriverFailed", "Cancelled"]),
                 message=st.just("Driver exited exitCode=1"),
+                time=st.integers(0, 600).map(ago),
+            )
+        ),
+        start_failure=draw(
+            st.none()
+            | models(
+                StartFailureStatus,
+                # The current execution's, or an older one's.
+                execution_id=st.sampled_from(
+                    [execution_id(JOB.uid, n, NOW) for n in (attempt, max(attempt - 1, 1))]
+                ),
+                object=st.just(f"Pod/{driver_pod_name(JOB.name, attempt)}"),
+                attempts=st.integers(1, 8),
+                message=st.just("status=403 Forbidden: exceeded quota"),
                 time=st.integers(0, 600).map(ago),
             )
         ),
