@@ -2,9 +2,9 @@
 
 This is the taking procedure (steps 1-10) and the restore procedure (steps 1-5) of
 ``docs/protocol.md`` ("Taking a snapshot", "Restoring"), step by step, as a state machine in
-the style of h11: the states and the
-transitions allowed between them are data (:data:`TRANSITIONS`), every public method first makes
-a transition, and an operation the current state does not allow raises
+the style of h11: the states and the transitions allowed between them are data
+(:data:`TRANSITIONS`, in :mod:`snapshot_protocol.states`), every public method first makes a
+transition, and an operation the current state does not allow raises
 :class:`IllegalTransition` and changes nothing. Mechanism M3 (the next snapshot starts only
 after the previous one's 2nd phase completed) and invariant I7 (one snapshot at a time) of
 ``docs/protocol.md`` hold because ``TAKING_SNAPSHOT`` can only be entered from ``RUNNING``.
@@ -19,12 +19,9 @@ Every step is wrapped in the failpoints ``<procedure>.before_step_N`` / ``after_
 
 from __future__ import annotations
 
-import enum
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from types import MappingProxyType
 
 from snapshot_protocol.chunks import (
     ChunkDescriptor,
@@ -49,169 +46,35 @@ from snapshot_protocol.errors import (
 )
 from snapshot_protocol.failpoints import RESTORE, TAKE, Failpoints, failpoint_name
 from snapshot_protocol.ports import Clock, Participant, RecordStore, SnapshotStore
+from snapshot_protocol.states import (
+    ACCEPTS_TERMINATION_REQUESTS,
+    STOPPED_BY_ACTION,
+    TRANSITIONS,
+    CoordinatorConfig,
+    CoordinatorState,
+    ExecutionEnd,
+    SnapshotOutcome,
+    TerminationRequest,
+)
 from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
 from snapshotjob_contract.record import (
     ExecutionRecord,
-    JobIdentity,
     export_map_name,
     snapshot_map_name,
 )
 
-_log = logging.getLogger(__name__)
-
-
-class CoordinatorState(enum.Enum):
-    """Where the coordinator of one execution is.
-
-    NOT_STARTED: created, restore not yet run.
-    RESTORING: in the restore procedure.
-    RUNNING: processing; a snapshot may be started.
-    TAKING_SNAPSHOT: in taking steps 1-8.
-    PHASE_2_PENDING: the decision is stored; the 2nd phase has not started yet.
-    IN_PHASE_2: in taking steps 9-10.
-    RESTART_REQUIRED: stopped; the job must be restarted (and restored).
-    SUSPENDED: stopped; the job is suspended until resumed (restored again).
-    CANCELLED: stopped for good.
-    FAILED: stopped for good: corrupted snapshot or a failure of the job.
-    FENCED: stopped for good: a newer execution exists (this one is a zombie).
-    """
-
-    NOT_STARTED = "NOT_STARTED"
-    RESTORING = "RESTORING"
-    RUNNING = "RUNNING"
-    TAKING_SNAPSHOT = "TAKING_SNAPSHOT"
-    PHASE_2_PENDING = "PHASE_2_PENDING"
-    IN_PHASE_2 = "IN_PHASE_2"
-    RESTART_REQUIRED = "RESTART_REQUIRED"
-    SUSPENDED = "SUSPENDED"
-    CANCELLED = "CANCELLED"
-    FAILED = "FAILED"
-    FENCED = "FENCED"
-
+__all__ = [
+    "TRANSITIONS",
+    "CoordinatorConfig",
+    "CoordinatorState",
+    "ExecutionEnd",
+    "SnapshotCoordinator",
+    "SnapshotOutcome",
+    "TerminationRequest",
+]
 
 _S = CoordinatorState
-
-TRANSITIONS: Mapping[CoordinatorState, frozenset[CoordinatorState]] = MappingProxyType(
-    {
-        _S.NOT_STARTED: frozenset({_S.RESTORING}),
-        _S.RESTORING: frozenset({_S.RUNNING, _S.RESTART_REQUIRED, _S.FAILED, _S.FENCED}),
-        _S.RUNNING: frozenset(
-            {_S.TAKING_SNAPSHOT, _S.RESTART_REQUIRED, _S.SUSPENDED, _S.CANCELLED, _S.FAILED}
-        ),
-        # -> RUNNING: the snapshot failed to start (taking step 2 or 3); -> RESTART_REQUIRED:
-        # taking step 7a, or a terminal snapshot failed to start (docs/protocol.md).
-        _S.TAKING_SNAPSHOT: frozenset(
-            {_S.PHASE_2_PENDING, _S.RUNNING, _S.RESTART_REQUIRED, _S.FENCED}
-        ),
-        # -> SUSPENDED / FAILED: the job failed while phase 2 was pending (fail()).
-        _S.PHASE_2_PENDING: frozenset({_S.IN_PHASE_2, _S.SUSPENDED, _S.FAILED}),
-        _S.IN_PHASE_2: frozenset({_S.RUNNING, _S.RESTART_REQUIRED, _S.SUSPENDED, _S.CANCELLED}),
-        # Restore step 1 keeps the in-memory record when the same coordinator restores again
-        # (docs/protocol.md, restore step 1).
-        _S.RESTART_REQUIRED: frozenset({_S.RESTORING}),
-        _S.SUSPENDED: frozenset({_S.RESTORING}),
-        _S.CANCELLED: frozenset(),
-        _S.FAILED: frozenset(),
-        _S.FENCED: frozenset(),
-    }
-)
-"""The allowed transitions, from each state to the states it may go to."""
-
-_ACCEPTS_TERMINATION_REQUESTS = frozenset(
-    {_S.RUNNING, _S.TAKING_SNAPSHOT, _S.PHASE_2_PENDING, _S.IN_PHASE_2}
-)
-_STOPPED_BY_ACTION = {
-    ActionAfter.RESTART: _S.RESTART_REQUIRED,
-    ActionAfter.SUSPEND: _S.SUSPENDED,
-    ActionAfter.CANCEL: _S.CANCELLED,
-}
-
-
-@dataclass(frozen=True)
-class CoordinatorConfig:
-    """What the coordinator needs to know about the job.
-
-    Attributes:
-        job: Names the job's maps and tags its validation records.
-        snapshot_interval_ms: From the end of one automatic snapshot to the start of the next.
-        suspend_on_failure: Suspend (SUSPEND_FORCEFUL, no snapshot) instead of failing.
-        initial_snapshot_name: Restore from this exported snapshot while the record has no
-            snapshot of its own (Jet's ``JobConfig.initialSnapshotName``).
-        shape: The pipeline's participants and state partitions, written into every validation
-            record and checked against the restore point's before any state is loaded; by
-            default the participants' names alone.
-    """
-
-    job: JobIdentity
-    snapshot_interval_ms: int
-    suspend_on_failure: bool = False
-    initial_snapshot_name: str | None = None
-    shape: PipelineShape | None = None
-
-
-@dataclass(frozen=True)
-class TerminationRequest:
-    """A request to stop the execution, as the operator puts it in ``status.termination``.
-
-    Attributes:
-        mode: One of the six termination modes.
-        export_name: For graceful modes, export the terminal snapshot under this name.
-    """
-
-    mode: TerminationMode
-    export_name: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.export_name is not None and not self.mode.terminal_snapshot:
-            raise ValueError(f"{self.mode.name} takes no snapshot, so it cannot export one")
-
-
-@dataclass(frozen=True)
-class ExecutionEnd:
-    """Why the execution stopped: a failure, fencing, or a termination mode carried out.
-
-    Not the request to stop (:class:`TerminationRequest`): a request may be ignored, and an
-    execution may end without one.
-
-    Attributes:
-        reason: A sentence for ``status.lastFailure`` or the events.
-        mode: The termination mode carried out; None for FAILED and FENCED.
-        ignored_request: A termination request dropped because the job restarts forcefully
-            after an indeterminate record write (docs/protocol.md, taking step 7a).
-        transient: A restart because something was unavailable (the store, an external
-            system), not an indeterminate record write: it counts as a failure, so that an
-            outage that lasts ends the job instead of restarting it forever.
-    """
-
-    reason: str
-    mode: TerminationMode | None = None
-    ignored_request: TerminationRequest | None = None
-    transient: bool = False
-
-
-@dataclass(frozen=True)
-class SnapshotOutcome:
-    """The result of taking steps 1-8 for one snapshot.
-
-    Attributes:
-        snapshot_id: The id allocated in step 1.
-        kind: The snapshot's kind.
-        map_name: The map it was written to.
-        export_name: The export name of exported kinds.
-        successful: All data and the validation record were written without error and the
-            1st phase succeeded ("successful" in docs/protocol.md, "Safe, maybe safe,
-            successful").
-        failure: Why it failed, if it did.
-        num_bytes: Total bytes of the chunks written (as in the validation record).
-    """
-
-    snapshot_id: int
-    kind: SnapshotKind
-    map_name: str
-    export_name: str | None
-    successful: bool
-    failure: str | None
-    num_bytes: int = 0
+_log = logging.getLogger(__name__)
 
 
 class SnapshotCoordinator:
@@ -503,7 +366,7 @@ class SnapshotCoordinator:
                 restore point.
         """
         request = TerminationRequest(mode, export_name)
-        if self._state not in _ACCEPTS_TERMINATION_REQUESTS:
+        if self._state not in ACCEPTS_TERMINATION_REQUESTS:
             raise IllegalTransition(f"cannot request termination in state {self._state.value}")
         if export_name is not None:
             self._check_export_name(export_name)
@@ -738,7 +601,7 @@ class SnapshotCoordinator:
         *,
         transient: bool = False,
     ) -> None:
-        target = _STOPPED_BY_ACTION[mode.action_after]
+        target = STOPPED_BY_ACTION[mode.action_after]
         self._check_transition(target)
         if mode.action_after is ActionAfter.SUSPEND and self._record is not None:
             self._record = self._record.suspended_because(reason).stamped(self._clock())
