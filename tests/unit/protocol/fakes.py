@@ -285,6 +285,9 @@ class TransactionalDatabase:
         self.on_commit: Callable[[int], None] = lambda snapshot_id: None
         self.on_rollback: Callable[[int], None] = lambda snapshot_id: None
         self.may_commit: Callable[[int], bool] = lambda snapshot_id: True
+        # Called with a description before a sink's restore settles the job's transactions,
+        # so a test can pause the restoring driver inside restore step 5.
+        self.before_settle: Callable[[str], None] = lambda settle: None
         self.unavailable_for_commits = 0
 
     def prepare(self, snapshot_id: int, items: Sequence[int]) -> None:
@@ -496,6 +499,7 @@ class FakeTransactionalSink:
             value = _decode(snapshot.read(reader, key))
             assert value is None or isinstance(value, int)
             named = value
+        self.database.before_settle(f"sink settles transactions through {through_snapshot_id}")
         if named is not None:
             self.database.commit(named)  # just in case (docs/protocol.md, restore step 5)
         for snapshot_id in self.database.prepared():

@@ -117,8 +117,8 @@ def test_a_zombie_cannot_overwrite_the_validation_record_it_would_share_a_map_wi
     assert running(cluster).pipeline.sink.restored_ids == [3]
 
 
-# Gaps the zombie model found (tests/unit/protocol/zombie_rules.py); strict, so that a fix
-# turns them into failures to be unmarked.
+# Gaps the zombie model found (tests/unit/protocol/zombie_rules.py), now fixed; the model
+# reaches both scenarios too, and fails if either fix is undone.
 
 
 def test_a_zombie_in_restore_step_5_leaves_a_newer_executions_transaction_alone() -> None:

@@ -11,13 +11,14 @@ backups). After every step each of those invariants is checked as an explicit
 rollback, a put) are recorded by the fakes and reported by the same invariants.
 
 Zombies act (``zombie_rules.py``): a driver may stop in the middle of any call, at any
-failpoint or snapshot write, be replaced by a new execution, and later go on exactly where it
-stopped, writing chunks, validation records, discards, record patches (refused: it is fenced)
-and its 2nd phase. So I7 and I8 are checked in the form fencing makes true: at most one
-snapshot that can still count is in progress, a restore never runs while an execution that is
-not fenced is active, and no step of a zombie changes the stored record or the restore point's
-validation record and chunks (checked after every zombie step, which names the zombie and
-where it was).
+failpoint or snapshot write (a restore also where its sink settles transactions), be replaced by
+a new execution, and later go on exactly where it stopped, writing chunks, validation records,
+discards, record patches (refused: it is fenced), its 2nd phase and its restore's settling of
+transactions. So I7 and I8 are checked in the form fencing makes true: at most one snapshot
+that can still count is in progress, a restore never runs while an execution that is not fenced
+is active, and no step of a zombie changes the stored record or the restore point's validation
+record and chunks (checked after every zombie step, which names the zombie and where it was). A
+transaction a zombie left prepared may stay only until the current execution next commits one.
 
 Beyond the invariants, every successful restore is checked end to end, also in runs where
 zombies acted: the restored state and the committed output of the transactional sink are
@@ -62,7 +63,8 @@ from .fakes import (
     Op,
     TxnStatus,
 )
-from .zombie_rules import PausingFailpoints, Zombie, ZombieRules, pause_point
+from .pausable import PausingFailpoints, pause_point
+from .zombie_rules import Zombie, ZombieRules
 
 pytestmark = pytest.mark.unit
 
@@ -133,6 +135,7 @@ class SnapshotProtocolMachine(ZombieRules, RuleBasedStateMachine):
         self.cluster.database.on_rollback = self._on_rollback
         self.cluster.database.may_commit = self._may_commit
         self.cluster.snapshots.before_write = pause_point
+        self.cluster.database.before_settle = pause_point
         self.driver: Driver | None = None
         self.zombies: list[Zombie] = []
         self.damaged_maps: set[str] = set()
@@ -184,6 +187,7 @@ class SnapshotProtocolMachine(ZombieRules, RuleBasedStateMachine):
         if failpoint is not None:
             self.failpoints.arm(*failpoint)
         self.cluster.faults.arm(faults or [])
+        committed_before = self._committed()
         try:
             action()
         except FailpointCrash:
@@ -193,6 +197,7 @@ class SnapshotProtocolMachine(ZombieRules, RuleBasedStateMachine):
         finally:
             self.failpoints.disarm_all()
             self.cluster.faults.disarm()
+        self._check_zombie_leftovers_settled(committed_before)
         self._check_stopped_driver()
 
     def _restore(
@@ -246,10 +251,9 @@ class SnapshotProtocolMachine(ZombieRules, RuleBasedStateMachine):
             assert coordinator.record is not None
             assert self.cluster.records.record.snapshot_id == coordinator.record.snapshot_id
             assert self.cluster.records.safe_record is not None
-            # A zombie's transaction, prepared before it found itself fenced at step 7a, stays
-            # until the next restore; it can never be committed (see zombie_rules.py).
-            left = [sid for sid in self.cluster.database.prepared() if self._may_commit(sid)]
-            assert left == [], left
+            # Also a zombie's: the terminal snapshot's 2nd phase rolled back older ones.
+            left = self.cluster.database.prepared()
+            assert left == [], f"transactions {left} still prepared after {termination.mode}"
 
     def _export_name_rejected(self, export_name: str | None, driver: Driver | None = None) -> bool:
         driver = driver or self.driver
@@ -432,7 +436,10 @@ class SnapshotProtocolMachine(ZombieRules, RuleBasedStateMachine):
         assert snapshot_id in self.cluster.snapshots.validation_records_written
         assert snapshot_id not in self.cluster.export_only_snapshots
         transaction = self.cluster.database.transactions.get(snapshot_id)
-        assert transaction is not None and transaction.status is not TxnStatus.ROLLED_BACK
+        assert transaction is not None and transaction.status is not TxnStatus.ROLLED_BACK, (
+            f"invariant 2: the record points at snapshot {snapshot_id}, whose transaction is "
+            f"{transaction}; {self.cluster.violations}"
+        )
         map_name = record.successful_snapshot_map_name(self.cluster.job)
         assert map_name is not None
         if map_name not in self.damaged_maps:

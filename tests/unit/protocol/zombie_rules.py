@@ -9,24 +9,29 @@ refuses a replaced execution's writes (docs/protocol.md, "Fencing", I9), and sna
 fenced by snapshot id (mechanism M8), so a zombie only ever writes or discards ids lower than
 anything the newer execution writes.
 
-To stop a driver in the middle of a call, the call runs in a thread of its own that hands
-control back to the machine at every *pause point*: every failpoint the coordinator passes and
-every write to the snapshot maps. Only one thread ever runs at a time (a strict hand-off
-through two semaphores), so runs stay deterministic and hypothesis can replay and shrink them;
-every draw happens in the machine's thread.
+A driver stops at any pause point of any call (``pausable.py``): every failpoint, every write to
+the snapshot maps and, in a restore, the moment its sink settles the job's transactions in
+restore step 5. A driver replaced after restore step 2 passed that fence, so it goes on with
+steps 3-5 unhindered: it reads its restore point, restores its participants, and its sink
+commits the transaction the snapshot names and rolls back the other prepared ones, but only of
+ids up to the record's ``ongoingSnapshotId`` after its step 2, so a newer execution's
+transactions are left alone (M8). If the newer execution's snapshots discarded its restore point
+meanwhile, its restore fails permanently without writing anything, an end the model accepts of a
+replaced execution.
 
-Restore calls pause only before restore step 2, whose record write fences a zombie. A zombie
-paused later in a restore is not modelled, because it is not safe: restore step 5 lets the
-sinks roll back every prepared transaction of the job, a newer execution's too. And a zombie
-fenced at taking step 7a leaves the transaction its sink prepared in phase 1 until the next
-restore, so the model accepts that leftover (``_may_commit``: nobody can commit it) where it
-otherwise demands that nothing stays prepared. Both gaps are strict xfails in
-``test_fencing.py``.
+A zombie fenced at taking step 7a leaves the transaction its sink prepared in phase 1. Nobody
+can commit it (``_may_commit``), so it does not count as a snapshot in progress (I7) and rolling
+it back is right even below the restore point (I6); but it may stay prepared only until the
+current execution settles the job's transactions: after any call of the current driver that
+commits a snapshot's transaction (a successful 2nd phase, or restore step 5's commit), no
+older transaction may still be prepared, and a restore that completes or a graceful termination
+leaves none at all. Undo either fix in ``fakes.FakeTransactionalSink`` (restore settling only
+up to that id; a successful 2nd phase rolling back older transactions) and the machine finds a
+counterexample within seconds, on I6 or on that check.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -35,16 +40,19 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from snapshot_protocol import (
+    FAILPOINTS,
     CoordinatorState,
     Failpoints,
     SnapshotCorrupted,
+    SnapshotUnusable,
     TerminationMode,
     ZombieExecution,
     validate_snapshot,
 )
 from snapshot_protocol.chunks import snapshot_id_of_key
 
-from .fakes import Cluster, Driver, Fault, Op
+from .fakes import Cluster, Driver, Fault, Op, TxnStatus
+from .pausable import PausableCall
 
 if TYPE_CHECKING:
     from snapshot_protocol import ExecutionRecord
@@ -52,13 +60,9 @@ if TYPE_CHECKING:
 S = CoordinatorState
 IN_PROGRESS = frozenset({S.TAKING_SNAPSHOT, S.PHASE_2_PENDING, S.IN_PHASE_2})
 STOPPED_FOR_GOOD = frozenset({S.FENCED, S.FAILED, S.CANCELLED})
-# Restore step 2 is the zombie's fence; see the module docstring for why not later.
-RESTORE_PAUSE_POINTS = frozenset(
-    {"restore.before_step_1", "restore.after_step_1", "restore.before_step_2"}
-)
+# A restore passes every failpoint of restore steps 1-5 and the sink's settling in step 5.
+RESTORE_PAUSE_POINTS = sum(1 for f in FAILPOINTS if f.procedure == "restore") + 1
 GRACEFUL_MODES = tuple(mode for mode in TerminationMode if mode.terminal_snapshot)
-
-_current = threading.local()
 
 # A failed put or discard makes a zombie's snapshot fail, so it also goes through step 8b and
 # rolls back.
@@ -70,89 +74,6 @@ zombie_faults = st.none() | st.lists(
     ),
     max_size=1,
 )
-
-
-def pause_point(point: str) -> None:
-    """Hands control back to the machine if the calling thread is a pausable call."""
-    call: PausableCall | None = getattr(_current, "call", None)
-    if call is not None:
-        call.pause(point)
-
-
-class PausingFailpoints(Failpoints):
-    """Failpoints that are also pause points of a driver whose call runs paused."""
-
-    def hit(self, name: str) -> None:
-        pause_point(name)
-        super().hit(name)
-
-
-class ZombieKilled(BaseException):
-    """Ends a paused call at the end of a run; nothing in the protocol catches it."""
-
-
-class PausableCall:
-    """One coordinator call, run in its own thread, stopped at every pause point it passes.
-
-    Args:
-        name: For messages, e.g. ``take_snapshot()``.
-        call: The call.
-        may_pause: Which pause points stop it; the others are passed without stopping.
-    """
-
-    def __init__(
-        self, name: str, call: Callable[[], object], may_pause: Callable[[str], bool]
-    ) -> None:
-        self.name = name
-        self._call = call
-        self._may_pause = may_pause
-        self._call_runs = threading.Semaphore(0)
-        self._machine_runs = threading.Semaphore(0)
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._killed = False
-        self.done = False
-        self.error: BaseException | None = None
-        self.paused_at = "its start"
-
-    def _run(self) -> None:
-        _current.call = self
-        self._call_runs.acquire()
-        try:
-            if self._killed:
-                raise ZombieKilled(self.name)
-            self._call()
-        except BaseException as error:
-            self.error = error
-        finally:
-            self.done = True
-            self.paused_at = "its end"
-            self._machine_runs.release()
-
-    def pause(self, point: str) -> None:
-        """Called in the call's thread: waits until the machine lets it go on."""
-        if not self._may_pause(point):
-            return
-        self.paused_at = point
-        self._machine_runs.release()
-        self._call_runs.acquire()
-        if self._killed:
-            raise ZombieKilled(point)
-
-    def step(self) -> None:
-        """Lets the call run to its next pause point or to its end."""
-        assert not self.done
-        if not self._thread.is_alive():
-            self._thread.start()
-        self._call_runs.release()
-        self._machine_runs.acquire()
-
-    def kill(self) -> None:
-        """Ends the call where it is paused (the process is gone)."""
-        if not self.done:
-            self._killed = True
-            self.step()
-        if self._thread.is_alive():
-            self._thread.join()
 
 
 @dataclass
@@ -182,12 +103,6 @@ class Zombie:
         )
 
 
-def _may_pause_in(name: str) -> Callable[[str], bool]:
-    if name == "restore()":
-        return RESTORE_PAUSE_POINTS.__contains__
-    return lambda point: True
-
-
 class ZombieRules:
     """The rules and checks of zombies, mixed into the invariants' state machine.
 
@@ -199,6 +114,12 @@ class ZombieRules:
     driver: Driver | None
     zombies: list[Zombie]
     damaged_maps: set[str]
+    failpoints: Failpoints
+    suspend_on_failure: bool
+    job_over: bool
+
+    def _check_no_concurrent_restore(self) -> None:
+        raise NotImplementedError
 
     def _check_corruption(self, corrupted: SnapshotCorrupted) -> None:
         raise NotImplementedError
@@ -231,18 +152,46 @@ class ZombieRules:
     def finish_snapshot(self, failpoint: None, faults: None, commit_outage: bool) -> None:
         raise NotImplementedError
 
-    # Who may still commit (for invariants 6 and 7)
+    # Who may still commit (for invariants 6 and 7), and how long a zombie's leftover stays
 
     def _may_commit(self, snapshot_id: int) -> bool:
         """Whether a snapshot's transaction can still be committed by anyone.
 
         Not if a replaced execution allocated its id and the record does not point at it:
         only that execution could make the record point at it, and its record writes are
-        refused.
+        refused. Such a transaction is a zombie's leftover: it does not count as a snapshot in
+        progress (I7), and rolling it back is right even below the restore point (I6).
         """
         records = self.cluster.records
         allocated_by = records.allocated_by.get(snapshot_id, records.execution_id)
         return allocated_by == records.execution_id or records.record.snapshot_id == snapshot_id
+
+    def _committed(self) -> set[int]:
+        transactions = self.cluster.database.transactions
+        return {sid for sid, txn in transactions.items() if txn.status is TxnStatus.COMMITTED}
+
+    def _check_zombie_leftovers_settled(self, committed_before: set[int]) -> None:
+        """After a call of the current driver that committed a snapshot's transaction, no
+        older transaction is still prepared.
+
+        The commit is a successful 2nd phase or restore step 5's commit "just in case"; both
+        settle what lies below (mechanism M8). So a transaction a zombie prepared before it was
+        fenced at taking step 7a stays prepared only until then; a restore that completes
+        is checked by ``_check_restored_exactly_once``, which wants nothing prepared at all.
+
+        Args:
+            committed_before: The committed transactions' ids before the call.
+        """
+        newly = self._committed() - committed_before
+        if not newly:
+            return
+        through = max(newly)
+        left = [sid for sid in self.cluster.database.prepared() if sid < through]
+        assert not left, (
+            f"zombie leftover: transactions of snapshots {left} are still prepared after "
+            f"execution {self.cluster.records.execution_id} committed snapshot {through}, "
+            f"which settles every older one"
+        )
 
     def _kill_zombies(self) -> None:
         for zombie in getattr(self, "zombies", []):
@@ -277,7 +226,7 @@ class ZombieRules:
                 )
         elif state is S.PHASE_2_PENDING:
             options.append(("finish_snapshot()", coordinator.finish_snapshot))
-        elif state in (S.RESTART_REQUIRED, S.SUSPENDED):
+        elif state in (S.NOT_STARTED, S.RESTART_REQUIRED, S.SUSPENDED):
             options.append(("restore()", coordinator.restore))
         if not options:
             return None
@@ -285,25 +234,39 @@ class ZombieRules:
         name = data.draw(st.sampled_from(names), label="call")
         return name, dict(options)[name]
 
-    @precondition(
-        lambda self: self._state_is(S.RUNNING, S.PHASE_2_PENDING, S.RESTART_REQUIRED, S.SUSPENDED)
-    )
+    def _can_pause_a_call(self) -> bool:
+        """The driver is in a state with a call to make, or there is none and the operator
+        is about to start one (whose restore is then the call)."""
+        return self._state_is(S.RUNNING, S.PHASE_2_PENDING, S.RESTART_REQUIRED, S.SUSPENDED) or (
+            self.driver is None and not self.job_over
+        )
+
+    @precondition(lambda self: self._can_pause_a_call())
     @rule(data=st.data(), pause_at=st.integers(1, 24))
     def driver_paused_mid_call(self, data: st.DataObject, pause_at: int) -> None:
         """The driver stops in the middle of a call and the operator replaces it.
 
         It lives on as a zombie paused at its ``pause_at``-th pause point; if the call ends
-        before that, it was an ordinary call of the current driver.
+        before that, it was an ordinary call of the current driver. Without a driver, the
+        operator starts one and it stops in its restore.
         """
+        if self.driver is None:
+            self.driver = self.cluster.start_driver(self.failpoints, self.suspend_on_failure)
+            self._check_no_concurrent_restore()
         driver = self.driver
-        assert driver is not None
         drawn = self._draw_call(data, driver)
         assert drawn is not None
-        call = PausableCall(*drawn, may_pause=_may_pause_in(drawn[0]))
+        if drawn[0] == "restore()":
+            # A restore passes fewer pause points than a snapshot: fold the draw onto them, so
+            # that a restore stops mid-call as often as the other calls do.
+            pause_at = 1 + (pause_at - 1) % RESTORE_PAUSE_POINTS
+        committed_before = self._committed()
+        call = PausableCall(*drawn)
         for _ in range(pause_at):
             call.step()
             if call.done:
                 break
+        self._check_zombie_leftovers_settled(committed_before)
         if not call.done:
             self.zombies.append(Zombie(driver, call))
             self.driver = None
@@ -348,14 +311,15 @@ class ZombieRules:
             drawn = self._draw_call(data, zombie.driver)
             if drawn is None:
                 return
-            zombie.call = PausableCall(*drawn, may_pause=_may_pause_in(drawn[0]))
+            zombie.call = PausableCall(*drawn)
         self._resume(zombie, steps, faults)
 
-    @precondition(lambda self: self._state_is(S.RUNNING, S.PHASE_2_PENDING))
+    @precondition(lambda self: self._can_pause_a_call())
     @rule(
         data=st.data(),
         pause_at=st.integers(1, 24),
         snapshots=st.integers(0, 3),
+        last_phase_2=st.booleans(),
         faults=zombie_faults,
     )
     def driver_replaced_mid_call(
@@ -363,22 +327,27 @@ class ZombieRules:
         data: st.DataObject,
         pause_at: int,
         snapshots: int,
+        last_phase_2: bool,
         faults: list[tuple[Op, int, Fault]] | None,
     ) -> None:
         """The whole story in one step, so that it is common: the driver stops mid-call, a new
         execution restores and takes ``snapshots`` snapshots, then the old driver wakes up and
-        finishes its call."""
+        finishes its call.
+
+        Unless ``last_phase_2``, the newer execution's last snapshot waits for its 2nd phase
+        while the zombie goes on: its transaction is prepared and the record may point at it.
+        """
         self.driver_paused_mid_call(data, pause_at)
         if self.driver is not None:
             return  # the call ended before it could pause
         zombie = self.zombies[-1]
         self.start_driver(None, None, False)
-        for _ in range(snapshots):
+        for taken in range(1, snapshots + 1):
             if not self._state_is(S.RUNNING):
                 break
             self.process_items(2)
             self.take_snapshot(None, None, None, False, None)
-            if self._state_is(S.PHASE_2_PENDING):
+            if self._state_is(S.PHASE_2_PENDING) and (taken < snapshots or last_phase_2):
                 self.finish_snapshot(None, None, False)
         self._resume(zombie, 1_000, faults)
 
@@ -399,6 +368,10 @@ class ZombieRules:
             zombie.call = None
             if isinstance(call.error, ZombieExecution):
                 assert zombie.driver.coordinator.state is S.FENCED
+            elif isinstance(call.error, SnapshotUnusable):
+                # A zombie paused in a restore may find its restore point discarded by the
+                # newer execution's snapshots (see the module docstring).
+                assert zombie.driver.coordinator.state is S.FAILED
             elif call.error is not None:
                 raise call.error
 
