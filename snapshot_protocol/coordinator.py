@@ -562,6 +562,7 @@ class SnapshotCoordinator:
                 num_chunks=len(descriptors),
                 failure=failure,
                 now=now,
+                backup_count=self._config.job.backup_count,
             ).stamped(now)
             self._record = record
         outcome = SnapshotOutcome(
@@ -627,7 +628,9 @@ class SnapshotCoordinator:
             map_name: str | None = outcome.map_name  # 8b
         elif outcome.kind in (SnapshotKind.AUTOMATIC, SnapshotKind.TERMINAL):
             # 8a: the new ongoing map holds the previous snapshot, no longer the restore point.
-            map_name = snapshot_map_name(self._config.job.uid, record.ongoing_data_map_index)
+            map_name = snapshot_map_name(
+                self._config.job.uid, record.ongoing_data_map_index, self._config.job.backup_count
+            )
         else:
             map_name = None
         if map_name is None:

@@ -20,7 +20,7 @@ from .fakes import VALIDATION_KEY, Cluster
 
 pytestmark = pytest.mark.unit
 
-MAP = "__sj.snapshot.uid.0"
+MAP = "__sj.b1.snapshot.uid.0"
 
 
 def test_chunk_key_layout() -> None:
