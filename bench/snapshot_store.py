@@ -46,6 +46,7 @@ from snapshot_protocol.chunks import (
     verify_chunk,
 )
 from snapshot_store.hazelcast import DEFAULT_WINDOW, SOCKET_OPTIONS, HazelcastSnapshotStore
+from snapshotjob_contract import snapshot_map_name
 from testbed.hazelcast import HazelcastCluster
 
 MIB = 1024 * 1024
@@ -91,7 +92,8 @@ def measure(
     chunks = [(key, pool[i % len(pool)]) for i, key in enumerate(keys)]
     plain_items = {str(k): v for k, v in chunks}
     store = HazelcastSnapshotStore(cluster_client)
-    snapshot_map = f"__sj.snapshot.bench-{size_mib}.0"
+    # Named like a job's map with backupCount 1, so the members give it one backup.
+    snapshot_map = snapshot_map_name(f"bench-{size_mib}", 0, 1)
     plain_map = plain_client.get_map(f"__sj.bench.plain-{size_mib}")
     record = ValidationRecord(
         1,

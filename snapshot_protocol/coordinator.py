@@ -481,6 +481,7 @@ class SnapshotCoordinator:
                 num_chunks=len(descriptors),
                 failure=failure,
                 now=now,
+                backup_count=self._config.job.backup_count,
             ).stamped(now)
             self._record = record
         outcome = SnapshotOutcome(
@@ -551,7 +552,9 @@ class SnapshotCoordinator:
             through = outcome.snapshot_id
         elif outcome.kind in (SnapshotKind.AUTOMATIC, SnapshotKind.TERMINAL):
             # 8a: the new ongoing map holds the previous snapshot, no longer the restore point.
-            map_name = snapshot_map_name(self._config.job.uid, record.ongoing_data_map_index)
+            map_name = snapshot_map_name(
+                self._config.job.uid, record.ongoing_data_map_index, self._config.job.backup_count
+            )
             through = outcome.snapshot_id - 1
         else:
             map_name = None

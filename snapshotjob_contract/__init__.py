@@ -24,11 +24,15 @@ client, and it imports neither program.
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
 from snapshotjob_contract.record import (
+    EXPORT_BACKUP_COUNT,
+    MAX_BACKUP_COUNT,
     NO_SNAPSHOT,
     ExecutionRecord,
     JobIdentity,
     SnapshotStats,
+    all_snapshot_map_names,
     export_map_name,
+    member_map_backup_counts,
     snapshot_map_name,
 )
 from snapshotjob_contract.spec import (
@@ -68,6 +72,8 @@ from snapshotjob_contract.status import (
 
 __all__ = [
     "CONDITION_DESCRIPTIONS",
+    "EXPORT_BACKUP_COUNT",
+    "MAX_BACKUP_COUNT",
     "NO_SNAPSHOT",
     "PHASE_DESCRIPTIONS",
     "REASON_DESCRIPTIONS",
@@ -105,6 +111,8 @@ __all__ = [
     "TerminationMode",
     "TerminationStatus",
     "UpgradeMode",
+    "all_snapshot_map_names",
     "export_map_name",
+    "member_map_backup_counts",
     "snapshot_map_name",
 ]

@@ -11,6 +11,16 @@ snapshot ``snapshot_id`` points to (set only when that is a terminal exported sn
 "Exported snapshots" in ``docs/protocol.md``), not the export currently being taken. The name of
 an export in progress is never needed after a restart: restore ignores an exported snapshot
 that is still marked in progress (docs/protocol.md, taking step 7b).
+
+Map names are made here and only here because they carry configuration: Hazelcast sets a map's
+backup count from the member config's wildcard pattern its name matches, and no client but
+Java's can add a map config at run time (the Python client has no DynamicConfigAddMapConfig
+codec). So a job's automatic maps are ``__sj.b<backupCount>.snapshot.<uid>.<index>``, which the
+members' pattern ``__sj.b<backupCount>.*`` (:func:`member_map_backup_counts`) gives the job's
+``spec.hazelcast.backupCount`` synchronous backups; the record remembers the count of the map
+holding the restore point, so a job whose count changed still finds its snapshot. Exports are
+looked up by namespace and name alone, by jobs that cannot know the writer's count, so they
+get the most backups any job may ask for, ``MAX_BACKUP_COUNT``.
 """
 
 from __future__ import annotations
@@ -25,6 +35,13 @@ from snapshotjob_contract.modes import SnapshotKind
 NO_SNAPSHOT = -1
 """The id the record uses before the first snapshot, as in Jet."""
 
+MAX_BACKUP_COUNT = 6
+"""The most synchronous backups a map may have: Hazelcast's limit, and the field's bound."""
+
+EXPORT_BACKUP_COUNT = MAX_BACKUP_COUNT
+"""Synchronous backups of every export map, whichever job wrote it (see the module docstring);
+on a store of up to seven members that is a copy on every member."""
+
 
 @dataclass(frozen=True)
 class JobIdentity:
@@ -34,23 +51,72 @@ class JobIdentity:
         uid: The SnapshotJob's metadata.uid; a recreated job gets new maps.
         namespace: The SnapshotJob's namespace; exports are named per namespace.
         pipeline_fingerprint: Identifies the pipeline code that wrote a snapshot.
+        backup_count: ``spec.hazelcast.backupCount``: synchronous backups of the automatic
+            snapshot maps this execution writes; their names carry it.
     """
 
     uid: str
     namespace: str
     pipeline_fingerprint: str
+    backup_count: int
+
+    def __post_init__(self) -> None:
+        _check_backup_count(self.backup_count)
 
 
-def snapshot_map_name(job_uid: str, index: int) -> str:
-    """Returns the name of one of the job's alternating pair of automatic snapshot maps."""
+def _check_backup_count(backup_count: int) -> None:
+    if not 1 <= backup_count <= MAX_BACKUP_COUNT:
+        raise ValueError(f"backup count must be 1 to {MAX_BACKUP_COUNT}, not {backup_count}")
+
+
+def snapshot_map_name(job_uid: str, index: int, backup_count: int | None) -> str:
+    """Returns the name of one of the job's alternating pair of automatic snapshot maps.
+
+    Args:
+        job_uid: The job's uid.
+        index: Which map of the pair, 0 or 1.
+        backup_count: The map's synchronous backups, which the members' config applies by its
+            name (``__sj.b<count>.*``); None for the map of a snapshot taken before names
+            carried the count, ``__sj.snapshot.<uid>.<index>``, whose backups are the members'
+            default for ``__sj.*``.
+    """
     if index not in (0, 1):
         raise ValueError(f"snapshot data map index must be 0 or 1, not {index}")
-    return f"__sj.snapshot.{job_uid}.{index}"
+    if backup_count is None:
+        return f"__sj.snapshot.{job_uid}.{index}"
+    _check_backup_count(backup_count)
+    return f"__sj.b{backup_count}.snapshot.{job_uid}.{index}"
+
+
+def all_snapshot_map_names(job_uid: str) -> tuple[str, ...]:
+    """Returns every name the job's automatic snapshot maps may have had, to destroy them all.
+
+    A job whose backup count changed left maps under its earlier counts' names.
+    """
+    counts: list[int | None] = [None, *range(1, MAX_BACKUP_COUNT + 1)]
+    return tuple(snapshot_map_name(job_uid, i, count) for count in counts for i in (0, 1))
 
 
 def export_map_name(namespace: str, export_name: str) -> str:
-    """Returns the name of the map holding the exported snapshot ``export_name``."""
+    """Returns the name of the map holding the exported snapshot ``export_name``.
+
+    The name carries no backup count: exports are found by namespace and name, and all have
+    ``EXPORT_BACKUP_COUNT`` backups.
+    """
     return f"__sj.export.{namespace}.{export_name}"
+
+
+def member_map_backup_counts() -> dict[str, int]:
+    """Returns the map name patterns the store's members must configure, with their backups.
+
+    Every member config (the chart's, the test bed's, an external cluster's) needs these
+    patterns, each with that ``backup-count`` and no async backups; a map that matches none
+    falls back to ``__sj.*`` or the default config and silently gets other backups. Hazelcast
+    applies the longest matching pattern, so these win over a ``__sj.*`` catch-all.
+    """
+    patterns = {f"__sj.b{count}.*": count for count in range(1, MAX_BACKUP_COUNT + 1)}
+    patterns["__sj.export.*"] = EXPORT_BACKUP_COUNT
+    return patterns
 
 
 @dataclass(frozen=True)
@@ -96,6 +162,9 @@ class ExecutionRecord:
         snapshot_id: The last successful non-export-only snapshot: the restore point.
         data_map_index: Which of the two automatic snapshot maps holds the last successful
             automatic (or unnamed terminal) snapshot; -1 before the first one.
+        data_map_backup_count: The backup count that map was written with, which its name
+            carries; None before the first such snapshot, and for a record last written
+            before names carried the count (its map is then ``__sj.snapshot.<uid>.<index>``).
         ongoing_snapshot_id: The last snapshot id that was started and so may have written
             data; always incremented, never reused (taking step 1).
         ongoing_snapshot_start_time: When that snapshot started, epoch milliseconds.
@@ -112,6 +181,7 @@ class ExecutionRecord:
 
     snapshot_id: int = NO_SNAPSHOT
     data_map_index: int = -1
+    data_map_backup_count: int | None = None
     ongoing_snapshot_id: int = NO_SNAPSHOT
     ongoing_snapshot_start_time: int | None = None
     exported_snapshot_name: str | None = None
@@ -125,6 +195,8 @@ class ExecutionRecord:
     def __post_init__(self) -> None:
         if self.data_map_index not in (-1, 0, 1):
             raise ValueError(f"dataMapIndex must be -1, 0 or 1, not {self.data_map_index}")
+        if self.data_map_backup_count is not None:
+            _check_backup_count(self.data_map_backup_count)
         if not NO_SNAPSHOT <= self.snapshot_id <= self.ongoing_snapshot_id:
             raise ValueError(
                 f"snapshotId {self.snapshot_id} must be between {NO_SNAPSHOT} and "
@@ -160,6 +232,7 @@ class ExecutionRecord:
         num_chunks: int,
         failure: str | None,
         now: int,
+        backup_count: int,
     ) -> ExecutionRecord:
         """Taking step 6: records the decision on the ongoing snapshot (Jet's ongoingSnapshotDone).
 
@@ -176,6 +249,8 @@ class ExecutionRecord:
             num_chunks: Chunks the snapshot wrote.
             failure: Why the snapshot failed, or None if it was successful.
             now: The current time, epoch milliseconds.
+            backup_count: The job's backup count, which named the ongoing map
+                (:meth:`ongoing_snapshot_map_name`).
         """
         if kind.is_exported != (export_name is not None):
             raise ValueError(f"a {kind.value} snapshot needs an export name exactly if exported")
@@ -200,6 +275,7 @@ class ExecutionRecord:
             done,
             snapshot_id=self.ongoing_snapshot_id,
             data_map_index=self.ongoing_data_map_index,
+            data_map_backup_count=backup_count,
             exported_snapshot_name=None,
         )
 
@@ -207,7 +283,7 @@ class ExecutionRecord:
         """Returns the map the ongoing snapshot writes to: its export map or the ongoing map."""
         if export_name is not None:
             return export_map_name(job.namespace, export_name)
-        return snapshot_map_name(job.uid, self.ongoing_data_map_index)
+        return snapshot_map_name(job.uid, self.ongoing_data_map_index, job.backup_count)
 
     def successful_snapshot_map_name(self, job: JobIdentity) -> str | None:
         """Returns the map holding the restore point, or None if there is no successful snapshot."""
@@ -215,7 +291,7 @@ class ExecutionRecord:
             return None
         if self.exported_snapshot_name is not None:
             return export_map_name(job.namespace, self.exported_snapshot_name)
-        return snapshot_map_name(job.uid, self.data_map_index)
+        return snapshot_map_name(job.uid, self.data_map_index, self.data_map_backup_count)
 
     def with_quorum_size(self, quorum_size: int) -> ExecutionRecord:
         """Returns the record with the quorum raised to ``quorum_size``; it is never lowered."""
@@ -241,6 +317,7 @@ class ExecutionRecord:
         return {
             "snapshotId": self.snapshot_id,
             "dataMapIndex": self.data_map_index,
+            "dataMapBackupCount": self.data_map_backup_count,
             "ongoingSnapshotId": self.ongoing_snapshot_id,
             "ongoingSnapshotStartTime": self.ongoing_snapshot_start_time,
             "exportedSnapshotName": self.exported_snapshot_name,
@@ -259,9 +336,11 @@ class ExecutionRecord:
             return cls()
         stats = data.get("snapshotStats")
         start_time = data.get("ongoingSnapshotStartTime")
+        backups = data.get("dataMapBackupCount")
         return cls(
             snapshot_id=int(data.get("snapshotId", NO_SNAPSHOT)),
             data_map_index=int(data.get("dataMapIndex", -1)),
+            data_map_backup_count=None if backups is None else int(backups),
             ongoing_snapshot_id=int(data.get("ongoingSnapshotId", NO_SNAPSHOT)),
             ongoing_snapshot_start_time=None if start_time is None else int(start_time),
             exported_snapshot_name=data.get("exportedSnapshotName"),

@@ -24,6 +24,7 @@ from snapshotjob_contract.base import (
     ApiModel,
     CrossFieldRule,
 )
+from snapshotjob_contract.record import MAX_BACKUP_COUNT
 
 DEFAULT_STATE_PARTITIONS = 8
 """``spec.statePartitions`` when omitted; the runtime's own default, so jobs created before the
@@ -187,9 +188,11 @@ class HazelcastSpec(ApiModel):
     installation's own cluster."""
     cluster_name: str | None = Field(default=None, min_length=1)
     """Cluster name of the external cluster."""
-    backup_count: int = Field(default=1, ge=1, le=6)
-    """Synchronous backups of this job's snapshot maps; a snapshot survives this many member
-    failures. The store needs more members than backups."""
+    backup_count: int = Field(default=1, ge=1, le=MAX_BACKUP_COUNT)
+    """Synchronous backups of this job's automatic snapshot maps, which carry it in their names
+    (`__sj.b<backupCount>.snapshot.<uid>.<0|1>`, configured by the members' `__sj.b<N>.*`
+    patterns); a snapshot survives this many members failing at once. The store needs more
+    members than backups. Exports always get 6, whichever job wrote them."""
 
 
 class SnapshotJobSpec(ApiModel):

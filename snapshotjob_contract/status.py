@@ -29,7 +29,7 @@ from pydantic import AwareDatetime, ConfigDict, Field
 
 from snapshotjob_contract.base import ApiModel, CrossFieldRule
 from snapshotjob_contract.modes import TerminationMode
-from snapshotjob_contract.record import ExecutionRecord
+from snapshotjob_contract.record import MAX_BACKUP_COUNT, ExecutionRecord
 
 _Described = TypeVar("_Described", bound=enum.StrEnum)
 
@@ -287,6 +287,9 @@ class ExecutionRecordStatus(StatusModel):
     """The last successful non-export-only snapshot: the restore point; -1 for none."""
     data_map_index: int = Field(default=-1, ge=-1, le=1)
     """Which automatic snapshot map (0 or 1) holds the restore point; -1 before the first."""
+    data_map_backup_count: int | None = Field(default=None, ge=1, le=MAX_BACKUP_COUNT)
+    """The backup count of that map, which its name carries; absent in records written before
+    map names carried it."""
     ongoing_snapshot_id: int = Field(default=-1, ge=-1)
     """The last snapshot id started; never reused."""
     ongoing_snapshot_start_time: int | None = None

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from snapshotjob_contract.environment import ENV_EXECUTION_ID, ENV_JOB_NAME, ENV_NAMESPACE
 from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.record import MAX_BACKUP_COUNT
 from snapshotjob_contract.spec import DEFAULT_STATE_PARTITIONS, ProcessingGuarantee
 from spark_runtime.execution import BadInput, Mode, run
 from spark_runtime.local_mode import LocalMode
@@ -58,6 +59,14 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--snapshot-interval-ms", type=int, default=10_000)
     run.add_argument("--state-partitions", type=int, default=DEFAULT_STATE_PARTITIONS)
+    run.add_argument(
+        "--backup-count",
+        type=int,
+        choices=range(1, MAX_BACKUP_COUNT + 1),
+        default=1,
+        help="local mode: synchronous backups of the job's snapshot maps, as "
+        "spec.hazelcast.backupCount (the members need the __sj.b<N>.* map configs)",
+    )
     run.add_argument(
         "--initial-snapshot-name",
         help="local mode: restore from this exported snapshot while the record has none",

@@ -74,7 +74,12 @@ def kubernetes_config(job: Mapping[str, Any]) -> JobConfig:
     # was parsed by the model, so snapshots taken by older drivers keep matching it.
     fingerprint = json.dumps((job.get("spec") or {}).get("pipeline"), sort_keys=True)
     settings = DriverSettings(
-        job=JobIdentity(str(metadata["uid"]), str(metadata["namespace"]), fingerprint),
+        job=JobIdentity(
+            str(metadata["uid"]),
+            str(metadata["namespace"]),
+            fingerprint,
+            spec.hazelcast.backup_count,
+        ),
         guarantee=spec.processing_guarantee,
         snapshot_interval_ms=spec.snapshot_interval_seconds * 1000,
         state_partitions=spec.state_partitions,

@@ -38,6 +38,7 @@ class DriverHarness:
         guarantee: The processing guarantee.
         snapshot_interval_ms: Snapshot interval.
         state_partitions: Keyed state partitions.
+        backup_count: Synchronous backups of the job's snapshot maps (``--backup-count``).
         extra_args: More driver options.
         starts: How many executions were started.
         exit_codes: Exit codes of the executions that ended.
@@ -52,6 +53,7 @@ class DriverHarness:
     guarantee: str = "EXACTLY_ONCE"
     snapshot_interval_ms: int = 1000
     state_partitions: int = 4
+    backup_count: int = 1
     extra_args: list[str] = field(default_factory=list)
     starts: int = 0
     exit_codes: list[int] = field(default_factory=list)
@@ -83,6 +85,8 @@ class DriverHarness:
             str(self.snapshot_interval_ms),
             "--state-partitions",
             str(self.state_partitions),
+            "--backup-count",
+            str(self.backup_count),
             *self.extra_args,
         ]
 

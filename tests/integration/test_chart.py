@@ -18,6 +18,7 @@ import yaml
 
 from snapshot_operator.manifests import build_role
 from snapshot_operator.reconcile import JobRef
+from snapshotjob_contract import member_map_backup_counts
 from tests.fixtures.kube import binary
 
 pytestmark = pytest.mark.helm
@@ -184,7 +185,10 @@ def test_hazelcast_member_config() -> None:
     assert config["cluster-name"] == "store-1"
     assert config["jet"]["enabled"] is False
     assert config["map"]["__sj.*"]["backup-count"] == 2
-    assert config["map"]["__sj.*"]["async-backup-count"] == 0
+    # A job's maps and exports get the contract's counts, whatever the chart's default.
+    counts = {pattern: map_config["backup-count"] for pattern, map_config in config["map"].items()}
+    assert counts == {"__sj.*": 2, **member_map_backup_counts()}
+    assert {map_config["async-backup-count"] for map_config in config["map"].values()} == {0}
     network = config["network"]
     assert network["rest-api"]["endpoint-groups"]["HEALTH_CHECK"]["enabled"] is True
     assert network["join"]["multicast"]["enabled"] is False

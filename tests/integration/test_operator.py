@@ -193,7 +193,7 @@ def test_delete_cancels_and_destroys_snapshot_maps(
     harness: OperatorHarness, store: HazelcastSnapshotStore
 ) -> None:
     uid, running = harness.start_running("doomed")
-    own = snapshot_map_name(uid, 0)
+    own = snapshot_map_name(uid, 0, 1)
     export = export_map_name(harness.namespace, f"keep-{uid[:8]}")
     write_snapshot(store, own, uid, 1)
     write_snapshot(store, export, uid, 1)
@@ -284,9 +284,17 @@ def test_export_while_suspended_copies_and_validates(
     harness: OperatorHarness, store: HazelcastSnapshotStore
 ) -> None:
     uid, running = harness.start_running("archive")
-    write_snapshot(store, snapshot_map_name(uid, 0), uid, 3)
+    # The restore point's map is the one the record names, with the count it was written with.
+    source = snapshot_map_name(uid, 0, 2)
+    write_snapshot(store, source, uid, 3)
     harness.write_status(
-        "archive", executionRecord={"snapshotId": 3, "dataMapIndex": 0, "ongoingSnapshotId": 3}
+        "archive",
+        executionRecord={
+            "snapshotId": 3,
+            "dataMapIndex": 0,
+            "dataMapBackupCount": 2,
+            "ongoingSnapshotId": 3,
+        },
     )
     harness.patch_spec("archive", suspend=True)
     harness.wait_status("archive", lambda s: "termination" in s, "the suspend request")
@@ -315,7 +323,7 @@ def test_export_while_suspended_copies_and_validates(
     for reason in ("ExportCopyStarted", "SnapshotExported"):
         harness.wait_event("archive", reason)
     store.destroy(target)
-    store.destroy(snapshot_map_name(uid, 0))
+    store.destroy(source)
 
 
 # --- upgrades ----------------------------------------------------------------------------------

@@ -132,7 +132,7 @@ class Job:
     """One job: its identity, record file and the ledger of its external transactions."""
 
     def __init__(self, tmp_path: Path, store: HazelcastSnapshotStore) -> None:
-        self.identity = JobIdentity(f"it-{uuid.uuid4().hex[:10]}", "default", "fp-1")
+        self.identity = JobIdentity(f"it-{uuid.uuid4().hex[:10]}", "default", "fp-1", 1)
         self.record_path = tmp_path / "record.json"
         self.store = store
         self.ledger: dict[int, str] = {}
@@ -368,7 +368,9 @@ def test_restore_reads_the_right_map_after_20_alternating_snapshots(job: Job) ->
     assert restored.partitions == state.partitions
     assert restored.partitions[0].startswith(b"gen=19;")
     # The other map was cleared after the last snapshot (docs/protocol.md, taking step 8a).
-    other = snapshot_map_name(job.identity.uid, 1 - record.data_map_index)
+    other = snapshot_map_name(
+        job.identity.uid, 1 - record.data_map_index, job.identity.backup_count
+    )
     assert job.store.latest_snapshot_id(other) is None
 
 

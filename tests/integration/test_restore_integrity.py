@@ -26,7 +26,6 @@ from snapshot_protocol import ChunkKey, ExecutionRecord, JobIdentity, SnapshotCo
 from snapshot_protocol.chunks import LEGACY_VALIDATION_RECORD_KEY, validation_record_key
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from snapshotjob_contract.exits import DriverExit
-from snapshotjob_contract.record import snapshot_map_name
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings
@@ -52,6 +51,7 @@ class Jobs:
         self.store = HazelcastSnapshotStore(self.client)
         self.workdir = workdir
         self.uid = f"integrity-{uuid.uuid4().hex[:8]}"
+        self.identity = JobIdentity(self.uid, "test", "integrity", 1)
         self.last: Driver | None = None
 
     def run(
@@ -63,7 +63,7 @@ class Jobs:
         initial_snapshot_name: str | None = None,
     ) -> DriverExit:
         settings = DriverSettings(
-            job=JobIdentity(self.uid, "test", "integrity"),
+            job=self.identity,
             guarantee=ProcessingGuarantee.EXACTLY_ONCE,
             snapshot_interval_ms=0,
             state_partitions=partitions,
@@ -81,7 +81,9 @@ class Jobs:
 
     def restore_point(self) -> tuple[str, int]:
         record = self.record
-        return snapshot_map_name(self.uid, record.data_map_index), record.snapshot_id
+        map_name = record.successful_snapshot_map_name(self.identity)
+        assert map_name is not None
+        return map_name, record.snapshot_id
 
     def exit_message(self) -> str:
         assert self.last is not None and self.last.exit_message is not None

@@ -111,7 +111,7 @@ def _copy(plan: Plan, record: ExecutionRecord, name: str) -> None:
     if record.exported_snapshot_name is not None:
         source = export_map_name(job.namespace, record.exported_snapshot_name)
     else:
-        source = snapshot_map_name(job.uid, record.data_map_index)
+        source = snapshot_map_name(job.uid, record.data_map_index, record.data_map_backup_count)
     plan.effects.append(
         CopySnapshotToExport(
             source_map=source,

@@ -18,7 +18,7 @@ from snapshot_operator.reconcile.actions import (
     Requeue,
 )
 from snapshot_operator.reconcile.plan import Plan
-from snapshotjob_contract import snapshot_map_name
+from snapshotjob_contract import all_snapshot_map_names
 
 
 def delete(plan: Plan) -> tuple[Action, ...]:
@@ -40,12 +40,14 @@ def delete(plan: Plan) -> tuple[Action, ...]:
         return tuple(actions)
     actions += [DeleteDriverPod(pod.name) for pod in plan.obs.pods if not pod.deleting]
     uid = plan.obs.job.uid
-    maps = (snapshot_map_name(uid, 0), snapshot_map_name(uid, 1))
+    # Every name the pair may have had: names carry the backup count, which may have changed.
+    maps = all_snapshot_map_names(uid)
     actions.append(DeleteSnapshotMaps(maps))
     actions.append(
         EmitEvent(
             EventReason.SNAPSHOT_MAPS_DELETED,
-            f"Destroyed the job's automatic snapshot maps maps={','.join(maps)}, exports are kept",
+            f"Destroyed the job's automatic snapshot maps uid={uid} count={len(maps)}, "
+            "exports are kept",
         )
     )
     actions.append(RemoveFinalizer())

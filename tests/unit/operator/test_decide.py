@@ -59,6 +59,7 @@ from snapshotjob_contract import (
     TerminationMode,
     TerminationStatus,
     UpgradeMode,
+    all_snapshot_map_names,
 )
 from tests.unit.operator.world import (
     JOB,
@@ -146,7 +147,14 @@ def a_snapshot(
 ) -> ExecutionRecord:
     record = ExecutionRecord().start_new_snapshot(now=1_000)
     return record.snapshot_done(
-        kind, export_name=name, num_bytes=10, num_keys=1, num_chunks=1, failure=None, now=2_000
+        kind,
+        export_name=name,
+        num_bytes=10,
+        num_keys=1,
+        num_chunks=1,
+        failure=None,
+        now=2_000,
+        backup_count=1,
     )
 
 
@@ -300,9 +308,7 @@ def test_deletion_cancels_forcefully_then_cleans_up(observation: Observation) ->
         assert of_type(actions, RemoveFinalizer) == []
     else:
         maps = of_type(actions, DeleteSnapshotMaps)
-        assert maps == [
-            DeleteSnapshotMaps((f"__sj.snapshot.{JOB.uid}.0", f"__sj.snapshot.{JOB.uid}.1"))
-        ]
+        assert maps == [DeleteSnapshotMaps(all_snapshot_map_names(JOB.uid))]
         assert actions[-1] == RemoveFinalizer()
 
 
@@ -626,7 +632,7 @@ def test_an_export_only_restore_point_is_never_in_the_record() -> None:
 @pytest.mark.parametrize(
     ("kind", "name", "source"),
     [
-        (SnapshotKind.TERMINAL, None, f"__sj.snapshot.{JOB.uid}.0"),
+        (SnapshotKind.TERMINAL, None, f"__sj.b1.snapshot.{JOB.uid}.0"),
         (SnapshotKind.TERMINAL_EXPORTED, "final", "__sj.export.default.final"),
     ],
 )
@@ -786,6 +792,7 @@ def _snapshot_at(end_time: datetime, failure: str | None = None) -> ExecutionRec
             num_chunks=1,
             failure=outcome,
             now=millis,
+            backup_count=1,
         )
     return record
 

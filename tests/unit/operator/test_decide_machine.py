@@ -68,7 +68,9 @@ def then_reconcile(step: Callable[..., None]) -> Callable[..., None]:
 
 
 LIFE_BEFORE_DELETION = 30
-IDENTITY = JobIdentity(uid=JOB.uid, namespace=JOB.namespace, pipeline_fingerprint="wordcount")
+IDENTITY = JobIdentity(
+    uid=JOB.uid, namespace=JOB.namespace, pipeline_fingerprint="wordcount", backup_count=1
+)
 
 
 class JobWorld(RuleBasedStateMachine):
@@ -213,7 +215,14 @@ class JobWorld(RuleBasedStateMachine):
     def _snapshot(self, kind: SnapshotKind, name: str | None) -> None:
         record = self.status.record().start_new_snapshot(now=1)
         record = record.snapshot_done(
-            kind, export_name=name, num_bytes=10, num_keys=1, num_chunks=1, failure=None, now=2
+            kind,
+            export_name=name,
+            num_bytes=10,
+            num_keys=1,
+            num_chunks=1,
+            failure=None,
+            now=2,
+            backup_count=2,
         )
         self._record(record)
         if name is not None:

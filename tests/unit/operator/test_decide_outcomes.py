@@ -321,6 +321,7 @@ def _snapshot_taken_at(seconds_ago: int) -> ExecutionRecord:
         num_chunks=1,
         failure=None,
         now=millis,
+        backup_count=1,
     )
 
 

@@ -19,6 +19,7 @@ from snapshot_operator.executing import Outcome, Services, reconcile_once
 from snapshot_operator.gateways import StoreOperationFailed
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 from snapshot_operator.settings import OperatorSettings
+from snapshotjob_contract import all_snapshot_map_names
 from tests.unit.operator.fake_gateways import FakeKubernetes, FakeStore
 from tests.unit.operator.specs import VALID_SPEC
 
@@ -115,7 +116,12 @@ def test_a_suspended_job_exports_by_a_validated_copy(
         {
             "phase": "SUSPENDED",
             "observedGeneration": 1,
-            "executionRecord": {"snapshotId": 4, "dataMapIndex": 1, "ongoingSnapshotId": 4},
+            "executionRecord": {
+                "snapshotId": 4,
+                "dataMapIndex": 1,
+                "dataMapBackupCount": 3,
+                "ongoingSnapshotId": 4,
+            },
             "exportedSnapshots": [existing],
         }
     )
@@ -123,7 +129,8 @@ def test_a_suspended_job_exports_by_a_validated_copy(
     kube.job["metadata"]["generation"] = 2
     run(services)
     assert store.copies == [
-        {"source": "__sj.snapshot.uid-1.1", "target": "__sj.export.default.cold", "id": 4}
+        # The restore point's map is named by the record's backup count, not the spec's.
+        {"source": "__sj.b3.snapshot.uid-1.1", "target": "__sj.export.default.cold", "id": 4}
     ]
     assert [entry["name"] for entry in kube.status["exportedSnapshots"]] == ["older", "cold"]
     assert kube.status["exportedSnapshots"][1]["numBytes"] == 123
@@ -285,7 +292,8 @@ def test_deletion_destroys_the_maps_then_releases_the_finalizer(
     assert kube.pods == {}
     second = run(services)
     assert second.finalizer_removable
-    assert store.destroyed == ["__sj.snapshot.uid-1.0", "__sj.snapshot.uid-1.1"]
+    # Every name the job's maps may have had, whatever backup counts it ran with.
+    assert store.destroyed == list(all_snapshot_map_names("uid-1"))
 
 
 def test_a_job_that_is_gone_ends_the_loop(kube: FakeKubernetes, services: Services) -> None:

@@ -119,6 +119,7 @@ def records(draw: st.DrawFn) -> ExecutionRecord:
             num_chunks=draw(st.integers(0, 1000)),
             failure=draw(st.none() | st.just("Chunk write indeterminate")),
             now=draw(st.integers(0, 2**40)),
+            backup_count=draw(st.integers(1, 6)),
         )
     if draw(st.booleans()):
         record = record.suspended_because("Requested by user")

@@ -31,7 +31,7 @@ from .fakes import Cluster
 
 pytestmark = pytest.mark.unit
 
-MAP = "__sj.snapshot.uid.0"
+MAP = "__sj.b1.snapshot.uid.0"
 SHAPE = PipelineShape({"source": "Sequence", "state": "RunningAggregate(keys=k; struct<k:int>)"}, 8)
 
 

@@ -37,8 +37,8 @@ from .fakes import INTERVAL_MS, Cluster, Driver, Fault, Op, TxnStatus
 pytestmark = pytest.mark.unit
 
 S = CoordinatorState
-MAP_0 = "__sj.snapshot.0b5e-uid.0"
-MAP_1 = "__sj.snapshot.0b5e-uid.1"
+MAP_0 = "__sj.b1.snapshot.0b5e-uid.0"
+MAP_1 = "__sj.b1.snapshot.0b5e-uid.1"
 
 
 def running(
@@ -403,7 +403,7 @@ def test_restore_from_a_corrupted_snapshot_fails_permanently() -> None:
     snapshot(driver)
     del cluster.snapshots.maps[MAP_0][validation_record_key(0)]
     driver = cluster.start_driver()
-    with pytest.raises(SnapshotCorrupted, match=r"Snapshot 0 in map '__sj.snapshot.0b5e-uid.0'"):
+    with pytest.raises(SnapshotCorrupted, match=r"Snapshot 0 in map '__sj.b1.snapshot.0b5e-uid.0'"):
         driver.coordinator.restore()
     assert driver.coordinator.state is S.FAILED
     assert driver.pipeline.sink.restored_ids == []

@@ -39,8 +39,8 @@ from .fakes import Cluster, Driver, FakeKeyedState, Fault, Op, TxnStatus
 pytestmark = pytest.mark.unit
 
 S = CoordinatorState
-MAP_0 = "__sj.snapshot.0b5e-uid.0"
-MAP_1 = "__sj.snapshot.0b5e-uid.1"
+MAP_0 = "__sj.b1.snapshot.0b5e-uid.0"
+MAP_1 = "__sj.b1.snapshot.0b5e-uid.1"
 
 
 def running(cluster: Cluster, **options: object) -> Driver:

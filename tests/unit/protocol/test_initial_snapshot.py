@@ -28,7 +28,9 @@ from .fakes import Cluster, FakeKeyedState
 pytestmark = pytest.mark.unit
 
 S = CoordinatorState
-OTHER_JOB = JobIdentity(uid="7c1d-uid", namespace="team-a", pipeline_fingerprint="fp-1")
+OTHER_JOB = JobIdentity(
+    uid="7c1d-uid", namespace="team-a", pipeline_fingerprint="fp-1", backup_count=1
+)
 GOLDEN_MAP = export_map_name("team-a", "golden")
 
 
@@ -72,7 +74,7 @@ def test_new_job_restores_from_the_initial_snapshot(terminal: bool) -> None:
     driver.pipeline.process(3)
     outcome = driver.coordinator.take_snapshot()
     driver.coordinator.finish_snapshot()
-    assert (outcome.snapshot_id, outcome.map_name) == (0, "__sj.snapshot.7c1d-uid.0")
+    assert (outcome.snapshot_id, outcome.map_name) == (0, "__sj.b1.snapshot.7c1d-uid.0")
     assert cluster.database.committed_items() == [10, 11, 12]
 
 

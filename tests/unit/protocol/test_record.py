@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fnmatch
+
 import pytest
 
 from snapshot_protocol import (
@@ -13,10 +15,16 @@ from snapshot_protocol import (
     export_map_name,
     snapshot_map_name,
 )
+from snapshotjob_contract import (
+    EXPORT_BACKUP_COUNT,
+    MAX_BACKUP_COUNT,
+    all_snapshot_map_names,
+    member_map_backup_counts,
+)
 
 pytestmark = pytest.mark.unit
 
-JOB = JobIdentity(uid="uid-1", namespace="ns", pipeline_fingerprint="fp")
+JOB = JobIdentity(uid="uid-1", namespace="ns", pipeline_fingerprint="fp", backup_count=1)
 
 
 def done(
@@ -31,6 +39,7 @@ def done(
         num_chunks=1,
         failure=failure,
         now=500,
+        backup_count=JOB.backup_count,
     )
 
 
@@ -58,12 +67,12 @@ def test_successful_automatic_or_terminal_snapshot_switches_the_data_map(
     record = done(ExecutionRecord().start_new_snapshot(100), kind)
     assert (record.snapshot_id, record.data_map_index) == (0, 0)
     assert record.ongoing_data_map_index == 1
-    assert record.successful_snapshot_map_name(JOB) == "__sj.snapshot.uid-1.0"
+    assert record.successful_snapshot_map_name(JOB) == "__sj.b1.snapshot.uid-1.0"
     assert record.snapshot_stats == SnapshotStats(0, 100, 500, 10, 2, 1)
     assert record.last_snapshot_failure is None
     record = done(record.start_new_snapshot(600), kind)
     assert (record.snapshot_id, record.data_map_index) == (1, 1)
-    assert record.successful_snapshot_map_name(JOB) == "__sj.snapshot.uid-1.1"
+    assert record.successful_snapshot_map_name(JOB) == "__sj.b1.snapshot.uid-1.1"
 
 
 def test_export_only_snapshot_never_becomes_the_restore_point() -> None:
@@ -71,7 +80,7 @@ def test_export_only_snapshot_never_becomes_the_restore_point() -> None:
     record = done(automatic.start_new_snapshot(200), SnapshotKind.EXPORT_ONLY)
     assert (record.snapshot_id, record.data_map_index) == (0, 0)
     assert record.exported_snapshot_name is None
-    assert record.successful_snapshot_map_name(JOB) == "__sj.snapshot.uid-1.0"
+    assert record.successful_snapshot_map_name(JOB) == "__sj.b1.snapshot.uid-1.0"
     assert record.snapshot_stats is not None and record.snapshot_stats.snapshot_id == 1
 
 
@@ -82,10 +91,10 @@ def test_terminal_exported_snapshot_becomes_the_restore_point_in_its_export_map(
     assert record.successful_snapshot_map_name(JOB) == "__sj.export.ns.exp"
     # The next automatic snapshot goes to the map not holding the last automatic one and
     # points the record back at the automatic maps.
-    assert record.ongoing_snapshot_map_name(JOB, None) == "__sj.snapshot.uid-1.1"
+    assert record.ongoing_snapshot_map_name(JOB, None) == "__sj.b1.snapshot.uid-1.1"
     record = done(record.start_new_snapshot(300), SnapshotKind.AUTOMATIC)
     assert record.exported_snapshot_name is None
-    assert record.successful_snapshot_map_name(JOB) == "__sj.snapshot.uid-1.1"
+    assert record.successful_snapshot_map_name(JOB) == "__sj.b1.snapshot.uid-1.1"
 
 
 def test_failed_snapshot_only_records_the_failure() -> None:
@@ -107,6 +116,7 @@ def test_snapshot_done_needs_an_export_name_exactly_for_exported_kinds() -> None
             num_chunks=0,
             failure=None,
             now=1,
+            backup_count=1,
         )
 
 
@@ -149,6 +159,7 @@ def test_to_dict_uses_the_crd_status_keys() -> None:
     assert record.to_dict() == {
         "snapshotId": 0,
         "dataMapIndex": -1,
+        "dataMapBackupCount": None,
         "ongoingSnapshotId": 0,
         "ongoingSnapshotStartTime": 100,
         "exportedSnapshotName": "exp",
@@ -176,7 +187,59 @@ def test_from_dict_of_a_new_job() -> None:
 
 
 def test_map_names() -> None:
-    assert snapshot_map_name("u", 1) == "__sj.snapshot.u.1"
+    assert snapshot_map_name("u", 1, 3) == "__sj.b3.snapshot.u.1"
+    assert snapshot_map_name("u", 0, None) == "__sj.snapshot.u.0"
     assert export_map_name("ns", "n") == "__sj.export.ns.n"
     with pytest.raises(ValueError, match="0 or 1"):
-        snapshot_map_name("u", -1)
+        snapshot_map_name("u", -1, 1)
+    with pytest.raises(ValueError, match="1 to 6"):
+        snapshot_map_name("u", 0, 7)
+    with pytest.raises(ValueError, match="1 to 6"):
+        JobIdentity("u", "ns", "fp", 0)
+    names = all_snapshot_map_names("u")
+    assert len(names) == len(set(names)) == 14
+    assert {"__sj.snapshot.u.0", "__sj.b1.snapshot.u.1", "__sj.b6.snapshot.u.0"} <= set(names)
+
+
+def test_every_map_name_matches_the_member_pattern_with_its_backup_count() -> None:
+    patterns = member_map_backup_counts()
+
+    def backups(name: str) -> int | None:
+        # Hazelcast's rule: the longest matching pattern wins.
+        matching = [p for p in patterns if fnmatch.fnmatchcase(name, p)]
+        return patterns[max(matching, key=len)] if matching else None
+
+    for count in range(1, MAX_BACKUP_COUNT + 1):
+        job = JobIdentity("u", "ns", "fp", count)
+        assert backups(ExecutionRecord().ongoing_snapshot_map_name(job, None)) == count
+        assert backups(ExecutionRecord().ongoing_snapshot_map_name(job, "exp")) == 6
+    assert EXPORT_BACKUP_COUNT == MAX_BACKUP_COUNT == 6
+    # Maps of older snapshots fall back to the members' __sj.* default.
+    assert backups(snapshot_map_name("u", 0, None)) is None
+
+
+def test_the_record_finds_its_snapshot_after_the_backup_count_changed() -> None:
+    more = JobIdentity(JOB.uid, JOB.namespace, JOB.pipeline_fingerprint, 3)
+    record = done(ExecutionRecord().start_new_snapshot(100), SnapshotKind.AUTOMATIC)
+    assert record.data_map_backup_count == JOB.backup_count == 1
+    # Restore reads the map the snapshot was written to; the next one goes to the new name.
+    assert record.successful_snapshot_map_name(more) == "__sj.b1.snapshot.uid-1.0"
+    assert record.ongoing_snapshot_map_name(more, None) == "__sj.b3.snapshot.uid-1.1"
+    record = record.start_new_snapshot(200).snapshot_done(
+        SnapshotKind.AUTOMATIC,
+        export_name=None,
+        num_bytes=1,
+        num_keys=1,
+        num_chunks=1,
+        failure=None,
+        now=300,
+        backup_count=more.backup_count,
+    )
+    assert record.successful_snapshot_map_name(more) == "__sj.b3.snapshot.uid-1.1"
+    assert ExecutionRecord.from_dict(record.to_dict()) == record
+    # A record written before names carried the count names the map as it was then.
+    legacy = {"snapshotId": 4, "dataMapIndex": 1, "ongoingSnapshotId": 4}
+    assert (
+        ExecutionRecord.from_dict(legacy).successful_snapshot_map_name(more)
+        == "__sj.snapshot.uid-1.1"
+    )

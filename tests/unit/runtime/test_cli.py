@@ -44,6 +44,14 @@ def test_local_mode_takes_everything_from_the_command_line() -> None:
     assert config.settings.job.uid == "job-1"
     assert ns.record_file == Path("/tmp/record.json")
     assert config.settings.initial_snapshot_name is None
+    assert config.settings.job.backup_count == 1
+
+
+def test_local_mode_takes_the_backup_count_of_the_snapshot_maps() -> None:
+    config = local_config(parser().parse_args(_local("--backup-count", "2")))
+    assert config.settings.job.backup_count == 2
+    with pytest.raises(SystemExit):
+        parser().parse_args(_local("--backup-count", "7"))
 
 
 def test_local_mode_can_start_from_an_exported_snapshot() -> None:

@@ -32,7 +32,7 @@ def test_kubernetes_mode_reads_the_snapshotjob() -> None:
         _job(
             processingGuarantee="AT_LEAST_ONCE",
             snapshotIntervalSeconds=3,
-            hazelcast={"address": "hz:5701", "clusterName": "prod"},
+            hazelcast={"address": "hz:5701", "clusterName": "prod", "backupCount": 3},
             statePartitions=16,
             spark={"master": "local[2]", "conf": {"snapshotjob.statePartitions": "4", "a": "b"}},
         )
@@ -42,6 +42,8 @@ def test_kubernetes_mode_reads_the_snapshotjob() -> None:
     assert config.settings.guarantee is ProcessingGuarantee.AT_LEAST_ONCE
     assert config.settings.snapshot_interval_ms == 3000
     assert config.settings.state_partitions == 16
+    # The backup count names the maps the driver writes, so the members give them 3 backups.
+    assert config.settings.job.backup_count == 3
     # The old conf key means nothing any more: it is passed to Spark like any other.
     assert config.spark_conf == {"snapshotjob.statePartitions": "4", "a": "b"}
     assert config.master == "local[2]"
@@ -51,6 +53,7 @@ def test_kubernetes_mode_reads_the_snapshotjob() -> None:
 def test_state_partitions_default_and_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SJ_HAZELCAST_ADDRESS", "hz:5701")
     assert kubernetes_config(_job()).settings.state_partitions == DEFAULT_STATE_PARTITIONS == 8
+    assert kubernetes_config(_job()).settings.job.backup_count == 1
     with pytest.raises(BadInput, match="statePartitions"):
         kubernetes_config(_job(statePartitions="many"))
     with pytest.raises(

@@ -1,0 +1,139 @@
+"""``spec.hazelcast.backupCount`` does what it says: a job's snapshot survives that many members
+failing at once, on real members, and not one more.
+
+A map's backups come from the member config pattern its name matches (the names carry the
+count, see :mod:`snapshotjob_contract.record`), so these tests check the members, not the
+names: four members of the test bed, configured as the chart configures them, lose two at once
+(SIGKILL, no migration in between). With two backups every snapshot chunk is still there and
+the real driver restores and finishes with the exact closed-form sums of
+``examples.sequence_sum``; with one backup the same kill loses chunks, and the restore refuses
+the snapshot (``SnapshotCorrupted``). The loss is as good as certain: each chunk's partition
+has both its copies on the two killed members with probability about 1/6, and the state is
+spread over 64 partitions' chunks. Run time: about 5 minutes on a 2-core machine (three
+four-member clusters, four Spark driver starts).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from examples.sequence_sum import expected_sums
+from snapshotjob_contract import export_map_name, snapshot_map_name
+from snapshotjob_contract.exits import DriverExit
+from testbed.driver_process import DriverHarness
+from testbed.hazelcast import HazelcastCluster
+
+pytestmark = pytest.mark.timeout(900)
+
+MEMBERS = 4
+KILLED = (2, 3)
+KEYS = 1000
+STATE_PARTITIONS = 64
+END = 40_000
+
+
+@pytest.fixture
+def four_members(tmp_path: Path) -> Iterator[HazelcastCluster]:
+    """Four fresh members (the session's cluster has three), stopped after the test."""
+    (tmp_path / "hazelcast").mkdir()
+    cluster = HazelcastCluster(tmp_path / "hazelcast", size=MEMBERS, heap="384m")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _kill_two_at_once(cluster: HazelcastCluster) -> None:
+    """SIGKILLs two members before the others can notice either (detection takes seconds)."""
+    for index in KILLED:
+        cluster.kill(index)
+    cluster.wait_cluster_safe(expected_size=MEMBERS - len(KILLED))
+
+
+def test_members_keep_as_many_backups_as_the_map_name_says(
+    four_members: HazelcastCluster,
+) -> None:
+    cluster = four_members
+    client = cluster.client()
+    entries = 2000
+    uid = uuid.uuid4().hex[:8]
+    names = {
+        "one backup": snapshot_map_name(uid, 0, 1),
+        "two backups": snapshot_map_name(uid, 0, 2),
+        "export": export_map_name("ns", f"export-{uid}"),
+    }
+    for name in names.values():
+        target = client.get_map(name).blocking()
+        for key in range(entries):
+            target.set(key, b"x")
+    cluster.wait_cluster_safe(expected_size=MEMBERS)
+
+    _kill_two_at_once(cluster)
+
+    left = {what: client.get_map(name).blocking().size() for what, name in names.items()}
+    assert left["two backups"] == entries, left
+    assert left["export"] == entries, left
+    # The contrast shows the count is the members' doing: one backup loses the partitions
+    # whose owner and backup were both killed.
+    assert left["one backup"] < entries, left
+
+
+def _sums(dsn: str) -> dict[int, tuple[int, int]]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT key, total, count FROM sums").fetchall()
+    return {key: (total, count) for key, total, count in rows}
+
+
+def _prepared(dsn: str) -> list[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+@pytest.mark.parametrize("backup_count", [2, 1])
+def test_a_snapshot_survives_backup_count_members_killed_at_once(
+    four_members: HazelcastCluster, postgres_dsn: str, tmp_path: Path, backup_count: int
+) -> None:
+    cluster = four_members
+    harness = DriverHarness(
+        workdir=tmp_path,
+        members=[node.address for node in cluster.nodes],
+        cluster_name=cluster.cluster_name,
+        job_uid=f"backups-{uuid.uuid4().hex[:8]}",
+        pipeline="examples.sequence_sum",
+        args={"dsn": postgres_dsn, "keys": KEYS, "end": END, "rows_per_epoch": 2000},
+        snapshot_interval_ms=1000,
+        state_partitions=STATE_PARTITIONS,
+        backup_count=backup_count,
+        extra_args=["--conf", "spark.driver.memory=768m"],
+    )
+    maps = f"map={snapshot_map_name(harness.job_uid, 0, backup_count)[:-1]}"
+    harness.start()
+    assert harness.wait_for_log("Snapshot done", count=2, timeout=300), harness.log_tail()
+    assert maps in harness.log_text(), harness.log_tail()
+    # The driver dies with the members, so the restore point is the last snapshot taken while
+    # all four members (and so every backup) were there.
+    assert harness.kill(), harness.log_tail()
+    _kill_two_at_once(cluster)
+
+    harness.args["rows_per_epoch"] = 20_000
+    harness.start()
+    code = harness.wait(timeout=600)
+    log = harness.log_text()
+    if backup_count == 1:
+        assert code == DriverExit.SNAPSHOT_CORRUPTED, harness.log_tail()
+        assert "Restore failed permanently" in log
+        return
+    assert code == DriverExit.COMPLETED, harness.log_tail()
+    assert "Restored state operator=sums" in log, harness.log_tail()
+    assert "Restore failed" not in log
+    assert _sums(postgres_dsn) == expected_sums(END, KEYS)
+    assert _prepared(postgres_dsn) == []
