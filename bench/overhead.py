@@ -139,7 +139,7 @@ def run_pipeline(
 
     job = f"bench-{uuid.uuid4().hex[:8]}"
     settings = DriverSettings(
-        job=JobIdentity(job, "bench", "overhead", 1),
+        job=JobIdentity(job, "bench", 1),
         guarantee=guarantee,
         snapshot_interval_ms=1000,
         state_partitions=STATE_PARTITIONS,

@@ -47,17 +47,18 @@ on a store of up to seven members that is a copy on every member."""
 class JobIdentity:
     """What names a job's snapshot maps and tags its validation records.
 
+    What a snapshot must have been written by to be restored is not the job but the pipeline's
+    shape, checked at restore (``snapshot_protocol.chunks.PipelineShape``).
+
     Attributes:
         uid: The SnapshotJob's metadata.uid; a recreated job gets new maps.
         namespace: The SnapshotJob's namespace; exports are named per namespace.
-        pipeline_fingerprint: Identifies the pipeline code that wrote a snapshot.
         backup_count: ``spec.hazelcast.backupCount``: synchronous backups of the automatic
             snapshot maps this execution writes; their names carry it.
     """
 
     uid: str
     namespace: str
-    pipeline_fingerprint: str
     backup_count: int
 
     def __post_init__(self) -> None:

@@ -15,7 +15,6 @@ when ``--kubernetes`` is given.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from collections.abc import Mapping
 from typing import Any, cast
@@ -70,14 +69,10 @@ def kubernetes_config(job: Mapping[str, Any]) -> JobConfig:
             f"No Hazelcast address: set spec.hazelcast.address or {ENV_HAZELCAST_ADDRESS}"
         )
     cluster = spec.hazelcast.cluster_name or os.environ.get(ENV_HAZELCAST_CLUSTER, "dev")
-    # The fingerprint hashes the pipeline object as stored, byte for byte as before the spec
-    # was parsed by the model, so snapshots taken by older drivers keep matching it.
-    fingerprint = json.dumps((job.get("spec") or {}).get("pipeline"), sort_keys=True)
     settings = DriverSettings(
         job=JobIdentity(
             str(metadata["uid"]),
             str(metadata["namespace"]),
-            fingerprint,
             spec.hazelcast.backup_count,
         ),
         guarantee=spec.processing_guarantee,

@@ -58,7 +58,7 @@ def local_config(ns: argparse.Namespace) -> JobConfig:
         raise BadInput("--args-json must be a JSON object")
     args.update(_pairs(ns.arg, "--arg"))
     settings = DriverSettings(
-        job=JobIdentity(ns.job_uid, "local", ns.pipeline, ns.backup_count),
+        job=JobIdentity(ns.job_uid, "local", ns.backup_count),
         guarantee=ProcessingGuarantee(ns.guarantee),
         snapshot_interval_ms=ns.snapshot_interval_ms,
         state_partitions=ns.state_partitions,

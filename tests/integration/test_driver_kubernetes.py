@@ -401,7 +401,7 @@ def test_cancel_with_export_lists_the_terminal_export(
         return TerminationRequest(TerminationMode.CANCEL_GRACEFUL, export)
 
     settings = DriverSettings(
-        job=JobIdentity(uid, NAMESPACE, "terminal-export-test", 1),
+        job=JobIdentity(uid, NAMESPACE, 1),
         guarantee=ProcessingGuarantee.EXACTLY_ONCE,
         snapshot_interval_ms=10**9,  # only the terminal snapshot
         state_partitions=4,

@@ -132,7 +132,7 @@ class Job:
     """One job: its identity, record file and the ledger of its external transactions."""
 
     def __init__(self, tmp_path: Path, store: HazelcastSnapshotStore) -> None:
-        self.identity = JobIdentity(f"it-{uuid.uuid4().hex[:10]}", "default", "fp-1", 1)
+        self.identity = JobIdentity(f"it-{uuid.uuid4().hex[:10]}", "default", 1)
         self.record_path = tmp_path / "record.json"
         self.store = store
         self.ledger: dict[int, str] = {}

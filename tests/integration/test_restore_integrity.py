@@ -51,7 +51,7 @@ class Jobs:
         self.store = HazelcastSnapshotStore(self.client)
         self.workdir = workdir
         self.uid = f"integrity-{uuid.uuid4().hex[:8]}"
-        self.identity = JobIdentity(self.uid, "test", "integrity", 1)
+        self.identity = JobIdentity(self.uid, "test", 1)
         self.last: Driver | None = None
 
     def run(

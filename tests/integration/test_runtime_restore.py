@@ -64,7 +64,7 @@ class Runner:
         guarantee: ProcessingGuarantee = ProcessingGuarantee.EXACTLY_ONCE,
     ) -> DriverExit:
         settings = DriverSettings(
-            job=JobIdentity(job, "test", "restore-test", 1),
+            job=JobIdentity(job, "test", 1),
             guarantee=guarantee,
             snapshot_interval_ms=interval_ms,
             state_partitions=4,

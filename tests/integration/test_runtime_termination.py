@@ -74,7 +74,7 @@ def _driver(
     before_poll: Callable[[], None] | None = None,
 ) -> Driver:
     settings = DriverSettings(
-        job=JobIdentity(records.path.stem, "test", "termination-test", 1),
+        job=JobIdentity(records.path.stem, "test", 1),
         guarantee=ProcessingGuarantee.EXACTLY_ONCE,
         snapshot_interval_ms=10**9,  # only terminal snapshots
         state_partitions=4,

@@ -68,9 +68,7 @@ def then_reconcile(step: Callable[..., None]) -> Callable[..., None]:
 
 
 LIFE_BEFORE_DELETION = 30
-IDENTITY = JobIdentity(
-    uid=JOB.uid, namespace=JOB.namespace, pipeline_fingerprint="wordcount", backup_count=1
-)
+IDENTITY = JobIdentity(uid=JOB.uid, namespace=JOB.namespace, backup_count=1)
 
 
 class JobWorld(RuleBasedStateMachine):

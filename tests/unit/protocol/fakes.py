@@ -508,7 +508,7 @@ class FakeTransactionalSink:
         self.restored_ids.append(named)
 
 
-JOB = JobIdentity(uid="0b5e-uid", namespace="team-a", pipeline_fingerprint="fp-1", backup_count=1)
+JOB = JobIdentity(uid="0b5e-uid", namespace="team-a", backup_count=1)
 INTERVAL_MS = 10_000
 
 

@@ -28,9 +28,7 @@ from .fakes import Cluster, FakeKeyedState
 pytestmark = pytest.mark.unit
 
 S = CoordinatorState
-OTHER_JOB = JobIdentity(
-    uid="7c1d-uid", namespace="team-a", pipeline_fingerprint="fp-1", backup_count=1
-)
+OTHER_JOB = JobIdentity(uid="7c1d-uid", namespace="team-a", backup_count=1)
 GOLDEN_MAP = export_map_name("team-a", "golden")
 
 

@@ -24,7 +24,7 @@ from snapshotjob_contract import (
 
 pytestmark = pytest.mark.unit
 
-JOB = JobIdentity(uid="uid-1", namespace="ns", pipeline_fingerprint="fp", backup_count=1)
+JOB = JobIdentity(uid="uid-1", namespace="ns", backup_count=1)
 
 
 def done(
@@ -195,7 +195,7 @@ def test_map_names() -> None:
     with pytest.raises(ValueError, match="1 to 6"):
         snapshot_map_name("u", 0, 7)
     with pytest.raises(ValueError, match="1 to 6"):
-        JobIdentity("u", "ns", "fp", 0)
+        JobIdentity("u", "ns", 0)
     names = all_snapshot_map_names("u")
     assert len(names) == len(set(names)) == 14
     assert {"__sj.snapshot.u.0", "__sj.b1.snapshot.u.1", "__sj.b6.snapshot.u.0"} <= set(names)
@@ -210,7 +210,7 @@ def test_every_map_name_matches_the_member_pattern_with_its_backup_count() -> No
         return patterns[max(matching, key=len)] if matching else None
 
     for count in range(1, MAX_BACKUP_COUNT + 1):
-        job = JobIdentity("u", "ns", "fp", count)
+        job = JobIdentity("u", "ns", count)
         assert backups(ExecutionRecord().ongoing_snapshot_map_name(job, None)) == count
         assert backups(ExecutionRecord().ongoing_snapshot_map_name(job, "exp")) == 6
     assert EXPORT_BACKUP_COUNT == MAX_BACKUP_COUNT == 6
@@ -219,7 +219,7 @@ def test_every_map_name_matches_the_member_pattern_with_its_backup_count() -> No
 
 
 def test_the_record_finds_its_snapshot_after_the_backup_count_changed() -> None:
-    more = JobIdentity(JOB.uid, JOB.namespace, JOB.pipeline_fingerprint, 3)
+    more = JobIdentity(JOB.uid, JOB.namespace, 3)
     record = done(ExecutionRecord().start_new_snapshot(100), SnapshotKind.AUTOMATIC)
     assert record.data_map_backup_count == JOB.backup_count == 1
     # Restore reads the map the snapshot was written to; the next one goes to the new name.
