@@ -103,7 +103,9 @@ def zombie_episode(
             )
             stopped_at = None
         # Either way the replacement had stored its snapshot (its failpoint is after step 7).
-        replacement_done_at = stopped_at or datetime.now()
+        # Whole milliseconds, as the driver's log times, so the two compare.
+        now = datetime.now()
+        replacement_done_at = stopped_at or now.replace(microsecond=now.microsecond // 1000 * 1000)
         record = harness.record()
         assert record.data_map_index == touched, (
             f"the replacement's restore point (snapshot {record.snapshot_id}, map "
