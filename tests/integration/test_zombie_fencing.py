@@ -29,7 +29,7 @@ that frees a map (taking steps 3 and 8) can wipe it. The scenario (:mod:`testbed
 5. B is SIGKILLed; driver C restores B's snapshot and runs the bounded sequence to its end.
 
 C must complete (exit 0, not 65 for a corrupted snapshot), the sums must be exact, every
-event id present exactly once, and no prepared transaction left. Two to three minutes: four
+event id present exactly once, and no prepared transaction left. 2 to 4 minutes: four
 driver processes, each a Spark start-up.
 """
 
