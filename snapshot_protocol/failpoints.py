@@ -14,6 +14,14 @@ Actions:
         7 and restore step 2); raises :class:`FailpointIndeterminate`, which the coordinator
         handles like the indeterminate result of that step's write. ``before_step_N`` means the
         write was not applied, ``after_step_N`` means it was.
+    pause: allowed everywhere; calls the pause hook the runtime gave :class:`Failpoints`, and
+        goes on when the hook returns. It makes a zombie driver on purpose: the driver's hook
+        (``spark_runtime/execution.py``) stops its own process with ``SIGSTOP`` exactly there,
+        so a test can start a newer execution meanwhile and send ``SIGCONT`` when it wants the
+        stale one to carry on from that very point. A random ``SIGSTOP`` from outside could
+        not pick the step, and could stop the driver while it holds the record file's lock.
+        This module stays pure: it never signals anything itself, and refuses to arm ``pause``
+        without a hook.
 
 Failpoints are armed programmatically or through ``SJ_FAILPOINTS``, for example
 ``SJ_FAILPOINTS="take.after_step_7=crash,take.before_step_5=indeterminate"``. An armed failpoint
@@ -23,7 +31,7 @@ fires once and then disarms itself, so a restarted protocol run in the same proc
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from snapshot_protocol.errors import IndeterminateChunkWrite, IndeterminateRecordWrite
@@ -43,6 +51,11 @@ class FailpointAction(enum.Enum):
 
     CRASH = "crash"
     INDETERMINATE = "indeterminate"
+    PAUSE = "pause"
+
+
+PauseHook = Callable[[str], None]
+"""Called with the failpoint's name when a ``pause`` failpoint fires; returning resumes."""
 
 
 class FailpointCrash(BaseException):
@@ -91,7 +104,7 @@ def _all_failpoints() -> tuple[Failpoint, ...]:
     failpoints = []
     for procedure, steps in _STEPS.items():
         for step in range(1, steps + 1):
-            actions = {FailpointAction.CRASH}
+            actions = {FailpointAction.CRASH, FailpointAction.PAUSE}
             if step in _INDETERMINATE_STEPS[procedure]:
                 actions.add(FailpointAction.INDETERMINATE)
             for position in ("before", "after"):
@@ -113,20 +126,35 @@ _BY_NAME: dict[str, Failpoint] = {failpoint.name: failpoint for failpoint in FAI
 
 
 class Failpoints:
-    """The registry of armed failpoints that the coordinator passes on its way."""
+    """The registry of armed failpoints that the coordinator passes on its way.
 
-    def __init__(self, armed: Mapping[str, FailpointAction] | None = None) -> None:
+    Args:
+        armed: Failpoints to arm, by name.
+        pause: What a ``pause`` failpoint does; without it ``pause`` cannot be armed.
+    """
+
+    def __init__(
+        self,
+        armed: Mapping[str, FailpointAction] | None = None,
+        *,
+        pause: PauseHook | None = None,
+    ) -> None:
         self._armed: dict[str, FailpointAction] = {}
+        self._pause = pause
         for name, action in (armed or {}).items():
             self.arm(name, action)
 
     @classmethod
-    def parse(cls, spec: str) -> Failpoints:
+    def parse(cls, spec: str, *, pause: PauseHook | None = None) -> Failpoints:
         """Reads ``name=action[,name=action...]``, the format of ``SJ_FAILPOINTS``.
 
+        Args:
+            spec: The armed failpoints.
+            pause: The pause hook (see :class:`Failpoints`).
+
         Raises:
-            ValueError: On a malformed entry, an unknown failpoint or action, or an action the
-                failpoint does not allow.
+            ValueError: On a malformed entry, an unknown failpoint or action, an action the
+                failpoint does not allow, or ``pause`` without a hook.
         """
         armed: dict[str, FailpointAction] = {}
         for entry in spec.split(","):
@@ -142,12 +170,16 @@ class Failpoints:
                 raise ValueError(
                     f"{ENV_VAR} entry {entry.strip()!r}: action must be one of {choices}"
                 ) from None
-        return cls(armed)
+        return cls(armed, pause=pause)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> Failpoints:
-        """Arms the failpoints named in ``environ[SJ_FAILPOINTS]``, if set."""
-        return cls.parse(environ.get(ENV_VAR, ""))
+    def from_env(cls, environ: Mapping[str, str], *, pause: PauseHook | None = None) -> Failpoints:
+        """Arms the failpoints named in ``environ[SJ_FAILPOINTS]``, if set.
+
+        Raises:
+            ValueError: As :meth:`parse`.
+        """
+        return cls.parse(environ.get(ENV_VAR, ""), pause=pause)
 
     @property
     def armed(self) -> Mapping[str, FailpointAction]:
@@ -158,7 +190,8 @@ class Failpoints:
         """Arms one failpoint to fire once.
 
         Raises:
-            ValueError: If the failpoint is unknown or does not allow the action.
+            ValueError: If the failpoint is unknown or does not allow the action, or the action
+                is ``pause`` and no pause hook was given.
         """
         failpoint = _BY_NAME.get(name)
         if failpoint is None:
@@ -167,6 +200,11 @@ class Failpoints:
             raise ValueError(
                 f"failpoint {name!r} does not allow {action.value!r}: "
                 "no store write there can be indeterminate"
+            )
+        if action is FailpointAction.PAUSE and self._pause is None:
+            raise ValueError(
+                f"failpoint {name!r} cannot pause: no pause hook was given to Failpoints "
+                "(the driver process gives one)"
             )
         self._armed[name] = action
 
@@ -177,6 +215,8 @@ class Failpoints:
     def hit(self, name: str) -> None:
         """Passes the failpoint ``name``: fires and disarms it if armed.
 
+        A ``pause`` failpoint calls the pause hook and returns once the hook does.
+
         Raises:
             FailpointCrash: If armed with ``crash``.
             FailpointIndeterminate: If armed with ``indeterminate``.
@@ -186,3 +226,6 @@ class Failpoints:
             raise FailpointCrash(name)
         if action is FailpointAction.INDETERMINATE:
             raise FailpointIndeterminate(name)
+        if action is FailpointAction.PAUSE:
+            assert self._pause is not None, "arm() refuses pause without a hook"
+            self._pause(name)

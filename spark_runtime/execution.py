@@ -9,7 +9,9 @@ sequence both go through: load the pipeline, arm failpoints, install signal hand
 start Spark and the Hazelcast client, run the driver, stop everything.
 
 A :class:`FailpointCrash` (from ``SJ_FAILPOINTS``) ends the process with ``os._exit`` at once,
-skipping every cleanup, because it stands for the process dying at that point.
+skipping every cleanup, because it stands for the process dying at that point. A ``pause``
+failpoint stops the process with ``SIGSTOP`` (:func:`pause_here`), because it stands for a
+driver that stalls there and becomes a zombie once a newer execution took over.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -169,7 +172,7 @@ def run(mode: Mode) -> DriverExit:
     """
     config = mode.config
     build = load_build(config.module)
-    failpoints = Failpoints.from_env(os.environ)
+    failpoints = Failpoints.from_env(os.environ, pause=pause_here)
     signals = StopSignals()
     signals.install()
     spark = start_spark(config, mode.app_name)
@@ -232,6 +235,20 @@ def write_termination_message(message: str, path: str | None = None) -> bool:
     except OSError:
         return False
     return True
+
+
+def pause_here(failpoint: str) -> None:
+    """Stops this process at the failpoint until ``SIGCONT``, then lets it carry on there.
+
+    Only the Python process stops; its Spark JVM and the Hazelcast members keep running, as
+    when a driver is descheduled or its node freezes. The log lines around the stop tell a
+    test where the process is and when it went on.
+    """
+    _log.warning("Failpoint pausing failpoint=%s pid=%d", failpoint, os.getpid())
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os.kill(os.getpid(), signal.SIGSTOP)
+    _log.warning("Failpoint resumed failpoint=%s pid=%d", failpoint, os.getpid())
 
 
 def crash_now(crash: FailpointCrash) -> NoReturn:

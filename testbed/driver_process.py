@@ -3,8 +3,10 @@
 Chaos tests, the demo and the benchmark must stop the driver the way a node failure would
 (SIGKILL of the Python process, its Spark JVM and Python workers together), so the driver runs
 as a separate process group; this starts it, kills it, and reads its log to tell how far it got.
-It lived in ``spark_runtime.devtools`` until the test bed became a package of its own: test
-tooling stays out of the product's wheel.
+Zombie tests need two executions of one job at once: a driver that stopped itself at a
+``pause`` failpoint is let go of (:meth:`DriverHarness.detach`) while the harness starts its
+replacement, and is sent ``SIGCONT`` later. It lived in ``spark_runtime.devtools`` until the
+test bed became a package of its own: test tooling stays out of the product's wheel.
 """
 
 from __future__ import annotations
@@ -16,12 +18,85 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
+from snapshotjob_contract.record import ExecutionRecord
 from testbed.processes import start_in_own_session
 
 REPO = Path(__file__).resolve().parents[1]
 """The checkout, put on the driver's PYTHONPATH so it finds example pipeline modules."""
+
+_LOG_TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"
+
+
+def log_time(text: str, needle: str) -> datetime | None:
+    """When the first log line holding ``needle`` was written, from the driver's log format.
+
+    The driver logs ``<asctime> <level> <logger> <message>``, e.g.
+    ``2026-11-23 00:30:01,123 INFO spark_runtime Snapshot done ...``; local time, like
+    :meth:`datetime.now`.
+    """
+    for line in text.splitlines():
+        if needle in line:
+            try:
+                return datetime.strptime(line[:23], _LOG_TIME_FORMAT)
+            except ValueError:
+                continue
+    return None
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (state ``T`` in ``/proc/<pid>/stat``)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] == "T"
+
+
+@dataclass
+class DetachedDriver:
+    """An execution the harness let go of so that it could start the next one: a zombie.
+
+    Attributes:
+        name: ``driver-NNN``, as its log file is named.
+        process: The driver's Python process (the leader of its process group).
+        log: Its log file.
+        exit_code: Its exit code once it ended.
+    """
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    exit_code: int | None = None
+
+    def log_text(self) -> str:
+        """Its log."""
+        return self.log.read_text(errors="replace")
+
+    def stopped(self) -> bool:
+        """Whether it is stopped (by its own ``pause`` failpoint or a ``SIGSTOP``)."""
+        return self.process.poll() is None and _stopped(self.process.pid)
+
+    def resume(self) -> None:
+        """Lets it carry on with ``SIGCONT``."""
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def wait(self, timeout: float = 300.0) -> int:
+        """Waits for it to end and returns its exit code; SIGKILLs it after ``timeout``."""
+        try:
+            self.exit_code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"{self.name} did not end in {timeout}s; log {self.log}") from None
+        return self.exit_code
+
+    def kill(self) -> None:
+        """SIGKILLs its whole process group, stopped or not."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.exit_code = self.process.wait()
 
 
 @dataclass
@@ -113,6 +188,37 @@ class DriverHarness:
     def running(self) -> bool:
         """Whether the current execution is alive."""
         return self._process is not None and self._process.poll() is None
+
+    def wait_paused(self, failpoint: str, timeout: float = 180.0) -> None:
+        """Waits until the current execution stopped itself at the ``pause`` failpoint.
+
+        Raises:
+            AssertionError: If the driver ended or did not stop there in ``timeout`` seconds.
+        """
+        needle = f"Failpoint pausing failpoint={failpoint} "
+        assert self.wait_for_log(needle, timeout=timeout), (
+            f"driver ended before pausing at {failpoint}:\n{self.log_tail()}"
+        )
+        assert self._process is not None
+        deadline = time.monotonic() + 30
+        while not _stopped(self._process.pid):
+            assert time.monotonic() < deadline and self.running(), (
+                f"driver logged the pause at {failpoint} but did not stop:\n{self.log_tail()}"
+            )
+            time.sleep(0.1)
+
+    def detach(self) -> DetachedDriver:
+        """Lets go of the current execution, running or stopped, so the next can start."""
+        assert self._process is not None and self._log is not None, "no execution started"
+        detached = DetachedDriver(f"driver-{self.starts:03d}", self._process, self._log)
+        self._process = None
+        self._log = None
+        return detached
+
+    def record(self) -> ExecutionRecord:
+        """The execution record in the job's record file, as the next execution will read it."""
+        document = json.loads((self.workdir / "record.json").read_text())
+        return ExecutionRecord.from_dict(document.get("executionRecord"))
 
     def log_text(self) -> str:
         """The current execution's log."""

@@ -1,19 +1,51 @@
-"""Exactly-once under chaos: a real driver killed again and again must still sum exactly.
+"""Exactly-once under chaos: a real driver killed, crashed, fenced again and again must still
+publish every event exactly once.
 
-The pipeline is examples.sequence_sum (sequence -> key = n % 10 -> running sum and count ->
-PostgreSQL with two-phase commit), whose correct output is known in closed form. The driver
-runs as a separate process against the session's real Hazelcast members and PostgreSQL and is
-SIGKILLed at random moments, then once at every failpoint of the snapshot taking and restore
-procedures, then runs while one Hazelcast member is SIGKILLed and another SIGSTOPped; each time
-it is started again and must restore. At the end the table must hold exactly the expected sums
-(a lost epoch makes a sum too small, a replayed one too large) and no prepared transaction may
-be left. The same harness with AT_LEAST_ONCE and an appending sink must show duplicates, which
-proves the kills really hit between snapshots.
+The pipeline is examples.sequence_sum with its events table: sequence -> key = n % 10 ->
+running sum and count, upserted by key, and every input value appended as one row with its
+event id to a table without a unique constraint; both sinks are PostgreSQL with two-phase
+commit. The correct output is known in closed form: exact sums, and every id from 0 to
+END - 1 exactly once. Sums alone could hide a lost event behind a repeated one, an upsert
+hides repeated output by design; the events table shows both (a second row, a missing id).
 
-Run time: each restart costs a Spark JVM start and a restore (10-20 s on a 2-core machine); the
-default run does the issue's 20 random kills plus the 30 failpoints: 14 minutes measured alone
-on a 2-core machine (17 while other tests ran), the AT_LEAST_ONCE test 1.5 more. ``SJ_CHAOS_KILLS``
-changes the number of random kills, ``SJ_CHAOS_SEED`` their timing.
+The driver runs as a separate process against the session's real Hazelcast members and
+PostgreSQL, with the record in a local record file, and is faulted in five phases:
+
+1. SIGKILLed at random moments (JVM start, restore, epochs, snapshots), ``SJ_CHAOS_KILLS``
+   times (20).
+2. Crashed at every failpoint of the taking and restore procedures (``os._exit``); three of
+   the 30 are the crashes that end the replacements of phase 4.
+3. Member faults while snapshots are taken: ``SJ_CHAOS_MEMBER_KILLS`` (3) members SIGKILLed
+   one after the other, each started again and the cluster safe again before the next (the
+   maps have one backup, so one member at a time may go), then one member paused (SIGSTOP)
+   longer than the backup timeout.
+4. ``SJ_CHAOS_ZOMBIES`` (3) zombie episodes (:mod:`testbed.zombies`): a driver stops itself
+   inside a snapshot (a ``pause`` failpoint), a replacement claims the record, restores, takes
+   one snapshot into the map the stopped driver touches next and crashes at a failpoint; the
+   stopped driver gets SIGCONT, goes on, and is fenced (exit 77). Each episode stops the
+   zombie somewhere else: before writing its validation record (then its snapshot fails and
+   step 8b clears the map), before clearing its map in step 3, before step 8a's clear of
+   the other map.
+5. Runs to the end; the last snapshot's 2nd phase publishes the last output.
+
+Then the sums must be exact, no id missing or repeated, and no prepared transaction left.
+The zombies of phase 4 leave the restore point intact only if snapshot data is fenced too;
+without that the next restore finds it corrupted (exit 65). The same harness with
+AT_LEAST_ONCE and an appending sink must show duplicates, which proves the kills really hit
+between snapshots.
+
+Run time: each restart costs a Spark JVM start and a restore (10-20 s on a 2-core machine).
+The exactly-once test took 19 minutes (1119 s, 55 executions) on a 2-core machine shared with
+other test runs (its zombies stopped at ``take.before_step_7``, see below, since the three
+damaging stops end the run at its second episode until snapshot data is fenced), the
+AT_LEAST_ONCE test 1.5 more; before the events table, the member kills and the zombie
+episodes it took 14 alone. Each zombie episode costs two driver starts (about
+a minute), the member kills about a minute together. Reduced runs for development:
+``SJ_CHAOS_KILLS``, ``SJ_CHAOS_FAILPOINTS`` (comma-separated names; default all),
+``SJ_CHAOS_MEMBER_KILLS``, ``SJ_CHAOS_ZOMBIES``, ``SJ_CHAOS_SEED`` (the random kills'
+timing), and ``SJ_CHAOS_ZOMBIE_PAUSE`` (one failpoint for every zombie to stop at instead of
+the three above, e.g. ``take.before_step_7``, after which a zombie writes
+nothing: the episodes' mechanics without their damage).
 """
 
 from __future__ import annotations
@@ -22,26 +54,59 @@ import os
 import random
 import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from examples.sequence_sum import expected_sums
+from examples.sequence_sum import check_event_ids, expected_sums
 from snapshot_protocol import FAILPOINTS, FailpointAction
 from snapshotjob_contract.exits import DriverExit
 from testbed.driver_process import DriverHarness
 from testbed.hazelcast import HazelcastCluster
+from testbed.zombies import zombie_episode
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 KEYS = 10
 ROWS_PER_EPOCH = 1000
-# The last execution reads the rest in big epochs: epoch boundaries do not change the sums.
+# The last execution reads the rest in big epochs: epoch boundaries do not change the output.
 FINAL_ROWS_PER_EPOCH = 200_000
 RANDOM_KILLS = int(os.environ.get("SJ_CHAOS_KILLS", "20"))
-# More rows than the chaos phases get through (about 1000 rows per second of running driver).
-END = 2_000_000
+MEMBER_KILLS = int(os.environ.get("SJ_CHAOS_MEMBER_KILLS", "3"))
+ZOMBIES = int(os.environ.get("SJ_CHAOS_ZOMBIES", "3"))
+CRASH_POINTS = [fp.name for fp in FAILPOINTS if FailpointAction.CRASH in fp.actions]
+SELECTED_POINTS = [
+    name.strip()
+    for name in os.environ.get("SJ_CHAOS_FAILPOINTS", ",".join(CRASH_POINTS)).split(",")
+    if name.strip()
+]
+# (where the zombie stops, more failpoints for it, where its replacement crashes): each
+# replacement's crash is after its snapshot was stored (taking step 7).
+EPISODES = [
+    ("take.before_step_5", "take.after_step_5=indeterminate", "take.after_step_10"),
+    ("take.before_step_3", "", "take.after_step_9"),
+    ("take.before_step_8", "", "take.after_step_8"),
+]
+ZOMBIE_PAUSE = os.environ.get("SJ_CHAOS_ZOMBIE_PAUSE")
+# More rows than the chaos phases get through: with the events table an epoch and a snapshot
+# take about 4 s for 1000 rows on a 2-core machine, and a reduced run (2 kills, 4 failpoints,
+# the member faults, 3 zombie episodes) got through 37,000. Every row is an id to check.
+END = 500_000
+
+
+@dataclass
+class Tally:
+    """What the chaos did, for the counts line and the assertions."""
+
+    random_kills: int = 0
+    crashed_at: list[str] = field(default_factory=list)
+    member_kills: int = 0
+    zombies: int = 0
+    zombie_exits: list[int] = field(default_factory=list)
+    restores: int = 0
 
 
 def _harness(
@@ -52,24 +117,41 @@ def _harness(
     sink_mode: str,
     end: int,
     snapshot_interval_ms: int = 1000,
+    events_table: str | None = None,
 ) -> DriverHarness:
+    args: dict[str, object] = {
+        "dsn": dsn,
+        "keys": KEYS,
+        "end": end,
+        "rows_per_epoch": ROWS_PER_EPOCH,
+        "sink_mode": sink_mode,
+    }
+    if events_table:
+        args["events_table"] = events_table
     return DriverHarness(
         workdir=tmp_path,
         members=[node.address for node in cluster.nodes],
         cluster_name=cluster.cluster_name,
         job_uid=f"chaos-{uuid.uuid4().hex[:8]}",
         pipeline="examples.sequence_sum",
-        args={
-            "dsn": dsn,
-            "keys": KEYS,
-            "end": end,
-            "rows_per_epoch": ROWS_PER_EPOCH,
-            "sink_mode": sink_mode,
-        },
+        args=args,
         guarantee=guarantee,
         snapshot_interval_ms=snapshot_interval_ms,
         extra_args=["--conf", "spark.driver.memory=768m"],
     )
+
+
+@pytest.fixture
+def exactly_once(
+    healthy_hazelcast: HazelcastCluster, postgres_dsn: str, tmp_path: Path
+) -> Iterator[DriverHarness]:
+    """The exactly-once job with its events table; a driver left running dies with the test."""
+    harness = _harness(
+        tmp_path, healthy_hazelcast, postgres_dsn, "EXACTLY_ONCE", "upsert", END, 1000, "events"
+    )
+    yield harness
+    if harness.running():
+        harness.kill()
 
 
 def _prepared(dsn: str) -> list[str]:
@@ -78,6 +160,22 @@ def _prepared(dsn: str) -> list[str]:
             "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
         ).fetchall()
     return [row[0] for row in rows]
+
+
+def _snapshots(harness: DriverHarness) -> int:
+    """Snapshots the current execution finished, successful or not."""
+    text = harness.log_text()
+    return text.count("Snapshot done") + text.count("Snapshot failed")
+
+
+def _wait_snapshots(harness: DriverHarness, more: int, timeout: float = 180.0) -> None:
+    """Waits until the current execution finished ``more`` further snapshots."""
+    target = _snapshots(harness) + more
+    deadline = time.monotonic() + timeout
+    while _snapshots(harness) < target:
+        assert harness.running(), f"driver ended:\n{harness.log_tail()}"
+        assert time.monotonic() < deadline, f"no {more} snapshots in {timeout}s"
+        time.sleep(0.2)
 
 
 def _run_to_completion(harness: DriverHarness, attempts: int = 5) -> int:
@@ -92,74 +190,114 @@ def _run_to_completion(harness: DriverHarness, attempts: int = 5) -> int:
     raise AssertionError(f"driver did not complete in {attempts} executions")
 
 
-def test_exactly_once_survives_driver_kills_failpoints_and_member_faults(
-    healthy_hazelcast: HazelcastCluster,
-    postgres_dsn: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    cluster = healthy_hazelcast
-    harness = _harness(tmp_path, cluster, postgres_dsn, "EXACTLY_ONCE", "upsert", END)
-    rng = random.Random(int(os.environ.get("SJ_CHAOS_SEED", "20261121")))
-    kills = restores = 0
-    started = time.monotonic()
-
-    # 1. SIGKILL at random moments: during JVM start, restore, epochs, snapshots.
-    for _ in range(RANDOM_KILLS):
+def _random_kills(harness: DriverHarness, rng: random.Random, tally: Tally) -> None:
+    """Phase 1: SIGKILLs at random moments, until ``RANDOM_KILLS`` hit a live driver."""
+    for _ in range(RANDOM_KILLS * 2):
+        if tally.random_kills >= RANDOM_KILLS:
+            return
         harness.start()
         time.sleep(rng.uniform(4.0, 30.0))
         # A driver may end by itself first (a restart after an indeterminate write).
-        kills += harness.kill()
-        restores += harness.log_text().count("Restored source")
+        tally.random_kills += harness.kill()
+        tally.restores += harness.log_text().count("Restored source")
 
-    # 2. A crash at every failpoint of both procedures (os._exit in the driver).
-    crash_points = [fp.name for fp in FAILPOINTS if FailpointAction.CRASH in fp.actions]
-    for name in crash_points:
-        harness.start(failpoints=f"{name}=crash")
-        code = harness.wait(timeout=300)
-        assert code == DriverExit.FAILPOINT_CRASH, f"{name}: exit {code}\n{harness.log_tail()}"
-        assert f"failpoint={name}" in harness.log_text()
-        kills += 1
-        restores += harness.log_text().count("Restored source")
 
-    # 3. Snapshot store faults while snapshots are taken: one member crashes, one hangs.
+def _crash_at(harness: DriverHarness, name: str, tally: Tally) -> None:
+    """Phase 2: one crash at failpoint ``name``."""
+    harness.start(failpoints=f"{name}=crash")
+    code = harness.wait(timeout=300)
+    assert code == DriverExit.FAILPOINT_CRASH, f"{name}: exit {code}\n{harness.log_tail()}"
+    assert f"failpoint={name}" in harness.log_text()
+    tally.crashed_at.append(name)
+    tally.restores += harness.log_text().count("Restored source")
+
+
+def _member_faults(harness: DriverHarness, cluster: HazelcastCluster, tally: Tally) -> None:
+    """Phase 3: members SIGKILLed one at a time and started again, then one paused."""
     harness.start()
     assert harness.wait_for_log("Snapshot done", count=2), harness.log_tail()
-    cluster.kill(2)
-    assert harness.wait_for_log("Snapshot ", count=4), harness.log_tail()
-    cluster.restart(2)
-    cluster.wait_cluster_safe(expected_size=3)
-    assert harness.wait_for_log("Snapshot ", count=6), harness.log_tail()
+    size = len(cluster.nodes)
+    for kill in range(MEMBER_KILLS):
+        index = (size - 1 - kill) % size
+        cluster.kill(index)
+        tally.member_kills += 1
+        _wait_snapshots(harness, 1)  # taken while the member is gone
+        cluster.restart(index)
+        cluster.wait_cluster_safe(expected_size=size)
+        _wait_snapshots(harness, 1)  # taken after the partitions moved back
     cluster.pause(1)
     time.sleep(6)  # longer than the members' 3 s backup timeout: puts become indeterminate
     cluster.resume(1)
-    cluster.wait_cluster_safe(expected_size=3)
-    assert harness.wait_for_log("Snapshot ", count=10), harness.log_tail()
-    if harness.running():
-        harness.kill()
-        kills += 1
-    restores += harness.log_text().count("Restored source")
+    cluster.wait_cluster_safe(expected_size=size)
+    _wait_snapshots(harness, 2)
+    harness.kill()
+    tally.restores += harness.log_text().count("Restored source")
 
-    # 4. Let the job finish; the last snapshot's 2nd phase publishes the last output.
+
+def _zombie_episodes(harness: DriverHarness, tally: Tally) -> None:
+    """Phase 4: zombies resumed after their replacement snapshotted into their map."""
+    for number in range(ZOMBIES):
+        pause_at, zombie_failpoints, crash_at = EPISODES[number % len(EPISODES)]
+        if ZOMBIE_PAUSE:
+            pause_at, zombie_failpoints = ZOMBIE_PAUSE, ""
+        episode = zombie_episode(harness, pause_at, f"{crash_at}=crash", zombie_failpoints)
+        tally.crashed_at.append(crash_at)
+        tally.zombie_exits.append(episode.zombie_exit)
+        tally.restores += episode.zombie.log_text().count("Restored source")
+        tally.restores += harness.log_text().count("Restored source")
+        zombie_log = episode.zombie.log_text()
+        assert episode.zombie_exit == DriverExit.FENCED, zombie_log[-3000:]
+        assert episode.zombie_resumed_at is not None, zombie_log[-3000:]
+        assert episode.zombie_resumed_at >= episode.replacement_done_at
+        tally.zombies += 1
+
+
+def test_exactly_once_survives_kills_failpoints_zombies_and_member_faults(
+    exactly_once: DriverHarness,
+    healthy_hazelcast: HazelcastCluster,
+    postgres_dsn: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    harness = exactly_once
+    rng = random.Random(int(os.environ.get("SJ_CHAOS_SEED", "20261121")))
+    tally = Tally()
+    started = time.monotonic()
+    episode_points = [EPISODES[n % len(EPISODES)][2] for n in range(ZOMBIES)]
+
+    _random_kills(harness, rng, tally)
+    for name in SELECTED_POINTS:
+        if name not in episode_points:
+            _crash_at(harness, name, tally)
+    _member_faults(harness, healthy_hazelcast, tally)
+    _zombie_episodes(harness, tally)
+
     harness.args["rows_per_epoch"] = FINAL_ROWS_PER_EPOCH
-    executions = _run_to_completion(harness)
-    restores += executions
+    tally.restores += _run_to_completion(harness)
 
     expected = expected_sums(END, KEYS)
     with psycopg.connect(postgres_dsn) as conn:
         rows = conn.execute("SELECT key, total, count FROM sums ORDER BY key").fetchall()
     actual = {key: (total, count) for key, total, count in rows}
+    events = check_event_ids(postgres_dsn, "events", END)
     leftover = _prepared(postgres_dsn)
     # The figures belong in the run's output (CI's log), not in pytest's captured stdout.
     with capsys.disabled():
         print(
-            f"\nexactly-once chaos: kills={kills} (random={RANDOM_KILLS}, "
-            f"failpoints={len(crash_points)}) restores={restores} executions={harness.starts} "
-            f"rows_checked={len(rows)} values_summed={END} exit_codes={harness.exit_codes} "
-            f"seconds={time.monotonic() - started:.0f}"
+            f"\nexactly-once chaos: kills={tally.random_kills} "
+            f"failpoints={len(set(tally.crashed_at))} zombies={tally.zombies} "
+            f"member_kills={tally.member_kills} restores={tally.restores} "
+            f"ids_checked={END} id_rows={events.rows} missing_ids={events.missing} "
+            f"repeated_ids={events.repeated} sums_checked={len(rows)} "
+            f"executions={harness.starts} exit_codes={harness.exit_codes} "
+            f"zombie_exits={tally.zombie_exits} seconds={time.monotonic() - started:.0f}"
         )
     assert actual == expected
+    assert events.exact, events
     assert leftover == []
+    # The faults the run promises really happened.
+    assert tally.random_kills >= RANDOM_KILLS
+    assert sorted(set(tally.crashed_at)) == sorted(set(SELECTED_POINTS) | set(episode_points))
+    assert (tally.member_kills, tally.zombies) == (MEMBER_KILLS, ZOMBIES)
 
 
 def test_at_least_once_with_appending_sink_duplicates_output(
