@@ -207,6 +207,11 @@ class DriverHarness:
             )
             time.sleep(0.1)
 
+    def resume(self) -> None:
+        """Lets the current execution carry on after a ``pause`` failpoint (``SIGCONT``)."""
+        assert self._process is not None, "no execution started"
+        os.kill(self._process.pid, signal.SIGCONT)
+
     def detach(self) -> DetachedDriver:
         """Lets go of the current execution, running or stopped, so the next can start."""
         assert self._process is not None and self._log is not None, "no execution started"

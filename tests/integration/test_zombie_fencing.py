@@ -31,6 +31,15 @@ that frees a map (taking steps 3 and 8) can wipe it. The scenario (:mod:`testbed
 C must complete (exit 0, not 65 for a corrupted snapshot), the sums must be exact, every
 event id present exactly once, and no prepared transaction left. 2 to 4 minutes: four
 driver processes, each a Spark start-up.
+
+A second test shows a zombie the snapshot data's fencing does not stop: one that stalls in
+restore step 5, before its sinks settle their transactions. Its replacement prepares a
+snapshot's transactions; the zombie goes on, and its sink recovery rolls back every prepared
+transaction of the job that its own restore point does not name, the replacement's too;
+the replacement's phase 2 then commits only what is still prepared, which is nothing, and
+an epoch of output is gone while the record says committed. The running sums are upserted,
+so later snapshots repair them: only the events table shows the loss. Marked as an
+expected failure until sink recovery is fenced too.
 """
 
 from __future__ import annotations
@@ -130,5 +139,48 @@ def test_zombie_resumed_in_phase_1_leaves_the_replacements_restore_point_intact(
         rows = conn.execute("SELECT key, total, count FROM sums ORDER BY key").fetchall()
     assert {key: (total, count) for key, total, count in rows} == expected_sums(END, KEYS)
     events = check_event_ids(postgres_dsn, "events", END)
+    assert events.exact, events
+    assert _prepared(postgres_dsn) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="sink recovery (restore step 5) is not fenced: a zombie rolls back its "
+    "replacement's prepared transactions",
+)
+def test_zombie_resumed_in_restore_step_5_does_not_roll_back_the_replacements_output(
+    harness: DriverHarness, postgres_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    harness.start()
+    assert harness.wait_for_log("Snapshot done", count=2), harness.log_tail()
+    harness.kill()
+
+    # The zombie has made the record safe (restore step 2) and stops before its sinks recover.
+    harness.start(failpoints="restore.before_step_5=pause")
+    harness.wait_paused("restore.before_step_5")
+    zombie = harness.detach()
+    try:
+        # The replacement prepares its first snapshot's transactions and stops before step 7.
+        harness.start(failpoints="take.before_step_7=pause")
+        harness.wait_paused("take.before_step_7")
+        zombie.resume()
+        assert zombie.wait(timeout=300) == DriverExit.FENCED, zombie.log_text()[-3000:]
+    finally:
+        zombie.kill()
+    harness.resume()
+    assert harness.wait_for_log("Snapshot done", count=2), harness.log_tail()
+    harness.kill()
+
+    harness.args["rows_per_epoch"] = 10_000
+    harness.start()
+    code = harness.wait(timeout=600)
+    assert code == DriverExit.COMPLETED, f"C exited {code}:\n{harness.log_tail()}"
+    events = check_event_ids(postgres_dsn, "events", END)
+    recovered = [line for line in zombie.log_text().splitlines() if "Recovered sink" in line]
+    with capsys.disabled():
+        print(f"\nzombie in restore step 5: events={events} zombie_recovery={recovered}")
+    with psycopg.connect(postgres_dsn) as conn:
+        rows = conn.execute("SELECT key, total, count FROM sums ORDER BY key").fetchall()
+    assert {key: (total, count) for key, total, count in rows} == expected_sums(END, KEYS)
     assert events.exact, events
     assert _prepared(postgres_dsn) == []
