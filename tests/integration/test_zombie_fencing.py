@@ -8,10 +8,11 @@ claiming it is what fences the older execution. The pipeline is ``examples.seque
 with its events table, so its correct output is known in closed form: exact sums per key and
 every event id exactly once.
 
-The record is fenced, snapshot data is not (docs/protocol.md, "What the code does not do"),
-and the validation record has one key per map. So a zombie that goes on from inside a
-snapshot can overwrite the validation record of its replacement's restore point, and a clear
-that frees a map (taking steps 3 and 8) can wipe it. The scenario (:mod:`testbed.zombies`):
+Before snapshot data was fenced by snapshot id (docs/protocol.md, mechanism M8), the
+validation record had one key per map, so a zombie that went on from inside a snapshot
+overwrote the validation record of its replacement's restore point, and a clear that freed a
+map (taking steps 3 and 8) wiped it; this test failed with C exiting 65. The scenario
+(:mod:`testbed.zombies`):
 
 1. A first execution takes two snapshots and is SIGKILLed: the job has state and a restore
    point R.
@@ -32,14 +33,12 @@ C must complete (exit 0, not 65 for a corrupted snapshot), the sums must be exac
 event id present exactly once, and no prepared transaction left. 2 to 4 minutes: four
 driver processes, each a Spark start-up.
 
-A second test shows a zombie the snapshot data's fencing does not stop: one that stalls in
-restore step 5, before its sinks settle their transactions. Its replacement prepares a
-snapshot's transactions; the zombie goes on, and its sink recovery rolls back every prepared
-transaction of the job that its own restore point does not name, the replacement's too;
-the replacement's phase 2 then commits only what is still prepared, which is nothing, and
-an epoch of output is gone while the record says committed. The running sums are upserted,
-so later snapshots repair them: only the events table shows the loss. Marked as an
-expected failure until sink recovery is fenced too.
+A second test stalls a zombie in restore step 5, before its sinks settle their transactions.
+Its replacement prepares a snapshot's transactions; the zombie goes on, and its sink recovery
+must settle only transactions of ids up to its own record's ``ongoingSnapshotId``. Unfenced,
+it rolled back the replacement's too; the replacement's phase 2 then committed nothing and an
+epoch of output was gone while the record said committed. The running sums are upserted, so
+later snapshots repair them: only the events table shows the loss.
 """
 
 from __future__ import annotations
@@ -143,11 +142,6 @@ def test_zombie_resumed_in_phase_1_leaves_the_replacements_restore_point_intact(
     assert _prepared(postgres_dsn) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sink recovery (restore step 5) is not fenced: a zombie rolls back its "
-    "replacement's prepared transactions",
-)
 def test_zombie_resumed_in_restore_step_5_does_not_roll_back_the_replacements_output(
     harness: DriverHarness, postgres_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
