@@ -185,8 +185,13 @@ def _run_to_completion(harness: DriverHarness, attempts: int = 5) -> int:
         code = harness.wait(timeout=900)
         if code == DriverExit.COMPLETED:
             return attempt
-        # A restart after an indeterminate write or a failed final snapshot is legitimate.
-        assert code in (DriverExit.RESTART_FORCEFUL, DriverExit.FAILED), harness.log_tail()
+        # A restart after an indeterminate write (75), or after the store or PostgreSQL was
+        # unavailable, e.g. a failed final snapshot (69), is legitimate.
+        assert code in (
+            DriverExit.RESTART_FORCEFUL,
+            DriverExit.TRANSIENT_FAILURE,
+            DriverExit.FAILED,
+        ), harness.log_tail()
     raise AssertionError(f"driver did not complete in {attempts} executions")
 
 
