@@ -343,13 +343,13 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
     assert _record(api, name_2)["ongoingSnapshotId"] >= 0
 
 
-def test_missing_initial_snapshot_is_a_corrupted_snapshot(
+def test_a_missing_initial_snapshot_is_not_found(
     api: client.ApiClient, healthy_hazelcast: HazelcastCluster, drivers: Drivers, tmp_path: Path
 ) -> None:
     work = tmp_path / "job"
     name = _job(api, healthy_hazelcast, work, "exec-1")
     driver = drivers.start(name, "exec-1", initial_snapshot=f"never-{uuid.uuid4().hex[:6]}")
-    assert drivers.wait(driver) == DriverExit.SNAPSHOT_CORRUPTED, drivers.tail(driver)
+    assert drivers.wait(driver) == DriverExit.SNAPSHOT_NOT_FOUND, drivers.tail(driver)
     assert "does not exist" in drivers.tail(driver)
     assert _rows(work) == []
 
