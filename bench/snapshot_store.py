@@ -59,11 +59,16 @@ def best_times(
     """Fastest wall time of each method over ``repeat`` rounds.
 
     Each method is ``(before, run)``; only ``run`` is timed. The methods take turns within
-    every round, so a burst of load on the machine hits them alike.
+    every round, starting each round with the next one, so a burst of load on the machine and
+    the cost of being first hit them alike.
     """
     best = dict.fromkeys(methods, float("inf"))
-    for _ in range(repeat):
-        for name, (before, run) in methods.items():
+    names = list(methods)
+    for round_ in range(repeat):
+        # Each round starts with another method, so none always pays for the round's start.
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            before, run = methods[name]
             before()
             start = time.perf_counter()
             run()
