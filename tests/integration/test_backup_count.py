@@ -27,6 +27,7 @@ from snapshotjob_contract import export_map_name, snapshot_map_name
 from snapshotjob_contract.exits import DriverExit
 from testbed.driver_process import DriverHarness
 from testbed.hazelcast import HazelcastCluster
+from testbed.postgres import prepared_transactions
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -90,14 +91,6 @@ def _sums(dsn: str) -> dict[int, tuple[int, int]]:
     return {key: (total, count) for key, total, count in rows}
 
 
-def _prepared(dsn: str) -> list[str]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
-        ).fetchall()
-    return [row[0] for row in rows]
-
-
 @pytest.mark.parametrize("backup_count", [2, 1])
 def test_a_snapshot_survives_backup_count_members_killed_at_once(
     four_members: HazelcastCluster, postgres_dsn: str, tmp_path: Path, backup_count: int
@@ -136,4 +129,4 @@ def test_a_snapshot_survives_backup_count_members_killed_at_once(
     assert "Restored state operator=sums" in log, harness.log_tail()
     assert "Restore failed" not in log
     assert _sums(postgres_dsn) == expected_sums(END, KEYS)
-    assert _prepared(postgres_dsn) == []
+    assert prepared_transactions(postgres_dsn) == []

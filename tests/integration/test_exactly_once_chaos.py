@@ -66,6 +66,7 @@ from snapshot_protocol import FAILPOINTS, FailpointAction
 from snapshotjob_contract.exits import DriverExit
 from testbed.driver_process import DriverHarness
 from testbed.hazelcast import HazelcastCluster
+from testbed.postgres import prepared_transactions
 from testbed.zombies import zombie_episode
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -152,14 +153,6 @@ def exactly_once(
     yield harness
     if harness.running():
         harness.kill()
-
-
-def _prepared(dsn: str) -> list[str]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
-        ).fetchall()
-    return [row[0] for row in rows]
 
 
 def _snapshots(harness: DriverHarness) -> int:
@@ -284,7 +277,7 @@ def test_exactly_once_survives_kills_failpoints_zombies_and_member_faults(
         rows = conn.execute("SELECT key, total, count FROM sums ORDER BY key").fetchall()
     actual = {key: (total, count) for key, total, count in rows}
     events = check_event_ids(postgres_dsn, "events", END)
-    leftover = _prepared(postgres_dsn)
+    leftover = prepared_transactions(postgres_dsn)
     # The figures belong in the run's output (CI's log), not in pytest's captured stdout.
     with capsys.disabled():
         print(

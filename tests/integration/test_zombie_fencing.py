@@ -54,6 +54,7 @@ from examples.sequence_sum import check_event_ids, expected_sums
 from snapshotjob_contract.exits import DriverExit
 from testbed.driver_process import DriverHarness
 from testbed.hazelcast import HazelcastCluster
+from testbed.postgres import prepared_transactions
 from testbed.zombies import zombie_episode
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -85,14 +86,6 @@ def harness(
     yield job
     if job.running():
         job.kill()
-
-
-def _prepared(dsn: str) -> list[str]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
-        ).fetchall()
-    return [row[0] for row in rows]
 
 
 def test_zombie_resumed_in_phase_1_leaves_the_replacements_restore_point_intact(
@@ -139,7 +132,7 @@ def test_zombie_resumed_in_phase_1_leaves_the_replacements_restore_point_intact(
     assert {key: (total, count) for key, total, count in rows} == expected_sums(END, KEYS)
     events = check_event_ids(postgres_dsn, "events", END)
     assert events.exact, events
-    assert _prepared(postgres_dsn) == []
+    assert prepared_transactions(postgres_dsn) == []
 
 
 def test_zombie_resumed_in_restore_step_5_does_not_roll_back_the_replacements_output(
@@ -177,4 +170,4 @@ def test_zombie_resumed_in_restore_step_5_does_not_roll_back_the_replacements_ou
         rows = conn.execute("SELECT key, total, count FROM sums ORDER BY key").fetchall()
     assert {key: (total, count) for key, total, count in rows} == expected_sums(END, KEYS)
     assert events.exact, events
-    assert _prepared(postgres_dsn) == []
+    assert prepared_transactions(postgres_dsn) == []
