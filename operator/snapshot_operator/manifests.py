@@ -130,9 +130,12 @@ def driver_spark_conf(job: JobRef, spec: SnapshotJobSpec, pod_name: str) -> dict
             ),
             # The driver's Role may not create ConfigMaps.
             "spark.kubernetes.executor.disableConfigMap": "true",
-            # Executors mount no claims; without this the allocator lists the namespace's
-            # PersistentVolumeClaims (to reuse them) before creating executors.
+            # Client mode creates neither a driver Service nor claims; left at Spark's
+            # defaults the allocator lists PersistentVolumeClaims to reuse them and stopping
+            # deletes both kinds by label, which the Role rightly forbids.
             "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+            "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+            "spark.kubernetes.driver.service.deleteOnTermination": "false",
         }
         if executor.cores_request is not None:
             derived["spark.kubernetes.executor.request.cores"] = executor.cores_request

@@ -155,11 +155,17 @@ def test_executors_ask_for_sparks_defaults_when_the_spec_names_no_request() -> N
     assert "spark.executor.memoryOverhead" not in conf
 
 
-def test_the_allocator_lists_no_claims_it_may_not_read() -> None:
-    # The Role grants nothing on PersistentVolumeClaims; reusing them would list them.
+def test_spark_touches_no_claims_or_services_the_role_does_not_grant() -> None:
+    # Spark's defaults list claims before creating executors and delete claims and services
+    # by label when it stops; the Role grants nothing on either kind.
     conf = driver_spark_conf(JOB, spec(), CREATE.pod_name)
 
     assert conf["spark.kubernetes.driver.reusePersistentVolumeClaim"] == "false"
+    assert conf["spark.kubernetes.driver.ownPersistentVolumeClaim"] == "false"
+    assert conf["spark.kubernetes.driver.service.deleteOnTermination"] == "false"
+    resources = {resource for rule in build_role(JOB)["rules"] for resource in rule["resources"]}
+    assert "persistentvolumeclaims" not in resources
+    assert "services" not in resources
 
 
 def test_user_conf_wins_except_where_it_would_detach_executors() -> None:
