@@ -33,6 +33,15 @@ field existed keep their partitioning."""
 SPARK_MEMORY_PATTERN = r"^[1-9][0-9]*[kKmMgGtT]?$"
 """Spark's memory strings as ``spark.driver.memory`` takes them, e.g. ``512m`` or ``2g``."""
 
+CPU_QUANTITY_PATTERN = r"^([1-9][0-9]*m|[1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)$"
+"""A positive Kubernetes CPU quantity: whole or decimal cores (`1`, `0.5`) or millicores
+(`250m`)."""
+
+
+def _unset(value: object) -> bool:
+    """Whether an optional field is left out of dumps, so adding it changed no fingerprint."""
+    return value is None
+
 
 class ImagePullPolicy(enum.StrEnum):
     """When the kubelet pulls the runtime image, as for any container."""
@@ -88,6 +97,9 @@ class DriverResources(ApiModel):
     """CPU cores of the driver (`spark.driver.cores`)."""
     memory: str = Field(default="1g", pattern=SPARK_MEMORY_PATTERN)
     """Heap of the driver in Spark's notation, e.g. `512m` or `2g` (`spark.driver.memory`)."""
+    cores_request: str | None = Field(default=None, pattern=CPU_QUANTITY_PATTERN, exclude_if=_unset)
+    """CPU request of the driver container as a Kubernetes quantity, e.g. `500m`; `cores` when
+    omitted. Spark still runs `cores` task threads on the driver."""
 
 
 class ExecutorResources(ApiModel):
@@ -101,6 +113,16 @@ class ExecutorResources(ApiModel):
     """CPU cores of each executor (`spark.executor.cores`)."""
     memory: str = Field(default="1g", pattern=SPARK_MEMORY_PATTERN)
     """Heap of each executor in Spark's notation, e.g. `2g` (`spark.executor.memory`)."""
+    cores_request: str | None = Field(default=None, pattern=CPU_QUANTITY_PATTERN, exclude_if=_unset)
+    """CPU request of each executor Pod as a Kubernetes quantity, e.g. `500m`
+    (`spark.kubernetes.executor.request.cores`); `cores` when omitted. Spark still runs
+    `cores` tasks at once on each executor."""
+    memory_overhead: str | None = Field(
+        default=None, pattern=SPARK_MEMORY_PATTERN, exclude_if=_unset
+    )
+    """Memory of each executor Pod beyond the heap, in Spark's notation, e.g. `384m`
+    (`spark.executor.memoryOverhead`); Spark's default when omitted: a tenth of the heap, at
+    least 384 MiB."""
 
 
 class SparkSpec(ApiModel):

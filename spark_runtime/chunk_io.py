@@ -13,6 +13,8 @@ writing them needs no row conversion, and a chunk read back is a ready record ba
 from __future__ import annotations
 
 import io
+import os
+import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,9 +35,13 @@ DESCRIPTOR_SCHEMA = pa.schema(
         pa.field("num_bytes", pa.int64(), nullable=False),
         pa.field("num_keys", pa.int64(), nullable=False),
         pa.field("checksum", pa.string(), nullable=False),
+        pa.field("writer", pa.string(), nullable=False),
     ]
 )
-"""What a snapshot task returns for each chunk it wrote."""
+"""What a snapshot task returns for each chunk it wrote, and which process wrote it."""
+
+EXECUTOR_POD_NAME_ENV = "SPARK_EXECUTOR_POD_NAME"
+"""Set by Spark in every executor Pod; its Python workers inherit it from the executor JVM."""
 
 
 @dataclass(frozen=True)
@@ -132,21 +138,32 @@ def write_partition(
     return descriptors
 
 
-def descriptors_batch(descriptors: Sequence[ChunkDescriptor]) -> pa.RecordBatch:
-    """Returns descriptors as a record batch of :data:`DESCRIPTOR_SCHEMA`."""
+def chunk_writer() -> str:
+    """Names the process a task runs in: its executor Pod, else the host (local master)."""
+    return os.environ.get(EXECUTOR_POD_NAME_ENV) or socket.gethostname()
+
+
+def descriptors_batch(descriptors: Sequence[ChunkDescriptor], writer: str) -> pa.RecordBatch:
+    """Returns descriptors as a record batch of :data:`DESCRIPTOR_SCHEMA`.
+
+    Args:
+        descriptors: The chunks a task wrote.
+        writer: Who wrote them (:func:`chunk_writer`), for the driver's log.
+    """
     return pa.RecordBatch.from_pydict(
         {
             "key": [str(d.key) for d in descriptors],
             "num_bytes": [d.num_bytes for d in descriptors],
             "num_keys": [d.num_keys for d in descriptors],
             "checksum": [d.checksum for d in descriptors],
+            "writer": [writer] * len(descriptors),
         },
         schema=DESCRIPTOR_SCHEMA,
     )
 
 
 def descriptor_of_row(row: Mapping[str, Any]) -> ChunkDescriptor:
-    """Reads one row of :data:`DESCRIPTOR_SCHEMA` back into a descriptor."""
+    """Reads one row of :data:`DESCRIPTOR_SCHEMA` back into a descriptor (without its writer)."""
     return ChunkDescriptor(
         ChunkKey.parse(row["key"]), row["num_bytes"], row["num_keys"], row["checksum"]
     )
@@ -167,3 +184,15 @@ def read_chunks(
     for chunk, data in zip(chunks, values, strict=True):
         verify_chunk(map_name, snapshot_id, chunk, data)
         yield from decode_batches(data)
+
+
+def writer_counts(rows: Iterable[Mapping[str, Any]]) -> str:
+    """Returns how many chunks each writer wrote, as ``writer:count,...`` sorted by writer.
+
+    The driver logs it per snapshot so an operator (or a test) sees that the executors, not
+    the driver, wrote the state partitions.
+    """
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["writer"]] = counts.get(row["writer"], 0) + 1
+    return ",".join(f"{writer}:{count}" for writer, count in sorted(counts.items()))

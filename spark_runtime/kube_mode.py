@@ -1,7 +1,11 @@
 """Kubernetes mode: the job from its SnapshotJob, its execution record in the job's status.
 
 The operator starts the driver Pod with the job's namespace, name and the execution id it
-wrote to ``status.execution.id``; everything else the driver reads from the SnapshotJob. The
+wrote to ``status.execution.id``, and with the Spark settings it derives from the spec as
+``--conf`` arguments (the master among them: ``spec.spark.master: k8s`` becomes the in-cluster
+API server, so Spark's Kubernetes scheduler runs the executors as Pods owned by the driver
+Pod); everything else the driver reads from the SnapshotJob. For executor Pods the driver
+writes Spark's executor pod template from the contract (:mod:`snapshotjob_contract.pods`). The
 record is kept in ``status.executionRecord``
 (:class:`~spark_runtime.kube_record_store.KubernetesRecordStore`, fenced by that id), the
 operator's termination and export requests are polled from the status
@@ -15,8 +19,11 @@ when ``--kubernetes`` is given.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, cast
 
 from kubernetes import client as kube_client
@@ -30,8 +37,9 @@ from snapshotjob_contract.environment import (
     ENV_HAZELCAST_CLUSTER,
     ENV_INITIAL_SNAPSHOT_NAME,
 )
+from snapshotjob_contract.pods import EXECUTOR_POD_TEMPLATE_CONF, executor_pod_template
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
-from snapshotjob_contract.spec import SnapshotJobSpec
+from snapshotjob_contract.spec import SnapshotJobSpec, SparkSpec
 from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import (
@@ -43,9 +51,69 @@ from spark_runtime.driver import (
 from spark_runtime.execution import BadInput, JobConfig
 from spark_runtime.kube_record_store import KubernetesRecordStore
 from spark_runtime.kube_requests import OperatorRequestPoller
+from spark_runtime.local_mode import key_value_pairs
+
+SPARK_MASTER_CONF = "spark.master"
 
 
-def kubernetes_config(job: Mapping[str, Any]) -> JobConfig:
+def spark_settings(
+    spark: SparkSpec, operator_conf: Mapping[str, str]
+) -> tuple[str, dict[str, str]]:
+    """Returns the Spark master and configuration the driver runs with.
+
+    The operator's settings (``--conf``) already hold the spec's ``spark.conf``, which won
+    over its derived values where allowed; they win over the spec here because only they
+    turn ``master: k8s`` into a URL Spark accepts and tie the executors to the driver Pod.
+    Without them (a driver started by hand) the spec's own master and conf are used.
+    """
+    conf = dict(spark.conf) | dict(operator_conf)
+    master = conf.pop(SPARK_MASTER_CONF, spark.master)
+    return master, conf
+
+
+def write_executor_pod_template(directory: Path | None = None) -> Path:
+    """Writes Spark's executor pod template (JSON, which Spark reads as YAML) to a new file.
+
+    Spark reads the file in the driver process (client mode), so a local file is enough and
+    no ConfigMap is needed.
+
+    Args:
+        directory: Where to write; the temporary directory by default.
+
+    Returns:
+        The file's path.
+    """
+    descriptor, name = tempfile.mkstemp(
+        prefix="snapshotjob-executor-pod-", suffix=".json", dir=directory
+    )
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        json.dump(executor_pod_template(), file, indent=2)
+    return Path(name)
+
+
+def with_executor_pod_template(config: JobConfig, directory: Path | None = None) -> JobConfig:
+    """Adds the executor pod template to a job whose executors run as Pods.
+
+    A template the spec's ``spark.conf`` names is kept, and a ``local[N]`` job needs none.
+
+    Raises:
+        BadInput: If the master is still the spec's ``k8s``: the operator's settings are missing.
+    """
+    if config.master == "k8s":
+        raise BadInput(
+            "spec.spark.master k8s needs the operator's Spark settings "
+            f"(--conf {SPARK_MASTER_CONF}=k8s://...)"
+        )
+    if not config.master.startswith("k8s://") or EXECUTOR_POD_TEMPLATE_CONF in config.spark_conf:
+        return config
+    path = write_executor_pod_template(directory)
+    config.spark_conf[EXECUTOR_POD_TEMPLATE_CONF] = str(path)
+    return config
+
+
+def kubernetes_config(
+    job: Mapping[str, Any], operator_conf: Mapping[str, str] | None = None
+) -> JobConfig:
     """Builds the job from its SnapshotJob object, read through the contract's spec model.
 
     The API server has already validated the spec against the CRD rendered from the same
@@ -53,7 +121,11 @@ def kubernetes_config(job: Mapping[str, Any]) -> JobConfig:
     server without the CRD's schema); the defaults are the model's, the operator's too. The
     Hazelcast address comes from ``spec.hazelcast`` or, for the installation's own cluster,
     from the environment the operator sets (:mod:`snapshotjob_contract.environment`), as does
-    the export to start from.
+    the export to start from. The Spark master and settings are :func:`spark_settings`.
+
+    Args:
+        job: The SnapshotJob.
+        operator_conf: The operator's ``--conf`` settings of the driver Pod; None outside one.
 
     Raises:
         BadInput: If the spec is not a valid SnapshotJob spec or lacks a store address.
@@ -82,13 +154,8 @@ def kubernetes_config(job: Mapping[str, Any]) -> JobConfig:
         suspend_on_failure=spec.suspend_on_failure,
         initial_snapshot_name=os.environ.get(ENV_INITIAL_SNAPSHOT_NAME) or None,
     )
-    return JobConfig(
-        spec.pipeline.module,
-        dict(spec.pipeline.args),
-        settings,
-        spec.spark.master,
-        dict(spec.spark.conf),
-    )
+    master, conf = spark_settings(spec.spark, operator_conf or {})
+    return JobConfig(spec.pipeline.module, dict(spec.pipeline.args), settings, master, conf)
 
 
 class KubernetesMode:
@@ -120,13 +187,15 @@ class KubernetesMode:
     def from_args(cls, ns: argparse.Namespace) -> KubernetesMode:
         """Connects to the API server and reads the SnapshotJob named on the command line.
 
-        In a Pod the client uses the Pod's service account, elsewhere the kubeconfig.
+        In a Pod the client uses the Pod's service account, elsewhere the kubeconfig. The
+        ``--conf`` arguments are the operator's Spark settings (:func:`spark_settings`).
 
         Raises:
             BadInput: If an option is missing or the SnapshotJob lacks what the driver needs.
         """
         if not (ns.namespace and ns.name and ns.execution_id):
             raise BadInput("Kubernetes mode needs --namespace, --name and --execution-id")
+        operator_conf = key_value_pairs(ns.conf, "--conf")
         if "KUBERNETES_SERVICE_HOST" in os.environ:
             kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
         else:
@@ -138,8 +207,9 @@ class KubernetesMode:
             job = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
             return cast(Mapping[str, Any], job)
 
+        config = with_executor_pod_template(kubernetes_config(fetch(), operator_conf))
         return cls(
-            kubernetes_config(fetch()),
+            config,
             KubernetesRecordStore(api, namespace, name, ns.execution_id),
             OperatorRequestPoller(fetch),
             f"snapshotjob-{namespace}-{name}",

@@ -22,7 +22,12 @@ from spark_runtime.execution import BadInput, JobConfig
 from spark_runtime.file_record_store import FileRecordStore
 
 
-def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
+def key_value_pairs(items: Sequence[str], what: str) -> dict[str, str]:
+    """Reads ``key=value`` options (``--arg``, ``--conf``) into a dict; later keys win.
+
+    Raises:
+        BadInput: If an item has no ``=`` or no key.
+    """
     pairs = {}
     for item in items:
         key, separator, value = item.partition("=")
@@ -56,7 +61,7 @@ def local_config(ns: argparse.Namespace) -> JobConfig:
         raise BadInput(f"--args-json is not JSON: {error}") from error
     if not isinstance(args, dict):
         raise BadInput("--args-json must be a JSON object")
-    args.update(_pairs(ns.arg, "--arg"))
+    args.update(key_value_pairs(ns.arg, "--arg"))
     settings = DriverSettings(
         job=JobIdentity(ns.job_uid, "local", ns.backup_count),
         guarantee=ProcessingGuarantee(ns.guarantee),
@@ -66,7 +71,7 @@ def local_config(ns: argparse.Namespace) -> JobConfig:
         suspend_on_failure=ns.suspend_on_failure,
         initial_snapshot_name=ns.initial_snapshot_name or None,
     )
-    return JobConfig(ns.pipeline, args, settings, ns.master, _pairs(ns.conf, "--conf"))
+    return JobConfig(ns.pipeline, args, settings, ns.master, key_value_pairs(ns.conf, "--conf"))
 
 
 class LocalMode:

@@ -12,7 +12,8 @@
 #   snapshotjob/runtime-deps:bookworm    + /opt/venv with the third-party wheels of
 #                                         .[operator,runtime] (versions pinned to .venv's)
 #   snapshotjob/runtime:dev              + this repository's package, examples/, the
-#                                         Hazelcast jar and the `hazelcast-member` launcher
+#                                         Hazelcast jar, the `hazelcast-member` launcher
+#                                         and `executor` (Spark's executor Pods run it)
 #   snapshotjob/runtime-e2e:dev          + tests/e2e/pipelines (the end-to-end tests' code)
 #
 # Usage: hack/images/build.sh [app|e2e]...   (default: app)
@@ -170,7 +171,7 @@ build_app() {
   cp -r "${REPO_ROOT}/examples" "${ctx}/app/examples"
   find "${ctx}/app" -name __pycache__ -prune -exec rm -rf {} +
   cp "${HAZELCAST_JAR}" "${ctx}/hazelcast.jar"
-  cp "${IMAGES_DIR}/hazelcast-member" "${ctx}/hazelcast-member"
+  cp "${IMAGES_DIR}/hazelcast-member" "${IMAGES_DIR}/executor" "${ctx}/"
   sed "s/@INPUTS@/${inputs}/; s/@UID@/${APP_UID}/g; s|@DEPS_IMAGE@|${DEPS_IMAGE}|" \
     "${IMAGES_DIR}/runtime.Dockerfile" >"${ctx}/Dockerfile"
   docker_build "${APP_IMAGE}" "${ctx}"

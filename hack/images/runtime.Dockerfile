@@ -1,6 +1,6 @@
 # The project image: operator, Spark driver (and executors) and Hazelcast member in one.
 # Rendered by hack/images/build.sh (@...@ placeholders); the build context is a temporary
-# directory holding the project's wheel, examples/, the Hazelcast jar and the launcher.
+# directory holding the project's wheel, examples/, the Hazelcast jar and the launchers.
 FROM @DEPS_IMAGE@
 COPY snapshotjob-*.whl /tmp/wheel/
 RUN /opt/venv/bin/pip install --quiet --no-deps --no-index --no-cache-dir /tmp/wheel/*.whl \
@@ -8,6 +8,8 @@ RUN /opt/venv/bin/pip install --quiet --no-deps --no-index --no-cache-dir /tmp/w
 COPY app/ /opt/snapshotjob/app/
 COPY hazelcast.jar /opt/snapshotjob/jars/hazelcast.jar
 COPY hazelcast-member /usr/local/bin/hazelcast-member
+# Spark starts executor Pods with the argument `executor` and no command of its own.
+COPY executor /usr/local/bin/executor
 ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONPATH=/opt/snapshotjob/app \
     PYTHONUNBUFFERED=1 \

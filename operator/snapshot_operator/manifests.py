@@ -33,6 +33,7 @@ from snapshotjob_contract.environment import (
     ENV_JOB_NAME,
     ENV_NAMESPACE,
 )
+from snapshotjob_contract.pods import restricted_container_security_context
 from snapshotjob_contract.resource import GROUP, KIND, PLURAL, VERSION
 
 LABEL_JOB = f"{GROUP}/job"
@@ -103,9 +104,10 @@ def _metadata(job: JobRef, name: str, component: str) -> dict[str, Any]:
 def driver_spark_conf(job: JobRef, spec: SnapshotJobSpec, pod_name: str) -> dict[str, str]:
     """Returns the Spark configuration the operator derives for a driver Pod.
 
-    The user's ``spec.spark.conf`` wins over everything but the keys that tie executors to
-    this driver Pod (their owner and job label), which must stay right for the garbage
-    collector and for "never two drivers" to cover executors too.
+    The driver runs Spark with exactly these settings (``--conf`` arguments), the master
+    included. The user's ``spec.spark.conf`` wins over everything but the keys that tie
+    executors to this driver Pod and its job (their owner and labels), which must stay right
+    for the garbage collector and for "never two drivers" to cover executors too.
     """
     executor = spec.spark.executor
     derived = {
@@ -115,6 +117,8 @@ def driver_spark_conf(job: JobRef, spec: SnapshotJobSpec, pod_name: str) -> dict
         "spark.driver.memory": spec.spark.driver.memory,
         "spark.driver.cores": str(spec.spark.driver.cores),
     }
+    if executor.memory_overhead is not None:
+        derived["spark.executor.memoryOverhead"] = executor.memory_overhead
     if spec.spark.master == "k8s":
         derived |= {
             "spark.master": IN_CLUSTER_MASTER,
@@ -126,13 +130,23 @@ def driver_spark_conf(job: JobRef, spec: SnapshotJobSpec, pod_name: str) -> dict
             ),
             # The driver's Role may not create ConfigMaps.
             "spark.kubernetes.executor.disableConfigMap": "true",
+            # Client mode creates neither a driver Service nor claims; left at Spark's
+            # defaults the allocator lists PersistentVolumeClaims to reuse them and stopping
+            # deletes both kinds by label, which the Role rightly forbids.
+            "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+            "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+            "spark.kubernetes.driver.service.deleteOnTermination": "false",
         }
+        if executor.cores_request is not None:
+            derived["spark.kubernetes.executor.request.cores"] = executor.cores_request
     else:
         derived["spark.master"] = spec.spark.master
     pinned = {
         "spark.kubernetes.driver.pod.name": pod_name,
+        f"spark.kubernetes.executor.label.{LABEL_JOB}": job.name,
         f"spark.kubernetes.executor.label.{LABEL_JOB_UID}": job.uid,
         f"spark.kubernetes.executor.label.{LABEL_COMPONENT}": "executor",
+        f"spark.kubernetes.executor.label.{LABEL_MANAGED_BY}": MANAGED_BY,
     }
     return derived | dict(spec.spark.conf) | pinned
 
@@ -173,7 +187,7 @@ def build_driver_pod(
         env.append({"name": ENV_INITIAL_SNAPSHOT_NAME, "value": create.initial_snapshot_name})
     conf = driver_spark_conf(job, spec, create.pod_name)
     memory = f"{container_memory_mib(spark_memory_mib(spec.spark.driver.memory))}Mi"
-    cores = str(spec.spark.driver.cores)
+    cores = spec.spark.driver.cores_request or str(spec.spark.driver.cores)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -200,11 +214,8 @@ def build_driver_pod(
                         "requests": {"cpu": cores, "memory": memory},
                         "limits": {"memory": memory},
                     },
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "capabilities": {"drop": ["ALL"]},
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
+                    # The executors' template has the same (snapshotjob_contract.pods).
+                    "securityContext": restricted_container_security_context(),
                 }
             ],
         },

@@ -33,11 +33,13 @@ from snapshot_protocol.ports import ChunkReader
 from spark_runtime.chunk_io import (
     DESCRIPTOR_SCHEMA,
     StoreAddress,
+    chunk_writer,
     decode_batches,
     descriptor_of_row,
     descriptors_batch,
     read_chunks,
     write_partition,
+    writer_counts,
 )
 from spark_runtime.lineage import Checkpointed, checkpoint, empty_frame
 
@@ -151,10 +153,18 @@ class KeyedState(ABC):
                 context.partitionId(),
                 batches,
             )
-            yield descriptors_batch(written)
+            yield descriptors_batch(written, chunk_writer())
 
-        rows = self.state.mapInArrow(write, _descriptor_struct()).collect()
-        descriptors = [descriptor_of_row(row.asDict()) for row in rows]
+        rows = [
+            row.asDict() for row in self.state.mapInArrow(write, _descriptor_struct()).collect()
+        ]
+        descriptors = [descriptor_of_row(row) for row in rows]
+        _log.info(
+            "Snapshot chunks written snapshot_id=%d operator=%s writers=%s",
+            snapshot_id,
+            self._name,
+            writer_counts(rows),
+        )
         meta = json.dumps(self.driver_values()).encode()
         descriptors.append(writer.write(self._context.partitions, _META_SEQ, meta, 0))
         _log.info(

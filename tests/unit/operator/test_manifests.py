@@ -11,12 +11,17 @@ import pytest
 
 from snapshot_operator.manifests import (
     IN_CLUSTER_MASTER,
+    LABEL_COMPONENT,
+    LABEL_JOB,
     LABEL_JOB_UID,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
     build_driver_pod,
     build_role,
     build_role_binding,
     build_service_account,
     container_memory_mib,
+    driver_spark_conf,
     owner_reference,
     spark_memory_mib,
 )
@@ -24,6 +29,7 @@ from snapshot_operator.reconcile import CreateDriverPod, JobRef, driver_pod_name
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 from snapshotjob_contract import SnapshotJobSpec
 from snapshotjob_contract.base import LABEL_VALUE_MAX_LENGTH
+from snapshotjob_contract.pods import executor_pod_template
 from snapshotjob_contract.resource import MAX_NAME_LENGTH, NAME_RULE
 
 JOB = JobRef(namespace="analytics", name="wordcount", uid="0b7e6c1a-uid")
@@ -116,13 +122,64 @@ def test_executors_run_in_the_cluster_owned_by_the_driver_pod() -> None:
     assert conf["spark.kubernetes.executor.disableConfigMap"] == "true"
 
 
+def test_executor_pods_carry_the_jobs_labels() -> None:
+    conf = driver_spark_conf(JOB, spec(), CREATE.pod_name)
+
+    labels = {
+        key.removeprefix("spark.kubernetes.executor.label."): value
+        for key, value in conf.items()
+        if key.startswith("spark.kubernetes.executor.label.")
+    }
+    assert labels == {
+        LABEL_JOB: JOB.name,
+        LABEL_JOB_UID: JOB.uid,
+        LABEL_COMPONENT: "executor",
+        LABEL_MANAGED_BY: MANAGED_BY,
+    }
+
+
+def test_small_executors_ask_for_a_fraction_of_a_core_and_their_own_overhead() -> None:
+    executor = {"instances": 2, "cores": 1, "coresRequest": "250m", "memoryOverhead": "256m"}
+
+    conf = driver_spark_conf(JOB, spec(spark={"executor": executor}), CREATE.pod_name)
+
+    assert conf["spark.executor.cores"] == "1"
+    assert conf["spark.kubernetes.executor.request.cores"] == "250m"
+    assert conf["spark.executor.memoryOverhead"] == "256m"
+
+
+def test_executors_ask_for_sparks_defaults_when_the_spec_names_no_request() -> None:
+    conf = driver_spark_conf(JOB, spec(), CREATE.pod_name)
+
+    assert "spark.kubernetes.executor.request.cores" not in conf
+    assert "spark.executor.memoryOverhead" not in conf
+
+
+def test_spark_touches_no_claims_or_services_the_role_does_not_grant() -> None:
+    # Spark's defaults list claims before creating executors and delete claims and services
+    # by label when it stops; the Role grants nothing on either kind.
+    conf = driver_spark_conf(JOB, spec(), CREATE.pod_name)
+
+    assert conf["spark.kubernetes.driver.reusePersistentVolumeClaim"] == "false"
+    assert conf["spark.kubernetes.driver.ownPersistentVolumeClaim"] == "false"
+    assert conf["spark.kubernetes.driver.service.deleteOnTermination"] == "false"
+    resources = {resource for rule in build_role(JOB)["rules"] for resource in rule["resources"]}
+    assert "persistentvolumeclaims" not in resources
+    assert "services" not in resources
+
+
 def test_user_conf_wins_except_where_it_would_detach_executors() -> None:
-    user = {"spark.executor.memory": "3g", "spark.kubernetes.driver.pod.name": "someone-else"}
+    user = {
+        "spark.executor.memory": "3g",
+        "spark.kubernetes.driver.pod.name": "someone-else",
+        f"spark.kubernetes.executor.label.{LABEL_JOB}": "other-job",
+    }
 
     conf = conf_of(build_driver_pod(JOB, spec(spark={"conf": user}), CREATE))
 
     assert conf["spark.executor.memory"] == "3g"
     assert conf["spark.kubernetes.driver.pod.name"] == CREATE.pod_name
+    assert conf[f"spark.kubernetes.executor.label.{LABEL_JOB}"] == JOB.name
 
 
 def test_a_local_master_is_passed_through() -> None:
@@ -138,6 +195,29 @@ def test_the_driver_container_asks_for_the_heap_plus_sparks_overhead() -> None:
     [container] = pod["spec"]["containers"]
     assert container["resources"]["requests"] == {"cpu": "2", "memory": "9011Mi"}
     assert container["resources"]["limits"] == {"memory": "9011Mi"}
+
+
+def test_the_driver_container_may_ask_for_less_cpu_than_its_cores() -> None:
+    driver = {"cores": 2, "coresRequest": "500m", "memory": "1g"}
+
+    pod = build_driver_pod(JOB, spec(spark={"driver": driver}), CREATE)
+
+    [container] = pod["spec"]["containers"]
+    assert container["resources"]["requests"]["cpu"] == "500m"
+    assert conf_of(pod)["spark.driver.cores"] == "2"
+
+
+def test_driver_and_executor_containers_run_under_the_same_restricted_context() -> None:
+    [driver] = build_driver_pod(JOB, spec(), CREATE)["spec"]["containers"]
+    [executor] = executor_pod_template()["spec"]["containers"]
+
+    assert driver["securityContext"] == executor["securityContext"]
+    assert driver["securityContext"] == {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 @pytest.mark.parametrize(
