@@ -7,9 +7,9 @@
 KUBE_HACK := hack/kube
 
 .PHONY: kube-binaries control-plane-up control-plane-down control-plane-status \
-	cluster-up cluster-down node-image images
+	cluster-up cluster-down cluster-check node-image images
 
-kube-binaries: ## build Kubernetes, etcd, CoreDNS, pause, kind and helm from the Go module proxy
+kube-binaries: ## build Kubernetes, etcd, CoreDNS, pause, kind, helm and flanneld from the Go module proxy
 	bash $(KUBE_HACK)/build.sh
 
 control-plane-up: kube-binaries ## etcd + kube-apiserver + controller-manager + scheduler on 127.0.0.1
@@ -24,8 +24,11 @@ control-plane-status: ## Show whether the control plane runs
 node-image: kube-binaries ## build the kind node image locally (debootstrap rootfs + binaries built here)
 	bash $(KUBE_HACK)/node-image.sh
 
-cluster-up: kube-binaries ## a one-node kind cluster on the local Docker engine (KIND_NODE_IMAGE=stock image to skip the local build)
+cluster-up: kube-binaries ## a kind cluster: control plane + KIND_WORKERS workers (default 2, 0 = one node; KIND_NODE_IMAGE=stock image to skip the local build)
 	bash $(KUBE_HACK)/cluster.sh up
+
+cluster-check: ## check the kind cluster's Pod network: Pod to Pod across nodes, Service, DNS
+	bash $(KUBE_HACK)/cluster.sh check
 
 cluster-down: ## delete the kind cluster
 	bash $(KUBE_HACK)/cluster.sh down

@@ -1,10 +1,12 @@
-"""The kind test bed: a one-node kind cluster on the local Docker engine, where Pods run.
+"""The kind test bed: a kind cluster on the local Docker engine, where Pods run.
 
 Why this exists: the control plane (:mod:`testbed.controlplane`) has no kubelet, so anything
 that needs Pods to actually run (images, DNS, StatefulSet ordering, logs, the end-to-end
-tests) needs a real node. ``hack/kube/cluster.sh`` creates the cluster from a node image built
-on this machine; this module uses a running cluster or creates one, and hands out access to
-it.
+tests) needs a real node, and anything about node loss (a paused or drained node) needs more
+than one. ``hack/kube/cluster.sh`` creates the cluster from a node image built on this
+machine: one control-plane node and ``KIND_WORKERS`` workers (default 2, ``0`` for one
+node), joined by one Pod network (flannel, host-gw). This module uses a running cluster or
+creates one, and hands out access to it and to its nodes.
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ LOG = logging.getLogger("snapshotjob.kube.kind")
 
 CLUSTER_SCRIPT: Final = HACK_KUBE / "cluster.sh"
 DEFAULT_CLUSTER_NAME: Final = os.environ.get("SNAPSHOTJOB_KIND_CLUSTER", "snapshotjob")
+DEFAULT_WORKERS: Final = 2
+CONTROL_PLANE_LABEL: Final = "node-role.kubernetes.io/control-plane"
+
+
+def expected_workers() -> int:
+    """The worker count asked for: ``KIND_WORKERS`` (as ``cluster.sh`` reads it), default 2."""
+    return int(os.environ.get("KIND_WORKERS", str(DEFAULT_WORKERS)))
 
 
 class KindClusterError(RuntimeError):
@@ -83,6 +92,39 @@ class KindCluster:
             timeout=600,
         )
 
+    def node_names(self) -> list[str]:
+        """Every node's name, sorted: the control plane first (``<cluster>-control-plane``)."""
+        out = self.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}")
+        return sorted(out.split())
+
+    def worker_nodes(self) -> list[str]:
+        """The names of the nodes without the control-plane role, sorted; empty on one node."""
+        out = self.kubectl(
+            "get",
+            "nodes",
+            "-l",
+            f"!{CONTROL_PLANE_LABEL}",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        )
+        return sorted(out.split())
+
+    def node_container(self, node: str) -> str:
+        """The Docker container that is the node ``node`` (for ``docker pause``/``stop``).
+
+        kind names each node's container after the node; this checks that the container
+        belongs to this cluster rather than trusting the name.
+
+        Raises:
+            KindClusterError: If no container of this cluster is that node.
+        """
+        containers = node_containers(self.name)
+        if node not in containers:
+            raise KindClusterError(
+                f"No container for node={node} in cluster={self.name}; containers={containers}"
+            )
+        return node
+
     def delete_if_created(self) -> None:
         """Delete the cluster if this handle created it, unless ``SNAPSHOTJOB_KEEP_CLUSTER=1``."""
         if self.created and os.environ.get("SNAPSHOTJOB_KEEP_CLUSTER") != "1":
@@ -102,6 +144,14 @@ def cluster_script(name: str, *args: str, timeout: float) -> subprocess.Complete
     )
 
 
+def node_containers(name: str) -> list[str]:
+    """The node containers of the kind cluster ``name`` (``cluster.sh nodes``), sorted."""
+    result = cluster_script(name, "nodes", timeout=60)
+    if result.returncode != 0:
+        raise KindClusterError(f"Cannot list the nodes of cluster={name}: {result.stderr.strip()}")
+    return sorted(result.stdout.split())
+
+
 def use_or_create(
     kubeconfig: Path,
     name: str = DEFAULT_CLUSTER_NAME,
@@ -119,12 +169,22 @@ def use_or_create(
 
     Raises:
         KindClusterError: If Docker is missing, the cluster cannot be created or its
-            kubeconfig cannot be exported.
+            kubeconfig cannot be exported, or a running cluster has another node count than
+            ``KIND_WORKERS`` asks for (tests that drain or pause workers would then run
+            against the wrong shape).
     """
     if shutil.which("docker") is None:
         raise KindClusterError("Cluster tests need Docker: run `make install` (installs docker.io)")
     status = cluster_script(name, "status", timeout=60)
     created = status.returncode != 0
+    if not created:
+        have, want = len(node_containers(name)), expected_workers() + 1
+        if have != want:
+            raise KindClusterError(
+                f"kind cluster name={name} has nodes={have} but KIND_WORKERS={want - 1} asks for "
+                f"nodes={want}: delete it (KIND_CLUSTER_NAME={name} hack/kube/cluster.sh down) "
+                f"so the tests create the right one, or set KIND_WORKERS={have - 1} to use it"
+            )
     if created:
         LOG.info("Creating kind cluster name=%s", name)
         up = cluster_script(name, "up", timeout=1800)

@@ -10,7 +10,7 @@
 # KUBE_BUILD_PARALLEL) so a 2-core machine stays usable while they run.
 #
 # Usage: hack/kube/build.sh [GROUP...]
-#        GROUP in: kubernetes etcd coredns pause runc-capfilter crictl helm kind
+#        GROUP in: kubernetes etcd coredns pause runc-capfilter crictl helm kind flannel
 #        (no GROUP = all). KUBE_BIN_DIR=<dir> overrides the cache directory.
 #        hack/kube/build.sh --print-bin-dir   prints the bin dir and exits.
 set -euo pipefail
@@ -43,11 +43,13 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
-# stamp_of MODULE_DIR LDFLAGS -> a hash of everything that decides the binary's content.
+# stamp_of MODULE_DIR LDFLAGS -> a hash of everything that decides the binary's content
+# (STAMP_EXTRA_DIRS: local modules the build replaces into it).
 stamp_of() {
-  local dir="$1" flags="$2"
-  { cat "${dir}"/go.mod "${dir}"/go.sum "${dir}"/*.go 2>/dev/null; echo "${flags}"; go version; } \
-    | sha256sum | cut -d' ' -f1
+  local dir="$1" flags="$2" extra
+  { cat "${dir}"/go.mod "${dir}"/go.sum "${dir}"/*.go 2>/dev/null; echo "${flags}"; go version
+    for extra in ${STAMP_EXTRA_DIRS:-}; do find "${extra}" -type f -print0 | sort -z | xargs -0 cat; done
+  } | sha256sum | cut -d' ' -f1
 }
 
 # build_one NAME MODULE_DIR PACKAGE LDFLAGS
@@ -133,14 +135,23 @@ build_kind() {
   build_one kind "${HERE}/modules/kind" sigs.k8s.io/kind "-s -w"
 }
 
+build_flannel() {
+  # flanneld: the Pod network across kind nodes (host-gw backend; see docs/kubernetes-testbed.md).
+  # Its udp backend is cgo, so this one binary needs a C compiler; linked statically as
+  # upstream does. The stand-in SDK modules (see its go.mod) are part of its inputs.
+  CGO_ENABLED=1 STAMP_EXTRA_DIRS="${HERE}/modules/stubs/tencentcloud-common ${HERE}/modules/stubs/tencentcloud-vpc" \
+    build_one flanneld "${HERE}/modules/flannel" github.com/flannel-io/flannel \
+    "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=${FLANNEL_VERSION} -extldflags -static"
+}
+
 groups=("$@")
 if [[ ${#groups[@]} -eq 0 ]]; then
-  groups=(kubernetes etcd coredns pause runc-capfilter crictl helm kind)
+  groups=(kubernetes etcd coredns pause runc-capfilter crictl helm kind flannel)
 fi
 total_start=$(date +%s)
 for g in "${groups[@]}"; do
   case "${g}" in
-    kubernetes|etcd|coredns|crictl|pause|helm|kind) "build_${g}" ;;
+    kubernetes|etcd|coredns|crictl|pause|helm|kind|flannel) "build_${g}" ;;
     runc-capfilter) build_runc_capfilter ;;
     *) echo "ERROR: unknown group=${g}" >&2; exit 2 ;;
   esac

@@ -1,68 +1,184 @@
 #!/usr/bin/env bash
 # Create, inspect and delete the kind cluster used by cluster-mode tests.
 #
-# Why: Pods only run on a real node. kind gives one inside a Docker container on this
+# Why: Pods only run on a real node. kind gives them inside Docker containers on this
 # machine; its node image is built here (hack/kube/node-image.sh) because no container
-# registry is reachable. Users who can reach a registry may point KIND_NODE_IMAGE at a stock
-# kindest/node image of the same Kubernetes version instead; kind then installs its default
-# CNI (kindnetd) as usual (see docs/kubernetes-testbed.md).
+# registry is reachable. The node image carries its own default CNI (flannel, host-gw), which
+# kind installs like kindnetd, so one control-plane node plus KIND_WORKERS worker nodes get
+# one Pod network. Users who can reach a registry may point KIND_NODE_IMAGE at a stock
+# kindest/node image of the same Kubernetes version instead; kind then installs kindnetd
+# (see docs/kubernetes-testbed.md).
 #
-# Usage: hack/kube/cluster.sh up|down|status|kubeconfig|load IMAGE...
-#   env: KIND_CLUSTER_NAME (default snapshotjob), KIND_NODE_IMAGE (default: locally built).
+# Usage: hack/kube/cluster.sh up|down|status|check|nodes|kubeconfig|load IMAGE...
+#   up     create the cluster (or reuse it if its node count matches), wait for every node
+#          Ready and CoreDNS, then run `check`
+#   check  Pod-to-Pod traffic between two nodes, Pod -> kubernetes Service, and DNS
+#   nodes  the cluster's node names (one a line; the control plane first)
+#   env: KIND_CLUSTER_NAME (default snapshotjob), KIND_WORKERS (default 2; 0 = one node),
+#        KIND_NODE_IMAGE (default: locally built).
 set -euo pipefail
 # shellcheck source=hack/kube/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 KIND="${KUBE_BIN_DIR}/kind"
 
+KIND_WORKERS="${KIND_WORKERS:-2}"
+[[ "${KIND_WORKERS}" =~ ^[0-9]+$ ]] || die "KIND_WORKERS must be a number, got '${KIND_WORKERS}'"
+KUBECONFIG_FILE="${KUBE_CACHE_ROOT}/kind-${KIND_CLUSTER_NAME}.kubeconfig"
+CHECK_NAMESPACE="kube-system"
+
 cluster_exists() {
   "${KIND}" get clusters 2>/dev/null | grep -qx "${KIND_CLUSTER_NAME}"
 }
 
-cmd_up() {
-  need_bins kind kubectl kubeadm kubelet kube-proxy coredns pause etcd crictl
-  ensure_docker
-  local start config
+kctl() {
+  "${KUBE_BIN_DIR}/kubectl" --kubeconfig "${KUBECONFIG_FILE}" "$@"
+}
+
+# node_containers: the cluster's node containers, running or not (kind's own listing).
+node_containers() {
+  "${KIND}" get nodes --name "${KIND_CLUSTER_NAME}" 2>/dev/null | sort
+}
+
+# wait_ready: every node Ready and CoreDNS rolled out, then the network check.
+wait_ready() {
+  local start
   start=$(date +%s)
+  kctl wait --for=condition=Ready nodes --all --timeout=300s >&2
+  kctl -n kube-system rollout status daemonset/kube-flannel-ds --timeout=180s >&2 || true
+  kctl -n kube-system rollout status deployment/coredns --timeout=180s >&2
+  log "Nodes ready name=${KIND_CLUSTER_NAME} nodes=$(kctl get nodes --no-headers | wc -l) seconds=$(( $(date +%s) - start ))"
+}
+
+cmd_up() {
+  need_bins kind kubectl kubeadm kubelet kube-proxy coredns pause etcd crictl flanneld
+  ensure_docker
+  local start config want have i
+  start=$(date +%s)
+  want=$(( KIND_WORKERS + 1 ))
   if cluster_exists; then
-    log "Cluster already exists name=${KIND_CLUSTER_NAME}"
+    have="$(node_containers | wc -l)"
+    if [[ "${have}" != "${want}" ]]; then
+      die "Cluster name=${KIND_CLUSTER_NAME} exists with nodes=${have} but nodes=${want} were asked for (KIND_WORKERS=${KIND_WORKERS}). Delete it first (KIND_CLUSTER_NAME=${KIND_CLUSTER_NAME} hack/kube/cluster.sh down), or set KIND_WORKERS=$(( have - 1 )) to use it as it is"
+    fi
+    log "Cluster already exists name=${KIND_CLUSTER_NAME} nodes=${have}"
+    "${KIND}" get kubeconfig --name "${KIND_CLUSTER_NAME}" >"${KUBECONFIG_FILE}"
+    wait_ready
     return 0
   fi
-  local stock=0
   if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
     bash "${KUBE_HACK_DIR}/node-image.sh"
-  else
-    stock=1
   fi
   config="$(mktemp)"
-  # A locally built node has no kindnetd image: it carries a static bridge CNI config
-  # instead, so kind must not install its default CNI. Stock images keep kindnetd.
+  # kind installs the node image's default CNI: flannel in the locally built image (see
+  # hack/kube/flannel/), kindnetd in a stock one.
   cat >"${config}" <<EOF
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
 networking:
   apiServerAddress: "127.0.0.1"
   podSubnet: "10.244.0.0/16"
-  disableDefaultCNI: $([[ ${stock} == 1 ]] && echo false || echo true)
 nodes:
   - role: control-plane
 EOF
+  for (( i = 0; i < KIND_WORKERS; i++ )); do
+    echo "  - role: worker" >>"${config}"
+  done
   local up_start
   up_start=$(date +%s)
-  log "Creating cluster name=${KIND_CLUSTER_NAME} image=${NODE_IMAGE}"
+  log "Creating cluster name=${KIND_CLUSTER_NAME} image=${NODE_IMAGE} workers=${KIND_WORKERS}"
   "${KIND}" create cluster --name "${KIND_CLUSTER_NAME}" --image "${NODE_IMAGE}" \
-    --config "${config}" --wait 5m --kubeconfig "${KUBE_CACHE_ROOT}/kind-${KIND_CLUSTER_NAME}.kubeconfig"
+    --config "${config}" --wait 5m --kubeconfig "${KUBECONFIG_FILE}"
   rm -f "${config}"
-  "${KUBE_BIN_DIR}/kubectl" --kubeconfig "${KUBE_CACHE_ROOT}/kind-${KIND_CLUSTER_NAME}.kubeconfig" \
-    -n kube-system rollout status deployment/coredns --timeout=180s >&2
-  log "Cluster up name=${KIND_CLUSTER_NAME} create_seconds=$(( $(date +%s) - up_start )) total_seconds=$(( $(date +%s) - start )) kubeconfig=${KUBE_CACHE_ROOT}/kind-${KIND_CLUSTER_NAME}.kubeconfig"
+  wait_ready
+  log "Cluster up name=${KIND_CLUSTER_NAME} nodes=${want} create_seconds=$(( $(date +%s) - up_start )) total_seconds=$(( $(date +%s) - start )) kubeconfig=${KUBECONFIG_FILE}"
+  cmd_check
+}
+
+# check_pod NAME NODE : a testbox Pod pinned to NODE that serves HTTP on port 8080.
+check_pod() {
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  namespace: ${CHECK_NAMESPACE}
+  labels: {app.kubernetes.io/name: snapshotjob-netcheck}
+spec:
+  nodeName: $2
+  tolerations: [{operator: Exists}]
+  terminationGracePeriodSeconds: 0
+  containers:
+    - name: box
+      image: ${TESTBOX_IMAGE}
+      imagePullPolicy: IfNotPresent
+      command: [sh, -c, "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"]
+EOF
+}
+
+# cmd_check: Pod -> Pod across two nodes (ping and HTTP), Pod -> kubernetes Service, DNS.
+cmd_check() {
+  local start nodes a b ip_b failures=0
+  start=$(date +%s)
+  [[ -f "${KUBECONFIG_FILE}" ]] || "${KIND}" get kubeconfig --name "${KIND_CLUSTER_NAME}" >"${KUBECONFIG_FILE}"
+  mapfile -t nodes < <(kctl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
+  # Two workers when there are (the control plane sorts first), else whatever there is.
+  if [[ ${#nodes[@]} -ge 3 ]]; then a="${nodes[1]}"; else a="${nodes[0]}"; fi
+  b="${nodes[${#nodes[@]}-1]}"
+  # The testbox image (busybox) is loaded on demand; kind load is a no-op when present.
+  if ! docker exec "${a}" crictl inspecti "${TESTBOX_IMAGE}" >/dev/null 2>&1 \
+      || ! docker exec "${b}" crictl inspecti "${TESTBOX_IMAGE}" >/dev/null 2>&1; then
+    bash "${KUBE_HACK_DIR}/images.sh" testbox
+    "${KIND}" load docker-image --name "${KIND_CLUSTER_NAME}" "${TESTBOX_IMAGE}" >&2
+  fi
+  kctl -n "${CHECK_NAMESPACE}" delete pod -l app.kubernetes.io/name=snapshotjob-netcheck \
+    --ignore-not-found --wait=true >/dev/null
+  { check_pod netcheck-a "${a}"; echo ---; check_pod netcheck-b "${b}"; } | kctl apply -f - >/dev/null
+  kctl -n "${CHECK_NAMESPACE}" wait --for=condition=Ready pod/netcheck-a pod/netcheck-b \
+    --timeout=120s >/dev/null
+  ip_b="$(kctl -n "${CHECK_NAMESPACE}" get pod netcheck-b -o jsonpath='{.status.podIP}')"
+  ex() { kctl -n "${CHECK_NAMESPACE}" exec netcheck-a -- "$@"; }
+  if ex ping -c 2 -W 2 "${ip_b}" >/dev/null 2>&1; then
+    log "Check ok=ping from_node=${a} to_node=${b} to_ip=${ip_b}"
+  else
+    log "Check failed=ping from_node=${a} to_node=${b} to_ip=${ip_b}"; failures=$((failures + 1))
+  fi
+  # busybox's static wget crashes in glibc's resolver; nc speaks the HTTP just as well.
+  if ex sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 ${ip_b} 8080" 2>/dev/null \
+      | grep -qx netcheck-b; then
+    log "Check ok=pod-tcp from_node=${a} to_node=${b} to=${ip_b}:8080"
+  else
+    log "Check failed=pod-tcp from_node=${a} to_node=${b} to=${ip_b}:8080"; failures=$((failures + 1))
+  fi
+  # Plain HTTP to the HTTPS port: the API server's "400 Bad Request" proves the Service path
+  # (DNS search list, kube-proxy, the Pod network to the control plane) without TLS tools.
+  if kctl -n "${CHECK_NAMESPACE}" exec netcheck-b -- \
+      sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 kubernetes.default 443" 2>/dev/null \
+      | grep -qE 'HTTP/1\.[01] [0-9]+'; then
+    log "Check ok=service from_node=${b} to=kubernetes.default:443"
+  else
+    log "Check failed=service from_node=${b} to=kubernetes.default:443"; failures=$((failures + 1))
+  fi
+  if kctl -n "${CHECK_NAMESPACE}" exec netcheck-b -- \
+      nslookup kubernetes.default.svc.cluster.local >/dev/null 2>&1; then
+    log "Check ok=dns from_node=${b} name=kubernetes.default.svc.cluster.local"
+  else
+    log "Check failed=dns from_node=${b} name=kubernetes.default.svc.cluster.local"; failures=$((failures + 1))
+  fi
+  kctl -n "${CHECK_NAMESPACE}" delete pod netcheck-a netcheck-b --wait=false >/dev/null
+  [[ ${failures} == 0 ]] || die "Network check failed name=${KIND_CLUSTER_NAME} failures=${failures}"
+  log "Network check passed name=${KIND_CLUSTER_NAME} nodes=${#nodes[@]} seconds=$(( $(date +%s) - start ))"
+}
+
+cmd_nodes() {
+  node_containers
 }
 
 cmd_down() {
   [[ -x "${KIND}" ]] || { log "kind not built, nothing to delete"; return 0; }
   docker info >/dev/null 2>&1 || { log "Docker engine not running, nothing to delete"; return 0; }
   "${KIND}" delete cluster --name "${KIND_CLUSTER_NAME}"
-  rm -f "${KUBE_CACHE_ROOT}/kind-${KIND_CLUSTER_NAME}.kubeconfig"
+  rm -f "${KUBECONFIG_FILE}"
 }
 
 cmd_status() {
@@ -82,7 +198,9 @@ case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
+  check) cmd_check ;;
+  nodes) cmd_nodes ;;
   kubeconfig) cmd_kubeconfig ;;
   load) shift; cmd_load "$@" ;;
-  *) die "usage: $0 up|down|status|kubeconfig|load IMAGE..." ;;
+  *) die "usage: $0 up|down|status|check|nodes|kubeconfig|load IMAGE..." ;;
 esac

@@ -8,7 +8,9 @@
 #
 # Usage: hack/kube/images.sh [base|components|testbox|all]...   (default: base testbox)
 #   base        snapshotjob/debian-base:bookworm  - minbase rootfs for the project's images
-#   components  registry.k8s.io/{kube-*,etcd,coredns/coredns,pause} for the kind node
+#   components  registry.k8s.io/{kube-*,etcd,coredns/coredns,pause} and snapshotjob/flannel
+#               (the Pod network) for the kind node
+#   flannel     snapshotjob/flannel:<FLANNEL_VERSION> only
 #   testbox     snapshotjob/testbox:dev           - busybox image used by the cluster tests
 # Images are rebuilt only when their inputs (binary, this script) changed; FORCE=1 forces it.
 set -euo pipefail
@@ -70,6 +72,36 @@ EOF
   log "Built image=${tag}"
 }
 
+# flanneld, the Pod network across kind nodes, execs iptables (its masquerade and forward
+# rules) and runs two small scripts, so it shares kube-proxy's Debian userland. The image is
+# imported into the node image; hack/kube/flannel/manifest.yaml runs it as a DaemonSet.
+build_flannel() {
+  local ctx inputs start
+  need_bins flanneld
+  inputs="$(files_hash "${KUBE_BIN_DIR}/flanneld" "${BASH_SOURCE[0]}" \
+    "${KUBE_HACK_DIR}"/flannel/*.sh)"
+  if image_fresh "${FLANNEL_IMAGE}" "${inputs}"; then
+    log "Image up to date image=${FLANNEL_IMAGE}"
+    return 0
+  fi
+  start=$(date +%s)
+  debootstrap_image "${KUBE_PROXY_BASE_IMAGE}" "iptables,nftables,conntrack,kmod"
+  ctx="$(mktemp -d)"
+  cp "${KUBE_BIN_DIR}/flanneld" "${ctx}/flanneld"
+  cp "${KUBE_HACK_DIR}/flannel/flanneld.sh" "${ctx}/flanneld.sh"
+  cp "${KUBE_HACK_DIR}/flannel/cni-conf.sh" "${ctx}/flannel-cni-conf.sh"
+  chmod 0755 "${ctx}"/flanneld* "${ctx}/flannel-cni-conf.sh"
+  cat >"${ctx}/Dockerfile" <<EOF
+FROM ${KUBE_PROXY_BASE_IMAGE}
+COPY flanneld flanneld.sh flannel-cni-conf.sh /usr/local/bin/
+LABEL snapshotjob.inputs=${inputs}
+ENTRYPOINT ["/usr/local/bin/flanneld.sh"]
+EOF
+  docker_build "${FLANNEL_IMAGE}" "${ctx}"
+  rm -rf "${ctx}"
+  log "Built image=${FLANNEL_IMAGE} seconds=$(( $(date +%s) - start ))"
+}
+
 # component_images: the image list kubeadm will use for this Kubernetes version.
 component_images() {
   "${KUBE_BIN_DIR}/kubeadm" config images list --kubernetes-version "${KUBE_VERSION}" 2>/dev/null
@@ -77,7 +109,7 @@ component_images() {
 
 build_components() {
   need_bins kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubeadm etcd \
-    coredns pause
+    coredns pause flanneld
   local image name
   for image in $(component_images) registry.k8s.io/pause:3.10; do
     name="${image##*/}"; name="${name%%:*}"
@@ -91,12 +123,14 @@ build_components() {
       *) die "No local recipe for image=${image}" ;;
     esac
   done
+  build_flannel
 }
 
 # The images the kind node must hold (printed one per line, for node-image.sh).
 list_components() {
   component_images
   echo registry.k8s.io/pause:3.10
+  echo "${FLANNEL_IMAGE}"
 }
 
 build_testbox() {
@@ -148,6 +182,7 @@ main() {
     case "${t}" in
       base) build_base ;;
       components) build_components ;;
+      flannel) build_flannel ;;
       testbox) build_testbox ;;
       node-rootfs) debootstrap_image "${NODE_ROOTFS_IMAGE}" "$(node_rootfs_packages)" ;;
       list-components) list_components ;;

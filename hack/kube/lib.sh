@@ -21,6 +21,7 @@ KUBE_PROXY_BASE_IMAGE="snapshotjob/kube-proxy-base:${DEBIAN_SUITE}"
 NODE_BASE_IMAGE="snapshotjob/kind-base:${KIND_VERSION}-${DEBIAN_SUITE}"
 NODE_IMAGE="${KIND_NODE_IMAGE:-snapshotjob/kind-node:${KUBE_VERSION}}"
 TESTBOX_IMAGE="snapshotjob/testbox:dev"
+FLANNEL_IMAGE="snapshotjob/flannel:${FLANNEL_VERSION}"
 KIND_CLUSTER_NAME="${KIND_CLUSTER_NAME:-snapshotjob}"
 
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }

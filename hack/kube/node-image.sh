@@ -12,10 +12,11 @@
 #   2. node image (kind's pkg/build/nodeimage): run the base image, `docker cp` kubeadm,
 #      kubelet and kubectl to /usr/bin, write /kind/version, start containerd and import the
 #      control-plane images into its k8s.io namespace, stop it, `docker commit`.
+#   3. kind's default-CNI hook: /kind/manifests/default-cni.yaml, which `kind create cluster`
+#      applies unless disableDefaultCNI is set. Here it is flannel (hack/kube/flannel/).
 # Deviations, because their sources are not on the module proxy: Debian's containerd 1.6 /
-# runc 1.1 instead of source builds, no kindnetd (clusters use a static bridge CNI config
-# baked into the image, so kind must run with disableDefaultCNI), no local-path-provisioner
-# (kind falls back to its host-path StorageClass).
+# runc 1.1 instead of source builds, flanneld (host-gw) instead of kindnetd, no
+# local-path-provisioner (kind falls back to its host-path StorageClass).
 #
 # Usage: hack/kube/node-image.sh
 #   Images are rebuilt only when their inputs changed (binaries, scripts, base layers);
@@ -24,7 +25,7 @@ set -euo pipefail
 # shellcheck source=hack/kube/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-POD_SUBNET="10.244.0.0/16"
+CNI_MANIFEST="${KUBE_HACK_DIR}/flannel/manifest.yaml"
 
 build_base_image() {
   bash "${KUBE_HACK_DIR}/images.sh" node-rootfs
@@ -45,35 +46,12 @@ build_base_image() {
   # which nested or sandboxed nodes may lack (the same reason kind sets it for rootless).
   sed -i 's/restrict_oom_score_adj = false/restrict_oom_score_adj = true/' \
     "${ctx}/files/etc/containerd/config.toml"
-  # Single-node clusters only: a static bridge network stands in for kindnetd.
-  cat >"${ctx}/10-bridge.conflist" <<EOF
-{
-  "cniVersion": "0.4.0",
-  "name": "snapshotjob-bridge",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "cni0",
-      "isGateway": true,
-      "ipMasq": true,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{"subnet": "${POD_SUBNET%/16}/24"}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-EOF
   cat >"${ctx}/Dockerfile" <<EOF
 FROM ${NODE_ROOTFS_IMAGE}
 COPY files/usr/local/bin/ /usr/local/bin/
 COPY files/kind/ /kind/
 COPY files/LICENSES/ /LICENSES/
 COPY files/etc/ /etc/
-COPY 10-bridge.conflist /etc/cni/net.d/10-bridge.conflist
 RUN chmod 0755 /usr/local/bin/* /kind/bin /kind/bin/* \\
  && find /lib/systemd/system/sysinit.target.wants/ -name systemd-tmpfiles-setup.service -delete \\
  && rm -f /lib/systemd/system/multi-user.target.wants/* /etc/systemd/system/*.wants/* \\
@@ -111,7 +89,7 @@ build_node_image() {
   component_ids="$(bash "${KUBE_HACK_DIR}/images.sh" list-components \
     | xargs docker image inspect --format '{{.Id}}')"
   inputs="$( { files_hash "${KUBE_BIN_DIR}"/{kubeadm,kubelet,kubectl,crictl} \
-      "${BASH_SOURCE[0]}" "${KUBE_HACK_DIR}/lib.sh"; echo "${component_ids}";
+      "${BASH_SOURCE[0]}" "${KUBE_HACK_DIR}/lib.sh" "${CNI_MANIFEST}"; echo "${component_ids}";
       docker image inspect --format '{{.Id}}' "${NODE_BASE_IMAGE}"; } | sha256sum | cut -d' ' -f1)"
   if image_fresh "${NODE_IMAGE}" "${inputs}"; then
     log "Image up to date image=${NODE_IMAGE}"
@@ -134,6 +112,10 @@ build_node_image() {
   docker cp "${KUBE_BIN_DIR}/crictl" "${cid}:/usr/local/bin/crictl"
   docker exec "${cid}" chmod 0755 /usr/local/bin/crictl
   docker exec "${cid}" bash -c "echo -n '${KUBE_VERSION}' > /kind/version"
+  # kind's default-CNI hook (kind templates {{ .PodSubnet }} in it at create time).
+  docker exec "${cid}" mkdir -p /kind/manifests
+  sed "s/FLANNEL_VERSION/${FLANNEL_VERSION}/g" "${CNI_MANIFEST}" \
+    | docker exec -i "${cid}" bash -c 'cat > /kind/manifests/default-cni.yaml'
   docker exec "${cid}" bash -c 'nohup containerd >/tmp/containerd.log 2>&1 &'
   docker exec "${cid}" bash -c \
     'for i in $(seq 1 50); do [ -S /run/containerd/containerd.sock ] && break; sleep 0.2; done; ctr version >/dev/null'

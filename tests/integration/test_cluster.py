@@ -7,7 +7,8 @@ name, rather than as a confusing operator-test failure.
 * ``kube`` (control plane, no kubelet): CRD status subresource + optimistic concurrency
   (a stale ``resourceVersion`` is refused with 409), and owner-reference garbage collection.
 * ``cluster`` (kind): a locally built image runs and logs, cluster DNS resolves a headless
-  Service, StatefulSet ordering and identity, garbage collection, and the CRD/409 check.
+  Service, StatefulSet ordering and identity, garbage collection, the CRD/409 check, and
+  Pods on two worker nodes reaching each other (the Pod network spans nodes).
 """
 
 from __future__ import annotations
@@ -456,3 +457,67 @@ def test_cluster_crd_status_patch_with_stale_resource_version_is_409(
     cluster_client: Any,
 ) -> None:
     crd_status_conflict_scenario(cluster_client)
+
+
+@pytest.mark.integration
+@pytest.mark.cluster
+def test_cluster_pods_on_two_workers_reach_each_other_and_cluster_dns(
+    kind_cluster: KindCluster, cluster_client: Any, testbox_image: str
+) -> None:
+    """The Pod network spans nodes: a Pod on one worker fetches from a Pod on another.
+
+    The client also resolves ``kubernetes.default`` through CoreDNS, which may run on a third
+    node, so DNS and Services are checked across nodes too.
+    """
+    workers = kind_cluster.worker_nodes()
+    if len(workers) < 2:
+        pytest.skip(f"needs two worker nodes, the cluster has workers={workers} (KIND_WORKERS)")
+    assert kind_cluster.node_container(workers[0]) == workers[0]
+    core = k8s.CoreV1Api(cluster_client)
+    namespace = _namespace(cluster_client, "net")
+    server_script = "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"
+    try:
+        core.create_namespaced_pod(
+            namespace,
+            k8s.V1Pod(
+                metadata=k8s.V1ObjectMeta(name="server"),
+                spec=k8s.V1PodSpec(
+                    node_name=workers[0],
+                    containers=[_container("server", testbox_image, ["sh", "-c", server_script])],
+                ),
+            ),
+        )
+        server_ip = wait_for(
+            "server Pod IP",
+            lambda: core.read_namespaced_pod("server", namespace).status.pod_ip,
+            timeout=120,
+        )
+        # busybox's static wget crashes in glibc's resolver; nc speaks the HTTP just as well.
+        client_script = (
+            f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {server_ip} 8080 | tail -1 && "
+            "nslookup kubernetes.default.svc.cluster.local"
+        )
+        core.create_namespaced_pod(
+            namespace,
+            k8s.V1Pod(
+                metadata=k8s.V1ObjectMeta(name="client"),
+                spec=k8s.V1PodSpec(
+                    node_name=workers[1],
+                    restart_policy="Never",
+                    containers=[_container("client", testbox_image, ["sh", "-c", client_script])],
+                ),
+            ),
+        )
+
+        def finished() -> str | None:
+            phase: str = core.read_namespaced_pod("client", namespace).status.phase
+            return phase if phase in ("Succeeded", "Failed") else None
+
+        phase = wait_for("client Pod to finish", finished, timeout=180)
+        logs = core.read_namespaced_pod_log("client", namespace)
+        assert phase == "Succeeded", logs
+        assert "server" in logs.splitlines()[0], logs
+        service_ip = core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
+        assert service_ip in logs, logs
+    finally:
+        core.delete_namespace(namespace)
