@@ -11,6 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from snapshotjob_contract.resource import GROUP
+
+LABEL_JOB = f"{GROUP}/job"
+"""Names the SnapshotJob on every object the operator creates for it, executors included."""
+LABEL_JOB_UID = f"{GROUP}/job-uid"
+"""The SnapshotJob's uid: the operator lists a job's driver Pods by it, and a job's executors
+spread over nodes by it."""
+LABEL_COMPONENT = "app.kubernetes.io/component"
+"""``driver`` or ``executor``."""
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "snapshotjob-operator"
+
 EXECUTOR_CONTAINER = "executor"
 """The executor container's name in the template (Spark completes the first container)."""
 
@@ -48,6 +60,18 @@ def executor_pod_template() -> dict[str, Any]:
         "spec": {
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
+            # A job's executors on as many nodes as there are: one lost node then takes only
+            # a share of them. Soft, so a small cluster still runs them all; matchLabelKeys
+            # narrows the selector to this job's own executors (its uid label).
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": {LABEL_COMPONENT: "executor"}},
+                    "matchLabelKeys": [LABEL_JOB_UID],
+                }
+            ],
             "securityContext": {
                 "runAsNonRoot": True,
                 "seccompProfile": {"type": "RuntimeDefault"},

@@ -33,16 +33,16 @@ from snapshotjob_contract.environment import (
     ENV_JOB_NAME,
     ENV_NAMESPACE,
 )
-from snapshotjob_contract.pods import restricted_container_security_context
+from snapshotjob_contract.pods import (
+    LABEL_COMPONENT,
+    LABEL_JOB,
+    LABEL_JOB_UID,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    restricted_container_security_context,
+)
 from snapshotjob_contract.resource import GROUP, KIND, PLURAL, VERSION
 
-LABEL_JOB = f"{GROUP}/job"
-"""Names the SnapshotJob on every object the operator creates for it."""
-LABEL_JOB_UID = f"{GROUP}/job-uid"
-"""The SnapshotJob's uid: the operator lists a job's driver Pods by it."""
-LABEL_COMPONENT = "app.kubernetes.io/component"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGED_BY = "snapshotjob-operator"
 
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
 """What ``spec.spark.master: k8s`` means from inside the cluster."""
