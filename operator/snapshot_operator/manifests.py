@@ -43,7 +43,6 @@ from snapshotjob_contract.pods import (
 )
 from snapshotjob_contract.resource import GROUP, KIND, PLURAL, VERSION
 
-
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
 """What ``spec.spark.master: k8s`` means from inside the cluster."""
 
