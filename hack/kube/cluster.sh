@@ -40,12 +40,15 @@ node_containers() {
   "${KIND}" get nodes --name "${KIND_CLUSTER_NAME}" 2>/dev/null | sort
 }
 
-# wait_ready: every node Ready and CoreDNS rolled out, then the network check.
+# wait_ready: every node Ready, the Pod network's DaemonSet and CoreDNS rolled out.
 wait_ready() {
   local start
   start=$(date +%s)
   kctl wait --for=condition=Ready nodes --all --timeout=300s >&2
-  kctl -n kube-system rollout status daemonset/kube-flannel-ds --timeout=180s >&2 || true
+  # A stock kindest/node image (KIND_NODE_IMAGE) runs kindnetd instead: no flannel to wait for.
+  if kctl -n kube-system get daemonset/kube-flannel-ds >/dev/null 2>&1; then
+    kctl -n kube-system rollout status daemonset/kube-flannel-ds --timeout=180s >&2
+  fi
   kctl -n kube-system rollout status deployment/coredns --timeout=180s >&2
   log "Nodes ready name=${KIND_CLUSTER_NAME} nodes=$(kctl get nodes --no-headers | wc -l) seconds=$(( $(date +%s) - start ))"
 }

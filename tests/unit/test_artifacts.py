@@ -103,3 +103,18 @@ def test_helm_is_declared_for_the_end_to_end_tests() -> None:
     """The regression this table was made for: e2e ran helm, nothing built it."""
     names, groups = artifacts.binaries_of(["e2e", "cluster", "slow"])
     assert "helm" in names and "helm" in groups
+
+
+def test_the_node_image_carries_the_image_its_default_cni_runs() -> None:
+    """No registry: the CNI DaemonSet's image must be imported into the node image."""
+    manifest = (REPO / "hack/kube/flannel/manifest.yaml").read_text()
+    images = set(re.findall(r"^\s*image: (\S+)$", manifest, re.M))
+    assert images == {"snapshotjob/flannel:FLANNEL_VERSION"}, images
+    assert "imagePullPolicy: Never" in manifest
+    lib = (REPO / "hack/kube/lib.sh").read_text()
+    assert 'FLANNEL_IMAGE="snapshotjob/flannel:${FLANNEL_VERSION}"' in lib
+    images_sh = (REPO / "hack/kube/images.sh").read_text()
+    assert 'echo "${FLANNEL_IMAGE}"' in _shell_function(images_sh, "list_components")
+    assert "build_flannel" in _shell_function(images_sh, "build_components")
+    declared = {a.name for a in artifacts.MARKER_NEEDS["cluster"]}
+    assert "snapshotjob/flannel:{FLANNEL_VERSION}" in declared
