@@ -89,14 +89,15 @@ fi
 step "PostgreSQL server at $(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 
 # --- The Kubernetes test bed: Docker engine, debootstrap, tools the cluster scripts use -------
-# The binaries themselves are built from the Go module proxy on first use (hack/kube/build.sh).
+# The binaries themselves are built from the Go module proxy on first use (hack/kube/build.sh);
+# flanneld (the cluster's Pod network) links cgo statically, so it needs gcc and libc6-dev.
 missing=()
-for pkg in docker.io debootstrap busybox-static openssl iptables; do
+for pkg in docker.io debootstrap busybox-static openssl iptables gcc libc6-dev; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] \
-    || fail "Go is required to build the Kubernetes test bed (install Go 1.24+ on PATH)"
+    || fail "Go is required to build the Kubernetes test bed (install Go 1.26+ on PATH: flannel's go.mod asks for it)"
 step "Docker engine, debootstrap and Go are present"
 
 step "Install complete"
