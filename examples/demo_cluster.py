@@ -115,7 +115,7 @@ class Demo:
         """Runs a query with psql in the PostgreSQL Pod; rows of text fields."""
         out = self.kubectl(
             "exec", "postgres-0", "-c", "postgres", "--", "psql", "--host=/tmp",
-            "--username=demo", "--dbname=demo", "--no-align", "--tuples-only",
+            "--username=snapshotjob", "--dbname=snapshotjob", "--no-align", "--tuples-only",
             "--field-separator=,", "--set=ON_ERROR_STOP=1", "--command", query,
         )  # fmt: skip
         return [line.split(",") for line in out.splitlines() if line]
@@ -369,7 +369,7 @@ The cluster stays up. To explore it:
   kubectl -n {demo.namespace} get snapshotjob {JOB} -o yaml     # spec and status
   kubectl -n {demo.namespace} get pods                             # operator, Hazelcast, PostgreSQL
   kubectl -n {demo.namespace} logs deploy/{RELEASE}-snapshotjob-operator
-  kubectl -n {demo.namespace} exec -it postgres-0 -- psql -h /tmp -U demo demo
+  kubectl -n {demo.namespace} exec -it postgres-0 -- psql -h /tmp -U snapshotjob snapshotjob
 (kubectl is {kubectl}.) Remove it all: make demo-down""",
         flush=True,
     )
