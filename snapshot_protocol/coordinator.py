@@ -260,6 +260,14 @@ class SnapshotCoordinator:
                 transient=True,
             )
             return
+        # The line operators and the end-to-end tests read to tell which snapshot a new
+        # execution continues from.
+        _log.info(
+            "Restored snapshotId=%d map=%s fromInitial=%s",
+            validation.snapshot_id if validation is not None else -1,
+            map_name if validation is not None else "none",
+            from_initial,
+        )
         self._next_snapshot_at = self._clock() + self._config.snapshot_interval_ms
         self._transition(_S.RUNNING)
 

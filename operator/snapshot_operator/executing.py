@@ -199,9 +199,15 @@ def _perform(
                     action.execution_id,
                     created,
                 )
-            case DeleteDriverPod(pod_name=pod_name):
-                existed = kube.delete_pod(job.namespace, pod_name)
-                log.info("Deleted driver pod %s pod=%s existed=%s", context, pod_name, existed)
+            case DeleteDriverPod(pod_name=pod_name, at_once=at_once):
+                existed = kube.delete_pod(job.namespace, pod_name, at_once=at_once)
+                log.info(
+                    "Deleted driver pod %s pod=%s existed=%s atOnce=%s",
+                    context,
+                    pod_name,
+                    existed,
+                    at_once,
+                )
             case CopySnapshotToExport():
                 version = _copy(services, observation, version, status, action)
             case DeleteSnapshotMaps(map_names=map_names):

@@ -135,8 +135,8 @@ class KubernetesGateway(Protocol):
         """
         ...
 
-    def delete_pod(self, namespace: str, name: str) -> bool:
-        """Deletes a driver Pod; returns False if it did not exist."""
+    def delete_pod(self, namespace: str, name: str, *, at_once: bool = False) -> bool:
+        """Deletes a driver Pod, without a grace period if ``at_once``; False if it was gone."""
         ...
 
     def emit_job_event(self, job: JobRef, event: EmitEvent) -> None:

@@ -53,9 +53,9 @@ class ClientKubernetesGateway:
         """See :meth:`snapshot_operator.gateways.KubernetesGateway.create_pod`."""
         return creating.create_pod(self._api, pod)
 
-    def delete_pod(self, namespace: str, name: str) -> bool:
+    def delete_pod(self, namespace: str, name: str, *, at_once: bool = False) -> bool:
         """See :meth:`snapshot_operator.gateways.KubernetesGateway.delete_pod`."""
-        return deleting.delete_pod(self._api, namespace, name)
+        return deleting.delete_pod(self._api, namespace, name, at_once=at_once)
 
     def emit_job_event(self, job: JobRef, event: EmitEvent) -> None:
         """See :meth:`snapshot_operator.gateways.KubernetesGateway.emit_job_event`."""

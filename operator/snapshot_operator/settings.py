@@ -154,6 +154,13 @@ def parse_settings(
         help="Seconds between looks when nothing is due",
     )
     parser.add_argument(
+        "--driver-lost",
+        type=int,
+        default=int_default("DRIVER_LOST_SECONDS", 60),
+        help="Seconds a running driver Pod's node may stop reporting before the Pod is "
+        "deleted at once and a new execution starts elsewhere",
+    )
+    parser.add_argument(
         "--standalone",
         action="store_true",
         default=bool_default("STANDALONE"),
@@ -203,6 +210,7 @@ def parse_settings(
             graceful_timeout_seconds=args.graceful_timeout,
             store_retry_seconds=args.store_retry,
             resync_seconds=args.resync,
+            driver_lost_seconds=args.driver_lost,
         ),
         standalone=args.standalone,
         peering_name=args.peering_name,

@@ -36,6 +36,7 @@ class EventReason(enum.StrEnum):
     FORCED_RESTART = "ForcedRestart"
     DRIVER_INTERRUPTED = "DriverInterrupted"
     DRIVER_FENCED = "DriverFenced"
+    DRIVER_NODE_LOST = "DriverNodeLost"
     SNAPSHOT_CORRUPTED = "SnapshotCorrupted"
     SNAPSHOT_INCOMPATIBLE = "SnapshotIncompatible"
     SNAPSHOT_NOT_FOUND = "SnapshotNotFound"
@@ -73,6 +74,7 @@ _WARNINGS = frozenset(
         EventReason.FORCED_RESTART,
         EventReason.DRIVER_INTERRUPTED,
         EventReason.DRIVER_FENCED,
+        EventReason.DRIVER_NODE_LOST,
         EventReason.SNAPSHOT_CORRUPTED,
         EventReason.SNAPSHOT_INCOMPATIBLE,
         EventReason.SNAPSHOT_NOT_FOUND,
@@ -174,9 +176,13 @@ class DeleteDriverPod:
 
     Attributes:
         pod_name: Name of the Pod.
+        at_once: Delete it without a grace period (``gracePeriodSeconds: 0``): the API forgets
+            the Pod at once, whether or not its node confirms that its containers stopped.
+            Only for a Pod whose node stopped reporting; fencing stops the driver if it runs.
     """
 
     pod_name: str
+    at_once: bool = False
 
 
 @dataclass(frozen=True)

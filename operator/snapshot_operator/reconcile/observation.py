@@ -39,6 +39,9 @@ class DriverPod:
         phase: The Pod's phase.
         exit_code: The driver container's exit code once it has terminated, else None.
         deleting: Whether the Pod has a deletion timestamp (its containers may still run).
+        node_lost_since: Since when the node controller has reported the running Pod not
+            Ready: its node stopped reporting (a driver Pod has no readiness probe, so
+            nothing else turns it not Ready while it runs); None while it is Ready.
         termination_message: What the driver wrote to its termination message file
             (``/dev/termination-log``) before it exited, e.g. which snapshot is corrupted, on
             one line and cut to a length that fits an Event; else None.
@@ -50,6 +53,7 @@ class DriverPod:
     exit_code: int | None = None
     deleting: bool = False
     termination_message: str | None = None
+    node_lost_since: datetime | None = None
 
     @property
     def may_run(self) -> bool:
@@ -135,6 +139,8 @@ class DecisionSettings:
             in between) from which the job is Degraded ``RepeatedForcedRestarts``.
         forced_restart_limit: Forced restarts in a row that restart at once; each further one
             counts as a failure, through the restart policy, so that a loop of them ends.
+        driver_lost_seconds: How long a running driver Pod's node may stop reporting before
+            the operator deletes the Pod at once and starts a new execution elsewhere.
         start_attempts: Failed creations of a starting execution's objects (the API server
             refused them) before the job is FAILED; the delay between them is the spec's
             restart backoff.
@@ -148,5 +154,6 @@ class DecisionSettings:
     export_copy_attempts: int = 3
     export_retry_seconds: int = 10
     start_attempts: int = 6
+    driver_lost_seconds: int = 60
     forced_restarts_degraded: int = 3
     forced_restart_limit: int = 10

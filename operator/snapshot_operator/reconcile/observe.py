@@ -81,7 +81,24 @@ def parse_driver_pod(raw: Mapping[str, Any]) -> DriverPod | None:
         exit_code=exit_code,
         deleting=metadata.get("deletionTimestamp") is not None,
         termination_message=message,
+        node_lost_since=parse_node_lost_since(status) if phase is PodPhase.RUNNING else None,
     )
+
+
+def parse_node_lost_since(status: Mapping[str, Any]) -> datetime | None:
+    """Returns since when a running Pod is not Ready, which for a driver means a lost node.
+
+    The node controller marks every Pod of a node that stopped reporting not Ready; the
+    driver has no readiness probe, so its Pod is Ready from start to exit otherwise. A time
+    that cannot be read counts as not lost: the Pod is left to run.
+    """
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "Ready" and condition.get("status") == "False":
+            try:
+                return datetime.fromisoformat(str(condition["lastTransitionTime"]))
+            except (KeyError, ValueError):
+                return None
+    return None
 
 
 def parse_termination_message(raw: object) -> str | None:

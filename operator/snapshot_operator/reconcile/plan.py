@@ -95,6 +95,11 @@ class Plan:
         if not pod.deleting and DeleteDriverPod(pod.name) not in self.effects:
             self.effects.append(DeleteDriverPod(pod.name))
 
+    def delete_pod_at_once(self, pod: DriverPod) -> None:
+        """Deletes a driver Pod without a grace period, once, even if it is being deleted."""
+        if DeleteDriverPod(pod.name, at_once=True) not in self.effects:
+            self.effects.append(DeleteDriverPod(pod.name, at_once=True))
+
     def request_termination(self, termination: TerminationStatus) -> None:
         """Asks the current driver to stop, as ``status.termination``."""
         # The request is its own status write, so it is not repeated in the patch.

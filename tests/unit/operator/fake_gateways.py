@@ -133,9 +133,9 @@ class FakeKubernetes:
         self.pods[pod["metadata"]["name"]] = pod
         return True
 
-    def delete_pod(self, namespace: str, name: str) -> bool:
+    def delete_pod(self, namespace: str, name: str, *, at_once: bool = False) -> bool:
         """Removes a driver Pod; False if there was none."""
-        self.log.append(("delete", name))
+        self.log.append(("delete-at-once" if at_once else "delete", name))
         return self.pods.pop(name, None) is not None
 
     def emit_job_event(self, job: JobRef, event: EmitEvent) -> None:

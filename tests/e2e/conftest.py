@@ -1,0 +1,145 @@
+"""Fixtures of the end-to-end tests: the project image in kind, one Helm release, PostgreSQL.
+
+One release serves every e2e module of the session (the chart's install and three members'
+start are the slowest fixture); the module that runs last (``test_snapshotjob_kind.py``,
+pytest orders modules by name) ends with uninstalling it, and the fixture's teardown cleans
+up whatever a failed test left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from testbed.kind import KindCluster
+from tests.e2e.release import (
+    BUILD_SCRIPT,
+    CHART,
+    CONTROL_PLANE_NODE,
+    IMAGE,
+    REPO_ROOT,
+    TIMINGS,
+    Release,
+    Step,
+    chart_values,
+)
+
+POSTGRES_IMAGE = "snapshotjob/postgres:dev"
+POSTGRES_MANIFEST = REPO_ROOT / "examples" / "kubernetes" / "postgres.yaml"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _print_timings(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Print every step's duration once the session is done, whatever the capture mode."""
+    yield
+    if not TIMINGS:
+        return
+    # Teardown output is captured like a test's; lift the capture for these lines.
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    lift = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+    with lift:
+        print()
+        for step, seconds in TIMINGS:
+            print(f"E2E timing step={step} seconds={seconds:.1f}", flush=True)
+
+
+def _build(target: str) -> None:
+    build = subprocess.run(
+        ["bash", str(BUILD_SCRIPT), target],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if build.returncode != 0:
+        pytest.fail(
+            f"hack/images/build.sh {target} failed rc={build.returncode}:\n"
+            f"{build.stdout[-4000:]}\n{build.stderr[-6000:]}"
+        )
+
+
+@pytest.fixture(scope="session")
+def e2e_image(kind_cluster: KindCluster) -> str:
+    """Builds the e2e image (cached by input hash) and loads it into the kind nodes."""
+    with Step("image-build"):
+        _build("e2e")
+    with Step("image-load"):
+        kind_cluster.load_image(IMAGE)
+    return IMAGE
+
+
+@pytest.fixture(scope="session")
+def release(
+    kind_cluster: KindCluster, e2e_image: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Release]:
+    """Installs the chart into a fresh namespace, watching only that namespace.
+
+    Watching one namespace (a Role there, a namespaced KopfPeering) keeps this release from
+    handling jobs of any other installation in the same cluster, and vice versa.
+    """
+    suffix = uuid.uuid4().hex[:6]
+    rel = Release(cluster=kind_cluster, name=f"e2e{suffix}", namespace=f"sj-e2e-{suffix}")
+    values = tmp_path_factory.mktemp("helm") / "values.yaml"
+    settings = chart_values()
+    settings["operator"] |= {"allNamespaces": False, "namespaces": [rel.namespace]}
+    values.write_text(yaml.safe_dump(settings))
+    try:
+        with Step("helm-install"):
+            kind_cluster.helm(
+                "install",
+                rel.name,
+                str(CHART),
+                "--namespace",
+                rel.namespace,
+                "--create-namespace",
+                "--values",
+                str(values),
+                "--wait",
+                "--timeout",
+                "5m",
+            )
+        # helm --wait skips StatefulSets with the OnDelete strategy: wait for the members.
+        with Step("hazelcast-ready"):
+            rel.kubectl(
+                "wait",
+                "--for=condition=Ready",
+                "pod",
+                "-l",
+                "app.kubernetes.io/component=hazelcast",
+                "--timeout=300s",
+                timeout=320,
+            )
+        yield rel
+    finally:
+        if rel.installed:
+            for job in rel.jobs:
+                rel.kubectl("delete", "snapshotjob", job, "--ignore-not-found", "--wait=false")
+            time.sleep(5)
+            rel.cluster.helm("uninstall", rel.name, "--namespace", rel.namespace, "--wait")
+        kind_cluster.kubectl("delete", "namespace", rel.namespace, "--wait=false")
+
+
+@pytest.fixture(scope="session")
+def postgres(kind_cluster: KindCluster, release: Release) -> str:
+    """PostgreSQL in the release's namespace (``examples/kubernetes/postgres.yaml``).
+
+    Returns:
+        The DSN the jobs' drivers and executors use.
+    """
+    with Step("postgres-image"):
+        _build("postgres")
+        kind_cluster.load_image(POSTGRES_IMAGE)
+    with Step("postgres-ready"):
+        documents = [doc for doc in yaml.safe_load_all(POSTGRES_MANIFEST.read_text()) if doc]
+        for doc in documents:
+            if doc["kind"] == "StatefulSet":
+                doc["spec"]["template"]["spec"] |= CONTROL_PLANE_NODE
+        release.apply(yaml.safe_dump_all(documents))
+        release.kubectl("rollout", "status", "statefulset/postgres", "--timeout=300s", timeout=320)
+    return "postgresql://snapshotjob:snapshotjob@postgres:5432/snapshotjob"

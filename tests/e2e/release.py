@@ -1,0 +1,352 @@
+"""The Helm release the end-to-end tests drive, and how they wait on it and time their steps.
+
+Why a module of its own: the e2e tests of every module share one release (installing the
+chart and starting three members takes a minute or two of the session's budget), and the
+same waits, readers and faults serve all of them. Fixtures live in ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from testbed.kind import KindCluster
+from tests.fixtures.kube import binary
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "charts" / "snapshotjob-operator"
+BUILD_SCRIPT = REPO_ROOT / "hack" / "images" / "build.sh"
+IMAGE_REPOSITORY = "snapshotjob/runtime-e2e"
+IMAGE_TAG = "dev"
+IMAGE = f"{IMAGE_REPOSITORY}:{IMAGE_TAG}"
+
+EXECUTORS: dict[str, Any] = {"instances": 2, "cores": 1, "coresRequest": "250m", "memory": "512m"}
+"""Two small executors: with a 1-CPU driver they fit two workers of a 2-core machine."""
+
+SEQUENCE_SUM = "examples.sequence_sum"
+"""The pipeline of the tests with an append-only sink: one row per event, in PostgreSQL."""
+SUM_KEYS = 10
+
+TIMINGS: list[tuple[str, float]] = []
+"""Every step's duration, printed at the end of the session (``E2E timing ...`` lines)."""
+
+_RESTORED = re.compile(r"Restored snapshotId=(-?\d+)")
+
+
+class Step:
+    """Times a block and records it under a name: ``with Step("helm-install"): ...``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.start = 0.0
+
+    def __enter__(self) -> Step:
+        self.start = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        TIMINGS.append((self.name, time.monotonic() - self.start))
+
+
+@dataclass
+class Release:
+    """The Helm release under test and how to reach its pieces."""
+
+    cluster: KindCluster
+    name: str
+    namespace: str
+    installed: bool = True
+    jobs: list[str] = field(default_factory=list)
+
+    @property
+    def fullname(self) -> str:
+        return f"{self.name}-snapshotjob-operator"
+
+    @property
+    def member_pod(self) -> str:
+        return f"{self.fullname}-hazelcast-0"
+
+    def kubectl(self, *args: str, timeout: float = 120) -> str:
+        return self.cluster.kubectl("-n", self.namespace, *args, timeout=timeout)
+
+    def job(self, name: str) -> dict[str, Any] | None:
+        """The SnapshotJob as JSON, or None once it is gone."""
+        out = self.kubectl("get", "snapshotjob", name, "-o", "json", "--ignore-not-found")
+        return json.loads(out) if out.strip() else None
+
+    def pods(self, selector: str) -> list[dict[str, Any]]:
+        out = self.kubectl("get", "pods", "-l", selector, "-o", "json")
+        pods: list[dict[str, Any]] = json.loads(out)["items"]
+        return pods
+
+    def driver_pods(self, job: str) -> list[dict[str, Any]]:
+        return self.pods(f"snapshotjob.io/job={job},app.kubernetes.io/component=driver")
+
+    def executor_pods(self, job: str) -> list[dict[str, Any]]:
+        return self.pods(f"snapshotjob.io/job={job},app.kubernetes.io/component=executor")
+
+    def current_driver(self, job: str) -> dict[str, Any]:
+        """The driver Pod of the job's current execution."""
+        obj = self.job(job) or {}
+        name = ((obj.get("status") or {}).get("execution") or {}).get("driverPod")
+        assert name, f"job={job} has no execution: {obj.get('status')}"
+        return dict(json.loads(self.kubectl("get", "pod", name, "-o", "json")))
+
+    def restored_snapshot(self, pod: str) -> int:
+        """The snapshot id the driver Pod's execution restored (-1: started empty)."""
+        found = _RESTORED.findall(self.kubectl("logs", pod, "-c", "driver"))
+        assert found, f"pod={pod} logged no restore"
+        return int(found[-1])
+
+    def read_map(self, map_name: str) -> dict[str, dict[str, int]]:
+        """The map's entries, read by a Python client inside a member Pod."""
+        script = (
+            "import json, sys, hazelcast\n"
+            "c = hazelcast.HazelcastClient(cluster_members=['127.0.0.1:5701'],"
+            " cluster_name='snapshotjob', smart_routing=False)\n"
+            "print(json.dumps(dict(c.get_map(sys.argv[1]).blocking().entry_set())))\n"
+            "c.shutdown()\n"
+        )
+        out = self.kubectl("exec", self.member_pod, "--", "python", "-c", script, map_name)
+        raw: dict[str, str] = json.loads(out.strip().splitlines()[-1])
+        return {key: json.loads(value) for key, value in raw.items()}
+
+    def apply_job(
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        pipeline: str = "e2e_pipelines.sequence_map_sum",
+        spark: dict[str, Any] | None = None,
+        **spec: Any,
+    ) -> None:
+        """Applies a SnapshotJob; by default with two executor Pods (``master: k8s``)."""
+        manifest = {
+            "apiVersion": "snapshotjob.io/v1alpha1",
+            "kind": "SnapshotJob",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {
+                "image": IMAGE,
+                "imagePullPolicy": "Never",
+                "pipeline": {"module": pipeline, "args": args},
+                "spark": spark
+                or {
+                    "driver": {"cores": 1, "memory": "768m"},
+                    "executor": EXECUTORS,
+                    "conf": {"spark.ui.enabled": "false"},
+                },
+                "snapshotIntervalSeconds": 1,
+                **spec,
+            },
+        }
+        self.apply(manifest)
+        if name not in self.jobs:
+            self.jobs.append(name)
+
+    def apply(self, manifest: dict[str, Any] | str) -> None:
+        text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
+        subprocess.run(
+            [*self._kubectl_argv(), "apply", "-f", "-"],
+            input=text,
+            text=True,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+
+    def _kubectl_argv(self) -> list[str]:
+        return [
+            str(binary("kubectl")),
+            f"--kubeconfig={self.cluster.kubeconfig}",
+            "-n",
+            self.namespace,
+        ]
+
+    def diagnostics(self) -> str:
+        """Pods, jobs, events and the operator's log tail, for failure messages."""
+        parts = []
+        for args in (
+            ("get", "pods", "-o", "wide"),
+            ("get", "snapshotjobs", "-o", "yaml"),
+            ("get", "events", "--sort-by=.lastTimestamp"),
+            ("logs", f"deploy/{self.fullname}", "--tail=60"),
+        ):
+            try:
+                parts.append(self.kubectl(*args))
+            except (RuntimeError, subprocess.SubprocessError) as exc:
+                parts.append(str(exc))
+        return "\n".join(parts)[-16000:]
+
+
+def wait_for(
+    release: Release,
+    what: str,
+    check: Callable[[], Any],
+    timeout: float,
+    interval: float = 1.0,
+) -> Any:
+    """Polls ``check`` until it returns something truthy; fails with diagnostics on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"Timed out after {timeout}s waiting for {what}\n{release.diagnostics()}")
+        time.sleep(interval)
+
+
+def wait_phase(
+    release: Release, job: str, phases: set[str], timeout: float, seen: list[str] | None = None
+) -> dict[str, Any]:
+    """Waits until the job's phase is in ``phases``; appends every phase seen to ``seen``."""
+
+    def check() -> dict[str, Any] | None:
+        obj = release.job(job)
+        phase = ((obj or {}).get("status") or {}).get("phase")
+        if seen is not None and phase and (not seen or seen[-1] != phase):
+            seen.append(phase)
+        if phase in {"FAILED"} - phases:
+            pytest.fail(f"Job {job} FAILED: {obj}\n{release.diagnostics()}")
+        return obj if phase in phases else None
+
+    result: dict[str, Any] = wait_for(release, f"job={job} phase in {phases}", check, timeout)
+    return result
+
+
+def snapshot_id(obj: dict[str, Any]) -> int:
+    return int(((obj.get("status") or {}).get("executionRecord") or {}).get("snapshotId", -1))
+
+
+def attempt(obj: dict[str, Any]) -> int:
+    """The job's execution count (``status.execution.attempt``)."""
+    return int(((obj.get("status") or {}).get("execution") or {}).get("attempt", 0))
+
+
+def wait_snapshot(release: Release, job: str, above: int, timeout: float = 240) -> dict[str, Any]:
+    """Waits until the job is RUNNING with a snapshot newer than ``above``."""
+    result: dict[str, Any] = wait_for(
+        release,
+        f"job={job} RUNNING with a snapshot above {above}",
+        lambda: (
+            obj
+            if (obj := release.job(job))
+            and (obj.get("status") or {}).get("phase") == "RUNNING"
+            and snapshot_id(obj) > above
+            else None
+        ),
+        timeout=timeout,
+    )
+    if (result.get("status") or {}).get("phase") == "FAILED":
+        pytest.fail(f"Job {job} FAILED: {result}")
+    return result
+
+
+CONTROL_PLANE_NODE: dict[str, Any] = {
+    "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+    "tolerations": [
+        {
+            "key": "node-role.kubernetes.io/control-plane",
+            "operator": "Exists",
+            "effect": "NoSchedule",
+        }
+    ],
+}
+"""Where the installation (operator, members) and PostgreSQL run: the jobs' Pods then have the
+worker nodes to themselves, so a worker lost or drained takes only a job's driver and
+executors with it, which is the fault those tests are about (store faults have their own)."""
+
+
+def chart_values() -> dict[str, Any]:
+    """Chart values for a 2-core machine: the project image everywhere, small requests."""
+    image = {"repository": IMAGE_REPOSITORY, "tag": IMAGE_TAG, "pullPolicy": "Never"}
+    return {
+        "operator": {
+            **CONTROL_PLANE_NODE,
+            "image": image,
+            "replicas": 1,
+            "storeRetrySeconds": 3,
+            "resyncSeconds": 10,
+            "driverLostSeconds": 20,
+            "gracefulTimeoutSeconds": 120,
+            "resources": {
+                "requests": {"cpu": "10m", "memory": "128Mi"},
+                "limits": {"memory": "384Mi"},
+            },
+        },
+        "hazelcast": {
+            **CONTROL_PLANE_NODE,
+            "image": image,
+            "command": ["hazelcast-member"],
+            "replicas": 3,
+            "heap": "256m",
+            "gracefulShutdownSeconds": 20,
+            "resources": {
+                "requests": {"cpu": "10m", "memory": "384Mi"},
+                "limits": {"memory": "640Mi"},
+            },
+        },
+    }
+
+
+def sequence_sum_args(dsn: str, job: str, end: int, rate: int) -> dict[str, Any]:
+    """Arguments of ``examples.sequence_sum`` writing to the job's own two tables."""
+    table = job.replace("-", "_")
+    return {
+        "dsn": dsn,
+        "table": f"{table}_sums",
+        "events_table": f"{table}_events",
+        "keys": SUM_KEYS,
+        "end": end,
+        "rows_per_second": rate,
+    }
+
+
+def psql(release: Release, query: str) -> list[list[str]]:
+    """Runs a query in the in-cluster PostgreSQL; rows as lists of strings."""
+    out = release.kubectl(
+        "exec",
+        "postgres-0",
+        "--",
+        "psql",
+        "postgresql://snapshotjob:snapshotjob@127.0.0.1:5432/snapshotjob",
+        "-tA",
+        "-F",
+        ",",
+        "-c",
+        query,
+    )
+    return [line.split(",") for line in out.strip().splitlines() if line]
+
+
+def assert_exactly_once(release: Release, job: str, end: int) -> None:
+    """Every event id exactly once, exact sums, no prepared transaction left behind."""
+    table = job.replace("-", "_")
+    ((rows, distinct, low, high),) = psql(
+        release, f"SELECT count(*), count(DISTINCT id), min(id), max(id) FROM {table}_events"
+    )
+    assert (int(rows), int(distinct), int(low), int(high)) == (end, end, 0, end - 1), (
+        f"events rows={rows} distinct={distinct} min={low} max={high}, expected {end} ids once"
+    )
+    sums = {
+        int(key): (int(total), int(count))
+        for key, total, count in psql(
+            release, f"SELECT key, total, count FROM {table}_sums ORDER BY key"
+        )
+    }
+    expected = {
+        key: (sum(range(key, end, SUM_KEYS)), len(range(key, end, SUM_KEYS)))
+        for key in range(SUM_KEYS)
+    }
+    assert sums == expected
+    ((prepared,),) = psql(release, "SELECT count(*) FROM pg_prepared_xacts")
+    assert int(prepared) == 0

@@ -1,0 +1,222 @@
+"""End to end with executor Pods on two worker nodes: failures a Spark job meets on a cluster.
+
+Why these tests: users choose this operator because a streaming job keeps its state across
+the failures a cluster has (a driver Pod deleted or killed, an executor lost, a Hazelcast
+member killed, a node drained), and an upserting sink would hide a replayed epoch. So the
+pipeline here (``examples/sequence_sum.py``) also appends one row per input event to a
+PostgreSQL table without any key (``events_table``): a duplicate is an extra row, a loss a
+missing id. PostgreSQL runs in the cluster (``examples/kubernetes/postgres.yaml``, an image
+built from Debian's packages) and is read with ``psql`` through ``kubectl exec``.
+
+The sequence is paced in wall-clock time (``rows_per_second``), and a restored job catches
+up, so each job's length is bounded whatever its faults cost; each fault waits for the job's
+progress (a newer snapshot), never for a clock. Each step's duration is printed at the end
+of the session (``E2E timing ...`` lines).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+
+from tests.e2e.release import (
+    SEQUENCE_SUM,
+    Release,
+    Step,
+    assert_exactly_once,
+    attempt,
+    sequence_sum_args,
+    snapshot_id,
+    wait_for,
+    wait_phase,
+    wait_snapshot,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+
+def _sigkill_driver(release: Release, pod: dict[str, Any]) -> None:
+    """SIGKILLs the driver container's main process from its node (a kind node container)."""
+    node, name = pod["spec"]["nodeName"], pod["metadata"]["name"]
+    script = (
+        f"pod=$(crictl pods --name '^{name}$' -q | head -1); "
+        'cid=$(crictl ps --pod "$pod" --name driver -q | head -1); '
+        "pid=$(crictl inspect --output go-template --template '{{.info.pid}}' \"$cid\"); "
+        'kill -KILL "$pid" && echo "killed pid=$pid"'
+    )
+    out = subprocess.run(
+        ["docker", "exec", node, "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0 and "killed" in out.stdout, (out.stdout, out.stderr)
+
+
+def _next_execution(release: Release, job: str, before: dict[str, Any]) -> dict[str, Any]:
+    """Waits for a newer execution with a newer snapshot; returns the job then."""
+    old = attempt(before)
+    wait_for(
+        release,
+        f"job={job} execution after attempt {old}",
+        lambda: (obj := release.job(job)) is not None and attempt(obj) > old,
+        timeout=300,
+    )
+    return wait_snapshot(release, job, snapshot_id(before), timeout=300)
+
+
+def test_driver_executor_and_member_failures_keep_exactly_once(
+    release: Release, postgres: str
+) -> None:
+    """Executor killed, driver Pod deleted, driver SIGKILLed, member killed: one job, exact."""
+    job, end = "faults", 24_000
+    with Step("faults-first-snapshot"):
+        release.apply_job(
+            job, sequence_sum_args(postgres, job, end, rate=100), pipeline=SEQUENCE_SUM
+        )
+        running = wait_snapshot(release, job, 1, timeout=300)
+
+    with Step("faults-executor-killed"):
+        executors = release.executor_pods(job)
+        assert len(executors) == 2, [p["metadata"]["name"] for p in executors]
+        assert len({p["spec"]["nodeName"] for p in executors}) == 2, "executors share a node"
+        victim = executors[0]["metadata"]["name"]
+        release.kubectl("delete", "pod", victim, "--grace-period=0", "--force")
+        after = wait_snapshot(release, job, snapshot_id(running) + 2)
+        # Spark re-ran the lost tasks and replaced the executor: the execution went on.
+        assert attempt(after) == attempt(running), after["status"]
+        wait_for(
+            release,
+            f"job={job} a replacement executor",
+            lambda: (
+                victim not in {p["metadata"]["name"] for p in release.executor_pods(job)}
+                and len(release.executor_pods(job)) == 2
+            ),
+            timeout=180,
+        )
+
+    with Step("faults-driver-pod-deleted"):
+        before = release.job(job) or {}
+        driver = release.current_driver(job)
+        release.kubectl("delete", "pod", driver["metadata"]["name"], "--wait=false")
+        after = _next_execution(release, job, before)
+        restored = release.restored_snapshot(after["status"]["execution"]["driverPod"])
+        assert snapshot_id(before) <= restored < snapshot_id(after), (restored, after["status"])
+
+    with Step("faults-driver-sigkilled"):
+        before = release.job(job) or {}
+        driver = release.current_driver(job)
+        _sigkill_driver(release, driver)
+        after = _next_execution(release, job, before)
+        restored = release.restored_snapshot(after["status"]["execution"]["driverPod"])
+        assert snapshot_id(before) <= restored < snapshot_id(after), (restored, after["status"])
+        assert after["status"].get("restarts", 0) >= 1, after["status"]
+        killed = release.kubectl(
+            "get",
+            "pod",
+            driver["metadata"]["name"],
+            "-o",
+            "jsonpath={.status.containerStatuses[0].state.terminated.exitCode}",
+        )
+        assert killed == "137", killed
+
+    with Step("faults-member-killed"):
+        before = release.job(job) or {}
+        member = f"{release.fullname}-hazelcast-1"
+        release.kubectl("delete", "pod", member, "--grace-period=0", "--force")
+        wait_snapshot(release, job, snapshot_id(before) + 3, timeout=300)
+        release.kubectl("wait", "--for=condition=Ready", f"pod/{member}", "--timeout=300s")
+
+    with Step("faults-completed"):
+        done = wait_phase(release, job, {"COMPLETED"}, timeout=600)
+    assert "lastFailure" not in done["status"] or done["status"]["phase"] == "COMPLETED"
+    assert_exactly_once(release, job, end)
+
+
+def test_node_drain_interrupts_without_counting_a_failure(release: Release, postgres: str) -> None:
+    """A drained node evicts the driver: exit 143, a new execution elsewhere, no failure."""
+    job, end = "drain", 9_000
+    with Step("drain-first-snapshot"):
+        release.apply_job(
+            job, sequence_sum_args(postgres, job, end, rate=100), pipeline=SEQUENCE_SUM
+        )
+        before = wait_snapshot(release, job, 1, timeout=300)
+    driver = release.current_driver(job)
+    node = driver["spec"]["nodeName"]
+    restarts = int(before["status"].get("restarts", 0))
+    try:
+        with Step("drain-evicted"):
+            # Only this job's Pods are evicted: PostgreSQL and the members stay where they are.
+            release.cluster.kubectl(
+                "drain",
+                node,
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                f"--pod-selector=snapshotjob.io/job={job}",
+                "--timeout=180s",
+                timeout=200,
+            )
+            after = _next_execution(release, job, before)
+    finally:
+        release.cluster.kubectl("uncordon", node)
+    # The evicted Pod is gone with its exit code; the operator's Event names the path taken.
+    reasons = _event_reasons(release, job)
+    assert "DriverInterrupted" in reasons, reasons
+    assert int(after["status"].get("restarts", 0)) == restarts, after["status"]
+    assert release.current_driver(job)["spec"]["nodeName"] != node
+    restored = release.restored_snapshot(after["status"]["execution"]["driverPod"])
+    assert snapshot_id(before) <= restored < snapshot_id(after)
+    with Step("drain-completed"):
+        wait_phase(release, job, {"COMPLETED"}, timeout=400)
+    assert_exactly_once(release, job, end)
+
+
+def test_lost_worker_node_moves_the_driver_and_fences_the_old_one(
+    release: Release, postgres: str
+) -> None:
+    """The driver's node stops (its kind node container paused): a new execution elsewhere.
+
+    The node stops reporting, the node controller marks its Pods not Ready, and once that has
+    lasted the operator's ``driverLostSeconds`` the operator deletes the driver Pod at once and
+    starts a new execution on the other worker. The old driver is frozen, not gone: when its
+    node comes back, the execution id in the status fences it, so the output stays exact.
+    """
+    job, end = "node-lost", 12_000
+    with Step("node-lost-first-snapshot"):
+        release.apply_job(
+            job, sequence_sum_args(postgres, job, end, rate=100), pipeline=SEQUENCE_SUM
+        )
+        before = wait_snapshot(release, job, 1, timeout=300)
+    driver = release.current_driver(job)
+    node = driver["spec"]["nodeName"]
+    subprocess.run(["docker", "pause", node], check=True, timeout=60)
+    try:
+        with Step("node-lost-new-execution"):
+            after = _next_execution(release, job, before)
+        assert release.current_driver(job)["spec"]["nodeName"] != node
+        restored = release.restored_snapshot(after["status"]["execution"]["driverPod"])
+        assert snapshot_id(before) <= restored < snapshot_id(after), (restored, after["status"])
+        assert "DriverNodeLost" in _event_reasons(release, job)
+    finally:
+        subprocess.run(["docker", "unpause", node], check=True, timeout=60)
+    with Step("node-lost-node-back"):
+        release.cluster.kubectl("wait", "--for=condition=Ready", f"node/{node}", "--timeout=300s")
+    with Step("node-lost-completed"):
+        wait_phase(release, job, {"COMPLETED"}, timeout=400)
+    assert_exactly_once(release, job, end)
+
+
+def _event_reasons(release: Release, job: str) -> list[str]:
+    """The reasons of the job's Events, oldest first."""
+    return release.kubectl(
+        "get",
+        "events",
+        "--field-selector",
+        f"involvedObject.kind=SnapshotJob,involvedObject.name={job}",
+        "--sort-by=.lastTimestamp",
+        "-o",
+        "jsonpath={.items[*].reason}",
+    ).split()

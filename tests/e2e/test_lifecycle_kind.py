@@ -1,0 +1,186 @@
+"""End to end with executor Pods: the store rolled under a running job, suspend, export, resume,
+an upgrade through a terminal snapshot, and a new job started from the export.
+
+Why one job for all of it: each of these is a boundary the job's state must cross intact, and
+one paced job (``examples/sequence_sum.py``, ``rows_per_second``) whose append-only events
+table shows every duplicate as an extra row checks all of them at once, in about the time one
+of them would take. PostgreSQL runs in the cluster (``examples/kubernetes/postgres.yaml``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from tests.e2e.release import (
+    CHART,
+    SEQUENCE_SUM,
+    SUM_KEYS,
+    Release,
+    Step,
+    assert_exactly_once,
+    attempt,
+    psql,
+    sequence_sum_args,
+    snapshot_id,
+    wait_for,
+    wait_phase,
+    wait_snapshot,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1500)]
+
+EXPORT = "lifecycle-export"
+
+
+def _members(release: Release) -> list[dict[str, Any]]:
+    return release.pods("app.kubernetes.io/component=hazelcast")
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod["status"].get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) and not pod[
+        "metadata"
+    ].get("deletionTimestamp")
+
+
+def _patch(release: Release, job: str, spec: dict[str, Any]) -> None:
+    release.kubectl("patch", "snapshotjob", job, "--type=merge", "-p", json.dumps({"spec": spec}))
+
+
+def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
+    release: Release, postgres: str
+) -> None:
+    job, end = "lifecycle", 15_000
+    with Step("lifecycle-first-snapshot"):
+        release.apply_job(
+            job, sequence_sum_args(postgres, job, end, rate=50), pipeline=SEQUENCE_SUM
+        )
+        running = wait_snapshot(release, job, 1, timeout=300)
+
+    with Step("lifecycle-store-rollout"):
+        # A new member template: the operator replaces the members one at a time.
+        release.cluster.helm(
+            "upgrade",
+            release.name,
+            str(CHART),
+            "--namespace",
+            release.namespace,
+            "--reuse-values",
+            "--set",
+            "hazelcast.javaOpts=-Dsnapshotjob.e2e.rollout=1",
+        )
+        statefulset = f"{release.fullname}-hazelcast"
+        target = release.kubectl(
+            "get", "statefulset", statefulset, "-o", "jsonpath={.status.updateRevision}"
+        )
+        fewest_ready = 3
+        deadline = time.monotonic() + 600
+        while True:
+            members = _members(release)
+            fewest_ready = min(fewest_ready, sum(_ready(p) for p in members))
+            updated = [
+                p
+                for p in members
+                if p["metadata"]["labels"].get("controller-revision-hash") == target
+            ]
+            if len(updated) == 3 and all(_ready(p) for p in members):
+                break
+            assert time.monotonic() < deadline, f"store rollout stuck: {release.diagnostics()}"
+            time.sleep(1)
+        # One at a time: never two members down together, whatever the job was doing.
+        assert fewest_ready >= 2, fewest_ready
+        after_rollout = wait_snapshot(release, job, snapshot_id(running) + 2, timeout=300)
+
+    with Step("lifecycle-suspended"):
+        _patch(release, job, {"suspend": True})
+        suspended = wait_phase(release, job, {"SUSPENDED"}, timeout=240)
+        assert snapshot_id(suspended) > snapshot_id(after_rollout)
+        ((committed,),) = psql(release, "SELECT count(*) FROM lifecycle_events")
+        offset = int(committed)
+        assert 0 < offset < end, offset
+
+    with Step("lifecycle-exported"):
+        _patch(release, job, {"exportSnapshot": {"name": EXPORT}})
+        exported = wait_for(
+            release,
+            f"job={job} export {EXPORT}",
+            lambda: next(
+                (
+                    e
+                    for e in ((release.job(job) or {}).get("status") or {}).get(
+                        "exportedSnapshots", []
+                    )
+                    if e["name"] == EXPORT
+                ),
+                None,
+            ),
+            timeout=240,
+        )
+        # Exported from the terminal snapshot, which is the restore point.
+        assert exported["snapshotId"] == snapshot_id(suspended), exported
+
+    with Step("lifecycle-resumed"):
+        _patch(release, job, {"suspend": False})
+        resumed = wait_snapshot(release, job, snapshot_id(suspended), timeout=300)
+        assert attempt(resumed) == attempt(suspended) + 1
+        pod = resumed["status"]["execution"]["driverPod"]
+        assert release.restored_snapshot(pod) == snapshot_id(suspended)
+
+    with Step("lifecycle-upgraded"):
+        # statePartitions 8 -> 4 (upgradeMode: snapshot): a terminal snapshot, then the keyed
+        # state re-partitioned on restore.
+        before = release.job(job) or {}
+        _patch(release, job, {"statePartitions": 4})
+        upgraded = wait_for(
+            release,
+            f"job={job} upgraded",
+            lambda: (
+                obj
+                if (obj := release.job(job)) is not None
+                and attempt(obj) > attempt(before)
+                and obj["status"].get("phase") == "RUNNING"
+                and obj["status"]["execution"].get("statePartitions") == 4
+                else None
+            ),
+            timeout=300,
+        )
+        restored = release.restored_snapshot(upgraded["status"]["execution"]["driverPod"])
+        assert restored > snapshot_id(before), (restored, snapshot_id(before))
+
+    with Step("lifecycle-completed"):
+        wait_phase(release, job, {"COMPLETED"}, timeout=600)
+    assert_exactly_once(release, job, end)
+
+    copy = "lifecycle-copy"
+    with Step("lifecycle-copy-completed"):
+        release.apply_job(
+            copy,
+            sequence_sum_args(postgres, copy, end, rate=50),
+            pipeline=SEQUENCE_SUM,
+            initialSnapshotName=EXPORT,
+        )
+        done = wait_phase(release, copy, {"COMPLETED"}, timeout=600)
+    assert snapshot_id(done) > 0
+    # The copy went on from the export: the events after its offset, each once, and the sums
+    # of the whole sequence because the running sums came with the state.
+    ((rows, distinct, low, high),) = psql(
+        release, "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM lifecycle_copy_events"
+    )
+    assert (int(rows), int(distinct), int(low), int(high)) == (
+        end - offset,
+        end - offset,
+        offset,
+        end - 1,
+    )
+    sums = {
+        int(key): (int(total), int(count))
+        for key, total, count in psql(release, "SELECT key, total, count FROM lifecycle_copy_sums")
+    }
+    assert sums == {
+        key: (sum(range(key, end, SUM_KEYS)), len(range(key, end, SUM_KEYS)))
+        for key in range(SUM_KEYS)
+    }

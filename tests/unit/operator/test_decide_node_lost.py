@@ -1,0 +1,77 @@
+"""Decisions for a driver whose node stopped reporting (a worker lost, its container paused).
+
+Found on a multi-node cluster (issue 13): the Pod of a lost node stays Running in the API, and
+once evicted stays Terminating until the node confirms, which a lost node never does, so the
+job waited for ever. The operator now deletes such a Pod without a grace period once it has
+been not Ready for ``driver_lost_seconds``, and the next decision starts a new execution
+(a failure, with backoff); fencing keeps the old driver from committing if its node returns.
+The observations are built with the helpers of ``test_decide.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from snapshot_operator.reconcile import DeleteDriverPod, EventReason, Requeue, decide
+from snapshot_operator.reconcile.observe import parse_node_lost_since
+from snapshotjob_contract import Phase
+from tests.unit.operator.test_decide import SETTINGS, of_type, reasons, running_job, spec_of
+from tests.unit.operator.world import NOW, ago, status_after
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+
+def test_a_driver_not_ready_for_less_than_the_limit_is_left_to_run() -> None:
+    observation = running_job(spec_of())
+    (pod,) = observation.pods
+    lost = replace(pod, node_lost_since=ago(SETTINGS.driver_lost_seconds - 5))
+    actions = decide(replace(observation, pods=(lost,)), SETTINGS)
+    assert not of_type(actions, DeleteDriverPod)
+    assert EventReason.DRIVER_NODE_LOST not in reasons(actions)
+    (requeue,) = of_type(actions, Requeue)
+    assert requeue.after_seconds <= 6
+
+
+def test_a_driver_lost_for_the_limit_is_deleted_at_once_and_the_next_look_restarts() -> None:
+    observation = running_job(spec_of())
+    (pod,) = observation.pods
+    lost = replace(pod, node_lost_since=ago(SETTINGS.driver_lost_seconds))
+    actions = decide(replace(observation, pods=(lost,)), SETTINGS)
+
+    assert of_type(actions, DeleteDriverPod) == [DeleteDriverPod(pod.name, at_once=True)]
+    assert EventReason.DRIVER_NODE_LOST in reasons(actions)
+
+    # The API forgot the Pod: the execution failed, a new one starts after the backoff.
+    status = status_after(observation.status, actions)
+    gone = decide(replace(observation, status=status, pods=()), SETTINGS)
+    after = status_after(status, gone)
+    assert after.phase is Phase.RESTARTING
+    assert after.restarts == observation.status.restarts + 1
+
+
+def test_a_lost_driver_already_evicted_is_still_deleted_at_once() -> None:
+    observation = running_job(spec_of())
+    (pod,) = observation.pods
+    evicted = replace(pod, deleting=True, node_lost_since=ago(SETTINGS.driver_lost_seconds + 300))
+    actions = decide(replace(observation, pods=(evicted,)), SETTINGS)
+    assert of_type(actions, DeleteDriverPod) == [DeleteDriverPod(pod.name, at_once=True)]
+
+
+@pytest.mark.parametrize(
+    ("conditions", "expected"),
+    [
+        ([{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-23T01:00:00Z"}], None),
+        (
+            [{"type": "Ready", "status": "False", "lastTransitionTime": "2026-11-23T01:00:00Z"}],
+            "2026-11-23T01:00:00+00:00",
+        ),
+        ([{"type": "Ready", "status": "False"}], None),
+        ([], None),
+    ],
+)
+def test_parse_node_lost_since(conditions: list[dict[str, str]], expected: str | None) -> None:
+    since = parse_node_lost_since({"conditions": conditions})
+    assert (since.isoformat() if since else None) == expected
+    assert NOW.tzinfo is not None
