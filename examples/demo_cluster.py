@@ -180,8 +180,11 @@ def job_manifest(demo: Demo, crd: dict[str, Any]) -> dict[str, Any]:
     executor_fields = spark_fields["executor"]["properties"]
     for field in list(spec["spark"]["executor"]):
         if field not in executor_fields:
+            value = spec["spark"]["executor"].pop(field)
             say(f"    the installed CRD has no spec.spark.executor.{field}: left out")
-            del spec["spark"]["executor"][field]
+            if field == "coresRequest":
+                # Spark's own setting for the same request, so the executors still fit.
+                spec["spark"]["conf"]["spark.kubernetes.executor.request.cores"] = str(value)
     return manifest
 
 
