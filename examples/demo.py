@@ -109,12 +109,15 @@ def run_driver(command: list[str], dsn: str, crash_at_events: int | None) -> int
     restored = []
     for line in restarted.stderr:
         sys.stderr.write(line)
-        if "Restored source" in line:
-            restored.append(line.strip())
+        # The coordinator's line names the snapshot; the source's, the offset it resumed at.
+        if "Restored snapshotId=" in line or "Restored source" in line:
+            restored.append(line.strip().split(" INFO ", 1)[-1])
     code = restarted.wait()
     if not restored:
-        raise CrashDemoError("The restarted driver restored no source from a snapshot")
-    print(f"demo: the restarted driver restored from its snapshot: {restored[0]}", flush=True)
+        raise CrashDemoError("The restarted driver restored nothing from a snapshot")
+    print("demo: the restarted driver restored its last snapshot:", flush=True)
+    for line in restored:
+        print(f"demo:     {line}", flush=True)
     return code
 
 
