@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PYTEST := hack/pytest.sh
 PACKAGES := snapshotjob_contract snapshot_protocol snapshot_store operator/snapshot_operator spark_runtime
 
-.PHONY: help install demo test test-unit test-integration test-e2e test-slow \
+.PHONY: help install demo demo-local demo-down test test-unit test-integration test-e2e test-slow \
         check lint format typecheck contracts crds bench run-operator clean
 
 help: ## List the targets
@@ -16,7 +16,13 @@ help: ## List the targets
 install: ## Set up everything on a fresh machine (idempotent): venv, Java 17, Hazelcast jar, PostgreSQL
 	@bash hack/install.sh
 
-demo: install ## Run the product's main job locally: sequence sum, then word count, exactly-once into PostgreSQL
+demo: install ## The operator on a local kind cluster: snapshots, a lost driver, suspend/resume, exact result
+	@$(PY) -m examples.demo_cluster up
+
+demo-down: ## Remove the demo: helm uninstall, then delete its kind cluster
+	@$(PY) -m examples.demo_cluster down
+
+demo-local: install ## Run the main job without Kubernetes: sequence sum, then word count, exactly-once into PostgreSQL
 	@$(PY) -m examples.demo sequence-sum
 	@$(PY) -m examples.demo word-count
 

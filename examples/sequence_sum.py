@@ -11,9 +11,12 @@ the value as its event id, in a table without any unique constraint, so a replay
 a second row with the same id and a lost one a missing id.
 
 Arguments (``--arg key=value``): ``dsn`` (required), ``table`` [sums], ``keys`` [10], ``end``
-[100000], ``rows_per_epoch`` [1000], ``sink_mode`` [upsert]: ``append`` inserts every output
-row instead of upserting by key, a sink that is not idempotent; ``events_table`` [none]: also
-append one row ``(id)`` per input value to this table (two-phase commit too).
+[100000], ``rows_per_epoch`` [1000], ``rows_per_second`` [none]: pace the sequence in
+wall-clock time instead of reading ``rows_per_epoch`` rows each epoch (``make demo`` does, to
+run for minutes), ``max_rows_per_epoch`` [1000000]: cap a paced epoch (a slow machine then
+takes more epochs instead of one burst), ``sink_mode`` [upsert]: ``append`` inserts every
+output row instead of upserting by key, a sink that is not idempotent; ``events_table``
+[none]: also append one row ``(id)`` per input value to this table (two-phase commit too).
 """
 
 from __future__ import annotations
@@ -92,12 +95,18 @@ def build(p: Pipeline) -> None:
     """Sequence -> key = value % keys -> running sum and count -> PostgreSQL."""
     args = p.args
     keys = int(args.get("keys", 10))
-    numbers = p.read(
+    end = int(args.get("end", 100_000))
+    rate = args.get("rows_per_second")
+    source = (
         SequenceSource(
-            rows_per_epoch=int(args.get("rows_per_epoch", 1000)), end=int(args.get("end", 100_000))
-        ),
-        name="numbers",
+            rows_per_second=float(rate),
+            end=end,
+            max_rows_per_epoch=int(args.get("max_rows_per_epoch", 1_000_000)),
+        )
+        if rate
+        else SequenceSource(rows_per_epoch=int(args.get("rows_per_epoch", 1000)), end=end)
     )
+    numbers = p.read(source, name="numbers")
     keyed = numbers.select((F.col("value") % keys).alias("key"), F.col("value"))
     sums = p.running_aggregate(
         keyed, "key", {"total": ("sum", "value"), "count": ("count", None)}, name="sums"

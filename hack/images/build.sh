@@ -15,8 +15,10 @@
 #                                         Hazelcast jar, the `hazelcast-member` launcher
 #                                         and `executor` (Spark's executor Pods run it)
 #   snapshotjob/runtime-e2e:dev          + tests/e2e/pipelines (the end-to-end tests' code)
+#   snapshotjob/postgres:dev             debian-base + Debian's postgresql, for `make demo`'s
+#                                         in-cluster database (see build_postgres)
 #
-# Usage: hack/images/build.sh [app|e2e]...   (default: app)
+# Usage: hack/images/build.sh [app|e2e|postgres]...   (default: app)
 # FORCE=1 rebuilds every image whose inputs are hashed (not debian-base).
 set -euo pipefail
 IMAGES_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,6 +36,8 @@ SYSTEM_IMAGE="snapshotjob/runtime-system:${DEBIAN_SUITE}"
 DEPS_IMAGE="snapshotjob/runtime-deps:${DEBIAN_SUITE}"
 APP_IMAGE="${APP_IMAGE:-snapshotjob/runtime:dev}"
 E2E_IMAGE="${E2E_IMAGE:-snapshotjob/runtime-e2e:dev}"
+POSTGRES_IMAGE="${POSTGRES_IMAGE:-snapshotjob/postgres:dev}"
+POSTGRES_UID=10002
 SYSTEM_PACKAGES="python3 python3-venv openjdk-17-jre-headless procps"
 APP_UID=10001
 
@@ -202,6 +206,97 @@ EOF
   log "Built image=${E2E_IMAGE}"
 }
 
+# The in-cluster PostgreSQL's start script: a first start initialises ${PGDATA} (C.UTF-8,
+# password auth from anywhere, since it only serves the cluster network), creates
+# ${POSTGRES_USER} and ${POSTGRES_DB} in single-user mode, then runs the server in the
+# foreground. max_prepared_transactions > 0 because the exactly-once sink uses
+# PREPARE TRANSACTION; the socket goes to /tmp, the one directory a non-root user may write.
+postgres_start_script() {
+  cat <<'EOF'
+#!/bin/bash
+set -euo pipefail
+: "${PGDATA:=/var/lib/postgresql/data/pgdata}" "${POSTGRES_USER:=postgres}"
+: "${POSTGRES_DB:=${POSTGRES_USER}}" "${POSTGRES_PASSWORD:?POSTGRES_PASSWORD is required}"
+: "${POSTGRES_MAX_PREPARED_TRANSACTIONS:=64}"
+export PATH="/opt/postgresql/bin:${PATH}"
+if [[ ! -s "${PGDATA}/PG_VERSION" ]]; then
+  mkdir -p "${PGDATA}"
+  chmod 700 "${PGDATA}"
+  pwfile="$(mktemp)"
+  printf '%s\n' "${POSTGRES_PASSWORD}" >"${pwfile}"
+  initdb --pgdata="${PGDATA}" --username=postgres --pwfile="${pwfile}" \
+    --auth-local=trust --auth-host=scram-sha-256 --encoding=UTF8 --locale=C.UTF-8 >/dev/null
+  rm -f "${pwfile}"
+  echo "host all all 0.0.0.0/0 scram-sha-256" >>"${PGDATA}/pg_hba.conf"
+  echo "host all all ::/0 scram-sha-256" >>"${PGDATA}/pg_hba.conf"
+  password="${POSTGRES_PASSWORD//\'/\'\'}"
+  if [[ "${POSTGRES_USER}" != postgres ]]; then
+    echo "CREATE ROLE \"${POSTGRES_USER}\" LOGIN PASSWORD '${password}'" \
+      | postgres --single -D "${PGDATA}" postgres >/dev/null
+  fi
+  if [[ "${POSTGRES_DB}" != postgres ]]; then
+    echo "CREATE DATABASE \"${POSTGRES_DB}\" OWNER \"${POSTGRES_USER}\"" \
+      | postgres --single -D "${PGDATA}" postgres >/dev/null
+  fi
+  echo "postgres-start: initialised pgdata=${PGDATA} user=${POSTGRES_USER} db=${POSTGRES_DB}"
+fi
+exec postgres -D "${PGDATA}" -c listen_addresses='*' -c unix_socket_directories=/tmp \
+  -c max_prepared_transactions="${POSTGRES_MAX_PREPARED_TRANSACTIONS}" "$@"
+EOF
+}
+
+# The demo's PostgreSQL: Debian's postgresql package on the debootstrap base (no registry),
+# run as the non-root uid ${POSTGRES_UID}; configured by POSTGRES_USER, POSTGRES_PASSWORD and
+# POSTGRES_DB like the familiar image. Cached by the hash of the base image and this code.
+build_postgres() {
+  local inputs name script
+  debootstrap_image "${BASE_IMAGE}" "ca-certificates,tzdata"
+  inputs="$(printf '%s\n%s\n%s' "$(image_id "${BASE_IMAGE}")" \
+    "$(declare -f build_postgres)" "$(declare -f postgres_start_script)" \
+    | sha256sum | cut -d' ' -f1)"
+  if image_fresh "${POSTGRES_IMAGE}" "${inputs}"; then
+    log "Image up to date image=${POSTGRES_IMAGE}"
+    return 0
+  fi
+  log "Building image=${POSTGRES_IMAGE}"
+  script="$(mktemp)"
+  postgres_start_script >"${script}"
+  name="sj-image-build-postgres-$$"
+  docker rm -f "${name}" >/dev/null 2>&1 || true
+  if ! docker run --name "${name}" --network host -v "${script}:/postgres-start:ro" \
+      "${BASE_IMAGE}" bash -euxc "
+        export DEBIAN_FRONTEND=noninteractive
+        groupadd --system --gid ${POSTGRES_UID} postgres
+        useradd --system --uid ${POSTGRES_UID} --gid ${POSTGRES_UID} \
+          --home-dir /var/lib/postgresql --shell /bin/bash postgres
+        # The image initialises its own data directory on first start.
+        mkdir -p /etc/postgresql-common/createcluster.d
+        echo 'create_main_cluster = false' \
+          >/etc/postgresql-common/createcluster.d/no-main-cluster.conf
+        apt-get update -q
+        apt-get install -y -q --no-install-recommends postgresql
+        apt-get clean
+        rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log
+        ln -s /usr/lib/postgresql/\$(ls /usr/lib/postgresql | sort -V | tail -1) /opt/postgresql
+        install -m 0755 /postgres-start /usr/local/bin/postgres-start
+        mkdir -p /var/lib/postgresql/data
+        chown -R ${POSTGRES_UID}:${POSTGRES_UID} /var/lib/postgresql
+        /opt/postgresql/bin/postgres --version
+      " >"${script}.log" 2>&1; then
+    cat "${script}.log" >&2
+    rm -f "${script}" "${script}.log"
+    docker rm -f "${name}" >/dev/null 2>&1 || true
+    die "Build step failed image=${POSTGRES_IMAGE}"
+  fi
+  rm -f "${script}" "${script}.log"
+  docker commit -c "LABEL snapshotjob.inputs=${inputs}" \
+    -c "USER ${POSTGRES_UID}:${POSTGRES_UID}" -c 'EXPOSE 5432' \
+    -c 'ENV PGDATA=/var/lib/postgresql/data/pgdata LANG=C.UTF-8' \
+    -c 'CMD ["/usr/local/bin/postgres-start"]' "${name}" "${POSTGRES_IMAGE}" >/dev/null
+  docker rm -f "${name}" >/dev/null
+  log "Built image=${POSTGRES_IMAGE}"
+}
+
 main() {
   local targets=("$@") t start
   [[ ${#targets[@]} -gt 0 ]] || targets=(app)
@@ -211,6 +306,7 @@ main() {
     case "${t}" in
       app) timed app build_app ;;
       e2e) timed e2e build_e2e ;;
+      postgres) timed postgres build_postgres ;;
       *) die "Unknown target=${t}" ;;
     esac
   done
