@@ -6,14 +6,23 @@ replay all N epochs; so each new state (and each buffered sink output) is materi
 PySpark's ``unpersist`` does not free a local checkpoint, so the RDDs it created are tracked
 here and released explicitly once the data is superseded; otherwise a long-running job would
 keep every epoch's state in memory.
+
+A local checkpoint has no lineage to recompute it from, so an executor lost with its blocks
+would fail the epoch and restart the whole job from its last snapshot. With
+:data:`STATE_REPLICAS_CONF` at 2 (the operator sets it for two executors or more) every
+block is also kept on a second executor, and Spark re-runs a lost executor's tasks from the
+replica instead.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
+
+from snapshotjob_contract.spark import STATE_REPLICAS_CONF
 
 
 @dataclass
@@ -50,12 +59,26 @@ def checkpoint(frame: DataFrame) -> Checkpointed:
     Raises:
         RuntimeError: If this Spark does not plan a local checkpoint as a ``LogicalRDD``.
     """
-    materialised = frame.localCheckpoint(eager=True)
+    replicas = state_replicas(frame.sparkSession)
+    if replicas > 1:
+        level = StorageLevel(True, True, False, False, replicas)
+        materialised = frame.localCheckpoint(eager=True, storageLevel=level)
+    else:
+        materialised = frame.localCheckpoint(eager=True)
     plan = materialised._jdf.queryExecution().analyzed()
     kind = plan.getClass().getSimpleName()
     if kind != "LogicalRDD":
         raise RuntimeError(f"A local checkpoint was planned as {kind}, not LogicalRDD")
     return Checkpointed(materialised, {int(plan.rdd().id())})
+
+
+def state_replicas(spark: SparkSession) -> int:
+    """Returns how many executors keep each checkpointed block (:data:`STATE_REPLICAS_CONF`).
+
+    Read from the SparkContext's conf, which does not change while the session lives.
+    """
+    value = spark.sparkContext.getConf().get(STATE_REPLICAS_CONF, "1") or "1"
+    return max(1, int(value))
 
 
 def empty_frame(spark: SparkSession, schema: StructType) -> Checkpointed:

@@ -23,8 +23,8 @@ from typing import Any
 import urllib3
 from kubernetes import client, watch
 
-from snapshot_operator.manifests import LABEL_JOB_UID
 from snapshot_operator.reconcile.observe import DRIVER_CONTAINER
+from snapshotjob_contract.pods import LABEL_JOB_UID
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster

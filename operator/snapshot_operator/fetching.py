@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from kubernetes import client
 
-from snapshot_operator.manifests import LABEL_JOB_UID
+from snapshotjob_contract.pods import LABEL_JOB_UID
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 
 

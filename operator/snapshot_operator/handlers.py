@@ -38,10 +38,10 @@ from typing import Any
 import kopf
 
 from snapshot_operator.executing import Outcome, Services, reconcile_once
-from snapshot_operator.manifests import LABEL_JOB_UID
 from snapshot_operator.rollout import RestartMember, RolloutStep, WaitForHealthyStore
 from snapshot_operator.settings import DEFAULT_FINALIZER
 from snapshot_operator.store_restarts import restart_step
+from snapshotjob_contract.pods import LABEL_JOB_UID
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 
 log = logging.getLogger(__name__)

@@ -42,6 +42,7 @@ from snapshotjob_contract.pods import (
     restricted_container_security_context,
 )
 from snapshotjob_contract.resource import GROUP, KIND, PLURAL, VERSION
+from snapshotjob_contract.spark import PROACTIVE_REPLICATION_CONF, STATE_REPLICAS_CONF
 
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
 """What ``spec.spark.master: k8s`` means from inside the cluster."""
@@ -116,6 +117,8 @@ def driver_spark_conf(job: JobRef, spec: SnapshotJobSpec, pod_name: str) -> dict
         "spark.driver.memory": spec.spark.driver.memory,
         "spark.driver.cores": str(spec.spark.driver.cores),
     }
+    if spec.spark.master == "k8s" and executor.instances >= 2:
+        derived |= {STATE_REPLICAS_CONF: "2", PROACTIVE_REPLICATION_CONF: "true"}
     if executor.memory_overhead is not None:
         derived["spark.executor.memoryOverhead"] = executor.memory_overhead
     if spec.spark.master == "k8s":

@@ -11,11 +11,6 @@ import pytest
 
 from snapshot_operator.manifests import (
     IN_CLUSTER_MASTER,
-    LABEL_COMPONENT,
-    LABEL_JOB,
-    LABEL_JOB_UID,
-    LABEL_MANAGED_BY,
-    MANAGED_BY,
     build_driver_pod,
     build_role,
     build_role_binding,
@@ -29,8 +24,16 @@ from snapshot_operator.reconcile import CreateDriverPod, JobRef, driver_pod_name
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 from snapshotjob_contract import SnapshotJobSpec
 from snapshotjob_contract.base import LABEL_VALUE_MAX_LENGTH
-from snapshotjob_contract.pods import executor_pod_template
+from snapshotjob_contract.pods import (
+    LABEL_COMPONENT,
+    LABEL_JOB,
+    LABEL_JOB_UID,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    executor_pod_template,
+)
 from snapshotjob_contract.resource import MAX_NAME_LENGTH, NAME_RULE
+from snapshotjob_contract.spark import PROACTIVE_REPLICATION_CONF, STATE_REPLICAS_CONF
 
 JOB = JobRef(namespace="analytics", name="wordcount", uid="0b7e6c1a-uid")
 CREATE = CreateDriverPod("wordcount-driver-3", "0b7e6c1a-uid-3", 3, None)
@@ -333,3 +336,19 @@ def test_one_character_more_than_the_longest_name_breaks_an_object() -> None:
     assert _problems(job) != [], "MAX_NAME_LENGTH could be longer: derive it again"
     assert not NAME_RULE.holds(name)
     assert f"at most {MAX_NAME_LENGTH} characters" in NAME_RULE.message
+
+
+def test_two_executors_or_more_keep_every_state_block_on_two_executors() -> None:
+    one = SnapshotJobSpec.model_validate(
+        {"image": "i", "pipeline": {"module": "m"}, "spark": {"executor": {"instances": 1}}}
+    )
+    two = SnapshotJobSpec.model_validate(
+        {"image": "i", "pipeline": {"module": "m"}, "spark": {"executor": {"instances": 2}}}
+    )
+    local = SnapshotJobSpec.model_validate(
+        {"image": "i", "pipeline": {"module": "m"}, "spark": {"master": "local[2]"}}
+    )
+    assert driver_spark_conf(JOB, two, "p")[STATE_REPLICAS_CONF] == "2"
+    assert driver_spark_conf(JOB, two, "p")[PROACTIVE_REPLICATION_CONF] == "true"
+    assert STATE_REPLICAS_CONF not in driver_spark_conf(JOB, one, "p")
+    assert STATE_REPLICAS_CONF not in driver_spark_conf(JOB, local, "p")
