@@ -17,6 +17,7 @@ from snapshot_operator.reconcile.actions import EventReason
 from snapshot_operator.reconcile.exits import cancelled, execution_ended, failed, suspended
 from snapshot_operator.reconcile.gates import export_to_take
 from snapshot_operator.reconcile.observation import DriverPod, PodPhase
+from snapshot_operator.reconcile.pipeline_start import announce_pipeline, watch_pipeline_start
 from snapshot_operator.reconcile.plan import Plan
 from snapshot_operator.reconcile.starting import retry_start, start_or_wait
 from snapshotjob_contract import (
@@ -100,10 +101,16 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
         plan.update(phase=Phase.COMPLETING)
         _watch_termination(plan, spec, pod)
         return
-    plan.update(phase=Phase.RUNNING if pod.phase is PodPhase.RUNNING else Phase.STARTING)
+    runs = status.pipeline_runs()
+    if not runs and watch_pipeline_start(plan, spec, pod):
+        return
+    # RUNNING only once the driver reported its pipeline running, not when its Pod runs.
+    plan.update(phase=Phase.RUNNING if runs and pod.phase is PodPhase.RUNNING else Phase.STARTING)
+    announce_pipeline(plan)
     ran_for = (plan.now - execution.started_at).total_seconds()
-    if ran_for >= spec.restart_policy.max_backoff_seconds:
-        # A long run is progress, also for a job that takes no snapshots.
+    if runs and ran_for >= spec.restart_policy.max_backoff_seconds:
+        # A long run is progress, also for a job that takes no snapshots (not a long wait for
+        # executors, which would reset the restarts that bound it).
         if status.restarts:
             plan.update(restarts=0)
         if status.forced_restarts is not None:

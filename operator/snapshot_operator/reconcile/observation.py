@@ -30,6 +30,22 @@ class PodPhase(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class PodProblem:
+    """Why a Pod cannot start, as Kubernetes reports it.
+
+    Attributes:
+        reason: The Kubernetes reason, e.g. ``Unschedulable``, ``ImagePullBackOff`` or
+            ``OOMKilled``.
+        message: The scheduler's or kubelet's message, on one line and cut to fit an Event.
+        scheduling: Whether the Pod cannot be scheduled (rather than its container started).
+    """
+
+    reason: str
+    message: str
+    scheduling: bool = False
+
+
+@dataclass(frozen=True)
 class DriverPod:
     """A driver Pod of the job, as listed by its job label.
 
@@ -41,7 +57,12 @@ class DriverPod:
         deleting: Whether the Pod has a deletion timestamp (its containers may still run).
         termination_message: What the driver wrote to its termination message file
             (``/dev/termination-log``) before it exited, e.g. which snapshot is corrupted, on
-            one line and cut to a length that fits an Event; else None.
+            one line and cut to a length that fits an Event; with ``FallbackToLogsOnError``
+            the last lines of its log when it wrote none; else None.
+        termination_reason: The terminated container's reason when it says more than
+            ``Error``, e.g. ``OOMKilled``; else None.
+        problem: Why the Pod or its driver container cannot start (unschedulable, image pull,
+            container config), while it has not terminated; else None.
     """
 
     name: str
@@ -50,11 +71,29 @@ class DriverPod:
     exit_code: int | None = None
     deleting: bool = False
     termination_message: str | None = None
+    termination_reason: str | None = None
+    problem: PodProblem | None = None
 
     @property
     def may_run(self) -> bool:
         """Whether the Pod's driver may still be running: another driver must not start."""
         return not self.phase.is_terminal
+
+
+@dataclass(frozen=True)
+class ExecutorPod:
+    """A Spark executor Pod of the job (labelled with its uid and component ``executor``).
+
+    Attributes:
+        name: The Pod's name.
+        driver_pod: The driver Pod that owns it (Spark sets the owner reference); None if it
+            names none.
+        problem: Why it cannot start or stopped with an error; None while all is well.
+    """
+
+    name: str
+    driver_pod: str | None
+    problem: PodProblem | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +142,7 @@ class Observation:
         store: The store's health; None when the health endpoint could not be read.
         now: The current time (timezone-aware).
         deleting: Whether the SnapshotJob has a deletion timestamp.
+        executors: Every Spark executor Pod of the job.
     """
 
     job: JobRef
@@ -113,6 +153,7 @@ class Observation:
     pods: tuple[DriverPod, ...] = ()
     store: StoreHealth | None = None
     deleting: bool = False
+    executors: tuple[ExecutorPod, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,6 +179,9 @@ class DecisionSettings:
         start_attempts: Failed creations of a starting execution's objects (the API server
             refused them) before the job is FAILED; the delay between them is the spec's
             restart backoff.
+        pipeline_start_timeout_seconds: An execution whose driver has not reported a running
+            pipeline by then (its Pods unschedulable, its image or executors not starting) is
+            ended and counted as a failure, so the restart policy bounds it.
     """
 
     graceful_timeout_seconds: int = 300
@@ -150,3 +194,4 @@ class DecisionSettings:
     start_attempts: int = 6
     forced_restarts_degraded: int = 3
     forced_restart_limit: int = 10
+    pipeline_start_timeout_seconds: int = 300
