@@ -107,10 +107,15 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
     # RUNNING only once the driver reported its pipeline running, not when its Pod runs.
     plan.update(phase=Phase.RUNNING if runs and pod.phase is PodPhase.RUNNING else Phase.STARTING)
     announce_pipeline(plan)
-    ran_for = (plan.now - execution.started_at).total_seconds()
-    if runs and ran_for >= spec.restart_policy.max_backoff_seconds:
-        # A long run is progress, also for a job that takes no snapshots (not a long wait for
-        # executors, which would reset the restarts that bound it).
+    reported = status.pipeline_started
+    if runs and reported is not None:
+        # The pipeline's run, from the driver's report: not a long wait for executors, which
+        # would reset the restarts that bound it.
+        ran_for = (plan.now - max(reported.time, execution.started_at)).total_seconds()
+    else:
+        ran_for = 0.0
+    if ran_for >= spec.restart_policy.max_backoff_seconds:
+        # A long run is progress, also for a job that takes no snapshots.
         if status.restarts:
             plan.update(restarts=0)
         if status.forced_restarts is not None:

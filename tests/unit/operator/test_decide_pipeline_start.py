@@ -268,6 +268,15 @@ def test_a_long_wait_for_the_pipeline_does_not_reset_the_restarts() -> None:
     assert status.restarts == 2
 
 
+def test_a_run_counts_from_the_drivers_report_for_resetting_the_restarts() -> None:
+    observation = _reported(_starting(seconds_ago=TIMEOUT - 1))
+    observation = replace(observation, status=observation.status.model_copy(update={"restarts": 2}))
+    later = replace(observation, now=NOW + timedelta(seconds=3600))
+
+    assert status_after(observation.status, decide(observation)).restarts == 2
+    assert status_after(later.status, decide(later)).restarts == 0
+
+
 # The reason a driver failed, and its log.
 
 
