@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -261,7 +262,8 @@ class OperatorHarness:
             execution = (job.get("status") or {}).get("execution") or {}
             report = {
                 "executionId": execution["id"],
-                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                # To the microsecond: the operator counts a run from it (maxBackoffSeconds).
+                "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             }
             body = {
                 "metadata": {"resourceVersion": job["metadata"]["resourceVersion"]},

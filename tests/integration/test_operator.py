@@ -623,7 +623,11 @@ def test_two_replicas_one_works_and_the_other_takes_over(
         time.sleep(3)  # both announced themselves; the low one pauses
         uid, running = harness.start_running("shared")
         harness.wait_event("shared", "ExecutionStarted")
-        assert harness.event_sources("shared") == {"ExecutionStarted": {"replica-high"}}
+        harness.wait_event("shared", "PipelineRunning")
+        assert harness.event_sources("shared") == {
+            "ExecutionStarted": {"replica-high"},
+            "PipelineRunning": {"replica-high"},
+        }
         assert "Supervising job" not in low.process.log_path.read_text(), "the low one waits"
 
         high.kill()
