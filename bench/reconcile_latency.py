@@ -144,7 +144,7 @@ def run_round(harness: OperatorHarness, requests: RequestWatch, uid: str) -> tup
     )
     pod = started["execution"]["driverPod"]
     harness.wait_pods(uid, [pod])
-    harness.run_pod(pod)
+    harness.run_driver(JOB, pod)
     return seen - sent, baseline
 
 
@@ -185,7 +185,7 @@ def main() -> None:
         uid = harness.create_job(JOB)
         status = harness.wait_phase(JOB, "STARTING")
         harness.wait_pods(uid, [status["execution"]["driverPod"]])
-        harness.run_pod(status["execution"]["driverPod"])
+        harness.run_driver(JOB, status["execution"]["driverPod"])
         latencies: list[float] = []
         baselines: list[float] = []
         for index in range(args.rounds):

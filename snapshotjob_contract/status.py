@@ -57,8 +57,10 @@ PHASE_DESCRIPTIONS: Mapping[Phase, str] = MappingProxyType(
     {
         Phase.NOT_RUNNING: "No execution has started yet; the first one waits for the snapshot "
         "store to be ready",
-        Phase.STARTING: "The driver Pod of a new execution is created and not running yet",
-        Phase.RUNNING: "The driver runs the pipeline and takes automatic snapshots",
+        Phase.STARTING: "A new execution is starting: its driver Pod is not running yet, or "
+        "the driver has not yet reported that its pipeline runs (restored, Spark executors "
+        "scheduled and a first Spark job done)",
+        Phase.RUNNING: "The driver reported that its pipeline runs; it takes automatic snapshots",
         Phase.SUSPENDED: "No execution runs; the job resumes from its last good snapshot when "
         "spec.suspend is false",
         Phase.SUSPENDED_EXPORTING_SNAPSHOT: "Suspended, and the operator copies the last good "
@@ -130,6 +132,7 @@ class ConditionReason(enum.StrEnum):
     COMPLETED = "Completed"
     NOT_STARTED = "NotStarted"
     STARTING = "Starting"
+    WAITING_FOR_PIPELINE = "WaitingForPipeline"
     COMPLETING = "Completing"
     RESTARTING = "Restarting"
     FAILED = "Failed"
@@ -153,6 +156,10 @@ class ConditionReason(enum.StrEnum):
     REPEATED_FORCED_RESTARTS = "RepeatedForcedRestarts"
     CREATE_FAILED = "CreateFailed"
     CANCELLED = "Cancelled"
+    DRIVER_UNSCHEDULABLE = "DriverUnschedulable"
+    DRIVER_NOT_STARTING = "DriverNotStarting"
+    EXECUTORS_NOT_STARTING = "ExecutorsNotStarting"
+    PIPELINE_START_TIMEOUT = "PipelineStartTimeout"
     SNAPSHOT_RECENT = "SnapshotRecent"
     SNAPSHOT_STALE = "SnapshotStale"
     SNAPSHOT_FAILED = "SnapshotFailed"
@@ -179,6 +186,8 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         ConditionReason.COMPLETED: "the pipeline finished",
         ConditionReason.NOT_STARTED: "no execution has started yet",
         ConditionReason.STARTING: "the driver Pod of a new execution is not running yet",
+        ConditionReason.WAITING_FOR_PIPELINE: "the driver Pod runs, but the driver has not yet "
+        "reported that its pipeline runs (restore, Spark executors, a first Spark job)",
         ConditionReason.COMPLETING: "the driver was asked to stop and has not stopped yet",
         ConditionReason.RESTARTING: "between two executions, waiting for a backoff or the store",
         ConditionReason.FAILED: "the job is FAILED without a recorded failure",
@@ -221,6 +230,20 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         "after a few attempts until its spec changes",
         ConditionReason.CANCELLED: "the job was cancelled (Jet reports a cancelled job as "
         "failed); not a degradation",
+        ConditionReason.DRIVER_UNSCHEDULABLE: "the scheduler cannot place the starting "
+        "execution's driver Pod (PodScheduled False, reason Unschedulable), e.g. it requests "
+        "more than any node has; the execution ends as a failure if its pipeline has not "
+        "started within the operator's pipeline start timeout",
+        ConditionReason.DRIVER_NOT_STARTING: "the starting execution's driver container cannot "
+        "start (e.g. ImagePullBackOff, ErrImagePull, CreateContainerConfigError); the execution "
+        "ends as a failure if its pipeline has not started within the pipeline start timeout",
+        ConditionReason.EXECUTORS_NOT_STARTING: "an executor Pod of the starting execution "
+        "cannot be scheduled, its container cannot start, or it exited with an error; the "
+        "execution ends as a failure if its pipeline has not started within the pipeline start "
+        "timeout",
+        ConditionReason.PIPELINE_START_TIMEOUT: "the driver did not report a running pipeline "
+        "within the operator's pipeline start timeout: the execution was ended and counted as "
+        "a failure",
         ConditionReason.SNAPSHOT_RECENT: "the last snapshot succeeded and the restore point is "
         "recent",
         ConditionReason.SNAPSHOT_STALE: "the restore point of the running job is older than a "
@@ -405,6 +428,24 @@ class FailureStatus(StatusModel):
     """Details with key=value context (exit code, execution, attempt)."""
     time: AwareDatetime
     """When the operator saw the failure."""
+    driver_pod: str | None = None
+    """The most recent failed driver Pod, kept (not deleted when the next execution starts) so
+    that ``kubectl logs`` shows its log; deleted when a later execution's driver fails, and
+    with the job."""
+
+
+class PipelineStartedStatus(StatusModel):
+    """The driver's report that its pipeline runs, fenced by its execution id.
+
+    The driver writes it once it has restored and a first Spark job has run on the executors;
+    until then the operator keeps the job STARTING. A report of another execution than
+    ``execution.id`` is stale and means nothing.
+    """
+
+    execution_id: str = Field(min_length=1)
+    """The execution whose driver reported."""
+    time: AwareDatetime
+    """When the driver reported."""
 
 
 class ExportFailureStatus(StatusModel):
@@ -488,6 +529,17 @@ class SnapshotJobStatus(StatusModel):
     start_failure: StartFailureStatus | None = None
     """The starting execution's objects the API server did not create; created again with the
     restart backoff a few times, then the job is FAILED (reason CreateFailed)."""
+    pipeline_started: PipelineStartedStatus | None = None
+    """Written by the driver (fenced by its execution id) once its pipeline runs: the job is
+    RUNNING only from then on."""
+
+    def pipeline_runs(self) -> bool:
+        """Whether the current execution's driver reported that its pipeline runs."""
+        return (
+            self.execution is not None
+            and self.pipeline_started is not None
+            and self.pipeline_started.execution_id == self.execution.id
+        )
 
     def condition(self, condition_type: ConditionType) -> Condition | None:
         """Returns the condition of that type, if reported."""

@@ -9,6 +9,12 @@ Everything the protocol decides is decided by
 :class:`~snapshot_protocol.SnapshotCoordinator`; the loop maps its final state to an exit
 code.
 
+Once the pipeline runs (restored, and a first Spark job done on the executors: an epoch, or a
+one-task probe while there is no data yet) the driver reports it, if its record store can
+(:class:`PipelineStartReporter`, the Kubernetes mode's store): the operator shows the job
+RUNNING only from then on, since a running driver Pod says nothing about executors that may
+never be scheduled.
+
 Exports are reported through a callback (:data:`PublishExport`) rather than the record store
 port: the protocol core only knows export maps, while listing them in
 ``status.exportedSnapshots`` is the Kubernetes mode's business (the operator clears its
@@ -25,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pyspark.sql import SparkSession
 
@@ -35,6 +41,7 @@ from snapshot_protocol import (
     Failpoints,
     JobIdentity,
     RecordStore,
+    RecordStoreError,
     SnapshotCoordinator,
     SnapshotCorrupted,
     SnapshotIncompatible,
@@ -76,6 +83,21 @@ PublishExport = Callable[[ExportedSnapshot], None]
 """Reports a successful export; may raise ZombieExecution, other errors are logged."""
 
 _FINAL_SNAPSHOT_ATTEMPTS = 10
+
+
+@runtime_checkable
+class PipelineStartReporter(Protocol):
+    """A record store that can tell the operator the pipeline runs (``status.pipelineStarted``)."""
+
+    def report_pipeline_started(self) -> None:
+        """Reports, fenced by the execution id, that this execution's pipeline runs.
+
+        Raises:
+            ZombieExecution: If the job belongs to another execution.
+            RecordStoreError: If the report could not be written.
+        """
+        ...
+
 
 _UNUSABLE_EXITS: dict[type[SnapshotUnusable], DriverExit] = {
     SnapshotCorrupted: DriverExit.SNAPSHOT_CORRUPTED,
@@ -194,6 +216,8 @@ class Driver:
         self.coordinator: SnapshotCoordinator | None = None
         self.exit_message: str | None = None
         """Why the execution ended, for the operator, when it did not end as asked."""
+        self.pipeline_reported = False
+        """Whether the operator has been told that the pipeline runs (or needs not be)."""
         self._requested: TerminationMode | None = None
 
     def run(self, max_epochs: int | None = None) -> DriverExit:
@@ -260,6 +284,7 @@ class Driver:
                     return self._exit_code()
             plan = self.pipeline.plan_epoch()
             if plan is None:
+                self._report_running(ran_epoch=False)
                 if self.pipeline.exhausted():
                     if not snapshots_on:
                         return DriverExit.COMPLETED
@@ -296,10 +321,38 @@ class Driver:
                     "Epoch done epoch=%d seconds=%.2f", self.epochs, time.monotonic() - started
                 )
                 self.epochs += 1
+                self._report_running(ran_epoch=True)
             if snapshots_on and coordinator.is_snapshot_due():
                 self._snapshot(coordinator)
                 if coordinator.state is not CoordinatorState.RUNNING:
                     return self._exit_code()
+
+    def _report_running(self, *, ran_epoch: bool) -> None:
+        """Tells the operator, once, that the pipeline runs: restored, and Spark jobs run.
+
+        Args:
+            ran_epoch: An epoch just ran (a Spark job on the executors); if not, a one-task
+                probe job shows that the executors run before the report is made.
+
+        Raises:
+            ZombieExecution: If a newer execution owns the job.
+        """
+        if self.pipeline_reported:
+            return
+        if not isinstance(self._records, PipelineStartReporter):
+            self.pipeline_reported = True
+            return
+        if not ran_epoch:
+            # No data yet: a job of one task shows that executors were scheduled and run.
+            self._spark.sparkContext.parallelize([0], 1).count()
+        try:
+            self._records.report_pipeline_started()
+        except RecordStoreError as error:
+            # Tried again after the next epoch; the operator's start timeout bounds the wait.
+            _log.warning("Could not report the running pipeline error=%s", error)
+            return
+        self.pipeline_reported = True
+        _log.info("Reported the running pipeline epochs=%d", self.epochs)
 
     def _snapshot(self, coordinator: SnapshotCoordinator) -> bool:
         """Takes an automatic snapshot with both phases; returns whether it was successful."""

@@ -19,6 +19,10 @@ The driver also appends the snapshots it exports to ``status.exportedSnapshots``
 (:meth:`KubernetesRecordStore.append_exported_snapshot`), with the same optimistic lock and
 fence, so a zombie can never report an export as the current execution's.
 
+Once its pipeline runs the driver reports it in ``status.pipelineStarted``
+(:meth:`KubernetesRecordStore.report_pipeline_started`), fenced in the same way: the operator
+shows the job RUNNING only from then on.
+
 Only this module writes to the API server on the runtime's behalf.
 """
 
@@ -263,6 +267,57 @@ class KubernetesRecordStore:
             num_bytes,
             terminal,
         )
+
+    def report_pipeline_started(self) -> None:
+        """Writes ``status.pipelineStarted`` with this execution's id: the pipeline runs.
+
+        A merge patch of that one field under the ``resourceVersion`` of a fenced read; a 409
+        or an answer in doubt is read and written again (writing it twice is harmless).
+
+        Raises:
+            ZombieExecution: If the job belongs to another execution.
+            RecordStoreError: If the write was refused, or not done by the deadline.
+        """
+        report = {
+            "executionId": self.execution_id,
+            # To the microsecond: the operator counts the run from it.
+            "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        }
+        deadline = time.monotonic() + self._deadline_s
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                current = self._get()
+                status = current["status"]
+                self._check_fence(status)
+                reported = status.get("pipelineStarted") or {}
+                if reported.get("executionId") == self.execution_id:
+                    return
+                self._patch_status({"pipelineStarted": report}, current["resourceVersion"])
+                log.info(
+                    "Reported the running pipeline job=%s/%s executionId=%s",
+                    self.namespace,
+                    self.name,
+                    self.execution_id,
+                )
+                return
+            except ApiException as exc:
+                retry = exc.status == 409 or (exc.status is not None and exc.status >= 500)
+                if not retry:
+                    raise RecordStoreError(
+                        f"The API server refused the pipeline report for SnapshotJob "
+                        f"{self.namespace}/{self.name}: {exc.status} {exc.reason}"
+                    ) from exc
+                error: Exception = exc
+            except (RecordStoreError, *_IN_DOUBT) as exc:
+                error = exc
+            if time.monotonic() >= deadline:
+                raise RecordStoreError(
+                    f"Could not report the running pipeline of SnapshotJob "
+                    f"{self.namespace}/{self.name} after {attempt} attempts: {error}"
+                )
+            self._sleep(_backoff(attempt))
 
     # --- plumbing -----------------------------------------------------------------------------
 

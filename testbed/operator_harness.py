@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +193,7 @@ class OperatorHarness:
     # --- the kubelet ------------------------------------------------------------------------
 
     def pods(self, uid: str) -> list[Any]:
-        """The job's driver Pods (``V1Pod`` objects)."""
+        """The job's Pods (``V1Pod`` objects): its drivers, including a kept failed one."""
         listed = self.core.list_namespaced_pod(
             self.namespace, label_selector=f"{LABEL_JOB_UID}={uid}"
         )
@@ -248,16 +249,55 @@ class OperatorHarness:
             GROUP, VERSION, self.namespace, PLURAL, name, body
         )
 
+    def report_pipeline(self, name: str) -> None:
+        """Reports the pipeline running, as the driver does once it restored and ran a Spark job.
+
+        ``status.pipelineStarted`` names the current execution; without it the operator keeps
+        the job STARTING however long its driver Pod runs. Written under the lock, again after
+        a conflict (the operator patches the status too).
+        """
+        for _ in range(50):
+            job = self.job(name)
+            assert job is not None
+            execution = (job.get("status") or {}).get("execution") or {}
+            report = {
+                "executionId": execution["id"],
+                # To the microsecond: the operator counts a run from it (maxBackoffSeconds).
+                "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            }
+            body = {
+                "metadata": {"resourceVersion": job["metadata"]["resourceVersion"]},
+                "status": {"pipelineStarted": report},
+            }
+            try:
+                self.objects.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, self.namespace, PLURAL, name, body
+                )
+                return
+            except client.exceptions.ApiException as error:
+                if error.status != 409:
+                    raise
+                time.sleep(0.05)
+        raise AssertionError(f"Could not report the pipeline of {name}: conflicts")
+
+    def run_driver(self, name: str, pod: str) -> None:
+        """Plays a driver that starts and gets its pipeline running: the Pod Running, reported."""
+        self.run_pod(pod)
+        self.report_pipeline(name)
+
     def record_phases(self, name: str) -> PhaseRecorder:
         """Starts recording every phase the job's status passes through."""
         return PhaseRecorder(self, name)
 
     def start_running(self, name: str, **spec: Any) -> tuple[str, dict[str, Any]]:
-        """Creates a job and brings its first execution to RUNNING; returns uid and status."""
+        """Creates a job and brings its first execution to RUNNING; returns uid and status.
+
+        Plays the driver's Pod running and its report that the pipeline runs.
+        """
         uid = self.create_job(name, **spec)
         status = self.wait_phase(name, "STARTING")
         self.wait_pods(uid, [status["execution"]["driverPod"]])
-        self.run_pod(status["execution"]["driverPod"])
+        self.run_driver(name, status["execution"]["driverPod"])
         return uid, self.wait_phase(name, "RUNNING")
 
 

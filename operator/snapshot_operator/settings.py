@@ -142,6 +142,14 @@ def parse_settings(
         help="Seconds before a graceful termination is made forceful",
     )
     parser.add_argument(
+        "--pipeline-start-timeout",
+        type=int,
+        default=int_default("PIPELINE_START_TIMEOUT_SECONDS", 300),
+        help="Seconds a new execution may take until its driver reports a running pipeline "
+        "(restored, executors scheduled, a first Spark job done); then it is ended and counted "
+        "as a failure (env SJ_OPERATOR_PIPELINE_START_TIMEOUT_SECONDS)",
+    )
+    parser.add_argument(
         "--store-retry",
         type=int,
         default=int_default("STORE_RETRY_SECONDS", 10),
@@ -208,6 +216,7 @@ def parse_settings(
         store_namespace=args.store_namespace or None,
         decision=DecisionSettings(
             graceful_timeout_seconds=args.graceful_timeout,
+            pipeline_start_timeout_seconds=args.pipeline_start_timeout,
             store_retry_seconds=args.store_retry,
             resync_seconds=args.resync,
             driver_lost_seconds=args.driver_lost,

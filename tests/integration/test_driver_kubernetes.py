@@ -265,6 +265,8 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
 
     wait_until(record_advanced, 120, "the first driver's snapshots of the first 300 rows", 0.5)
     assert seen == sorted(seen), f"the record's snapshotId went back: {seen}"
+    # Restored and epochs run: the driver told the operator its pipeline runs (fenced).
+    assert _status(api, name)["pipelineStarted"]["executionId"] == "exec-1"
 
     # An export-only snapshot requested the way the operator does.
     _patch_status(

@@ -329,3 +329,22 @@ def test_zombie_cannot_report_exports(api: client.ApiClient) -> None:
     with pytest.raises(ZombieExecution, match="exec-2"):
         _export(store, "nightly", 1, terminal=False)
     assert _status(api, name).get("exportedSnapshots") in (None, [])
+
+
+def test_the_pipeline_report_is_fenced_and_survives_a_conflict(api: client.ApiClient) -> None:
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    objects = FaultyObjects(api)
+    store = KubernetesRecordStore(objects, NAMESPACE, name, "exec-1", sleep=_no_sleep)
+    # Another writer (the operator) changes the status between the store's read and patch.
+    objects.before_patch = lambda n: _patch_status(api, name, {"restarts": 1}) if n == 1 else None
+
+    store.report_pipeline_started()
+    store.report_pipeline_started()  # already there: nothing written
+
+    status = _status(api, name)
+    assert status["pipelineStarted"]["executionId"] == "exec-1"
+    assert status["restarts"] == 1, "the other writer's change is kept"
+    assert objects.answers == [409, 200]
+    _patch_status(api, name, {"execution": {"id": "exec-2"}})
+    with pytest.raises(ZombieExecution, match="exec-2"):
+        store.report_pipeline_started()

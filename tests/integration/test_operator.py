@@ -4,9 +4,10 @@ The operator runs as it does in production, ``python -m snapshot_operator``, in 
 watching one namespace of the control-plane testbed; restarting it is killing the process.
 The testbed has no kubelet, so the tests play the kubelet and the driver (with
 :mod:`testbed.operator_harness`): they set the driver Pod's phase and its container's exit
-code, and write the execution record and snapshot data a driver would write. Everything the
-operator does is then read back from the API server (status, Pods, Events) and from Hazelcast
-(snapshot and export maps).
+code, and write the execution record and snapshot data a driver would write, and its report
+that the pipeline runs (``status.pipelineStarted``: without it the job stays STARTING).
+Everything the operator does is then read back from the API server (status, Pods, Events) and
+from Hazelcast (snapshot and export maps).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from snapshot_operator.manifests import driver_service_account_name
+from snapshot_operator.manifests import LABEL_JOB_UID, driver_service_account_name
 from snapshot_operator.reconcile import JobRef
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey, ValidationRecord, validate_snapshot
@@ -162,14 +163,23 @@ def test_failures_back_off_then_fail(harness: OperatorHarness) -> None:
         "a restart after the backoff",
     )
     assert restarted["lastFailure"]["reason"] == "DriverFailed"
+    first = running["execution"]["driverPod"]
+    assert restarted["lastFailure"]["driverPod"] == first
     second = restarted["execution"]["driverPod"]
-    harness.wait_pods(uid, [second])
+    # The failed driver Pod stays for its log while the next one runs.
+    harness.wait_pods(uid, [first, second])
     harness.run_pod(second)
+    time.sleep(2)
+    assert harness.status("flaky")["phase"] == "STARTING", "a running Pod is not a pipeline"
+    harness.report_pipeline("flaky")
     harness.wait_phase("flaky", "RUNNING")
     harness.exit_pod(second, 1)
     failed = harness.wait_phase("flaky", "FAILED")
     assert failed["lastFailure"]["reason"] == "DriverFailed"
     assert "exitCode=1" in failed["lastFailure"]["message"]
+    # Only the most recent failed driver Pod is kept.
+    assert failed["lastFailure"]["driverPod"] == second
+    harness.wait_pods(uid, [second])
     harness.wait_event("flaky", "RestartLimitReached")
     time.sleep(2)
     assert harness.status("flaky")["execution"]["attempt"] == 2, "FAILED must not restart"
@@ -494,7 +504,8 @@ def test_split_brain_protection_waits_for_the_quorum(
     resumed = harness.wait_status(
         "guarded", lambda s: s["execution"]["attempt"] == 2, "the restart once whole", timeout=60
     )
-    harness.wait_pods(uid, [resumed["execution"]["driverPod"]])
+    # The failed driver Pod stays for its log.
+    harness.wait_pods(uid, [running["execution"]["driverPod"], resumed["execution"]["driverPod"]])
 
 
 @pytest.mark.slow
@@ -612,7 +623,11 @@ def test_two_replicas_one_works_and_the_other_takes_over(
         time.sleep(3)  # both announced themselves; the low one pauses
         uid, running = harness.start_running("shared")
         harness.wait_event("shared", "ExecutionStarted")
-        assert harness.event_sources("shared") == {"ExecutionStarted": {"replica-high"}}
+        harness.wait_event("shared", "PipelineRunning")
+        assert harness.event_sources("shared") == {
+            "ExecutionStarted": {"replica-high"},
+            "PipelineRunning": {"replica-high"},
+        }
         assert "Supervising job" not in low.process.log_path.read_text(), "the low one waits"
 
         high.kill()
@@ -778,7 +793,7 @@ def test_a_refused_driver_pod_is_reported_once_and_starts_when_allowed(
         "quota", lambda s: "startFailure" not in s, "the failure cleared", timeout=10
     )
     assert started["execution"]["id"] == status["execution"]["id"]
-    harness.run_pod(started["execution"]["driverPod"])
+    harness.run_driver("quota", started["execution"]["driverPod"])
     running = harness.wait_phase("quota", "RUNNING")
     condition = next(c for c in running["conditions"] if c["type"] == "Degraded")
     assert condition["status"] == "False"
@@ -790,3 +805,118 @@ def k8s_events(harness: OperatorHarness, name: str, reason: str) -> list[Any]:
         harness.namespace, field_selector=f"regarding.name={name}"
     )
     return [event for event in listed.items if event.reason == reason]
+
+
+# --- Spark that never starts, and a failed driver's reason (issue 13) --------------------------
+
+
+def _set_pod_status(harness: OperatorHarness, pod: str, status: dict[str, Any]) -> None:
+    harness.core.patch_namespaced_pod_status(pod, harness.namespace, {"status": status})
+
+
+@pytest.mark.parametrize("operator_args", [("--pipeline-start-timeout", "8")])
+def test_executors_that_cannot_be_scheduled_degrade_then_fail_the_job(
+    harness: OperatorHarness,
+) -> None:
+    policy = {"maxRestarts": 0, "backoffSeconds": 1, "maxBackoffSeconds": 1}
+    uid = harness.create_job("starved", restartPolicy=policy)
+    status = harness.wait_phase("starved", "STARTING")
+    driver = status["execution"]["driverPod"]
+    harness.wait_pods(uid, [driver])
+    harness.run_pod(driver)
+    owner = harness.core.read_namespaced_pod(driver, harness.namespace)
+    # What Spark creates for the driver: an executor Pod owned by it, labelled with the job.
+    executor = f"{driver}-exec-1"
+    harness.core.create_namespaced_pod(
+        harness.namespace,
+        {
+            "metadata": {
+                "name": executor,
+                "labels": {LABEL_JOB_UID: uid, "app.kubernetes.io/component": "executor"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "name": driver,
+                        "uid": owner.metadata.uid,
+                    }
+                ],
+            },
+            "spec": {"containers": [{"name": "executor", "image": VALID_SPEC["image"]}]},
+        },
+    )
+    _set_pod_status(
+        harness,
+        executor,
+        {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/3 nodes are available: 3 Insufficient cpu.",
+                }
+            ],
+        },
+    )
+
+    degraded = harness.wait_status(
+        "starved",
+        lambda s: any(
+            c["type"] == "Degraded" and c["reason"] == "ExecutorsNotStarting"
+            for c in s.get("conditions", ())
+        ),
+        "Degraded ExecutorsNotStarting",
+    )
+    assert degraded["phase"] == "STARTING", "a running driver Pod is not a running pipeline"
+    (event,) = k8s_events(harness, "starved", "ExecutorsNotStarting")
+    assert event.type == "Warning"
+    assert f"pod={executor}" in event.note and "Insufficient cpu" in event.note
+
+    failed = harness.wait_phase("starved", "FAILED", timeout=30)
+    assert failed["lastFailure"]["reason"] == "PipelineStartTimeout"
+    assert "timeoutSeconds=8" in failed["lastFailure"]["message"]
+    assert "reason=Unschedulable" in failed["lastFailure"]["message"]
+    harness.wait_event("starved", "RestartLimitReached")
+
+
+def test_a_failed_drivers_message_and_oom_kill_reach_status_and_event(
+    harness: OperatorHarness,
+) -> None:
+    policy = {"maxRestarts": 0, "backoffSeconds": 1, "maxBackoffSeconds": 1}
+    uid, running = harness.start_running("greedy", restartPolicy=policy)
+    driver = running["execution"]["driverPod"]
+    log_tail = "line 1\nTraceback (most recent call last):\njava.lang.OutOfMemoryError: heap\n"
+    _set_pod_status(
+        harness,
+        driver,
+        {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": "driver",
+                    "image": VALID_SPEC["image"],
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {
+                        "terminated": {
+                            "exitCode": 137,
+                            "reason": "OOMKilled",
+                            "message": log_tail,
+                        }
+                    },
+                }
+            ],
+        },
+    )
+
+    failed = harness.wait_phase("greedy", "FAILED")
+    message = failed["lastFailure"]["message"]
+    assert "exitCode=137" in message and "containerReason=OOMKilled" in message
+    assert "java.lang.OutOfMemoryError: heap" in message
+    assert failed["lastFailure"]["driverPod"] == driver
+    (event,) = k8s_events(harness, "greedy", "RestartLimitReached")
+    assert "containerReason=OOMKilled" in event.note and "OutOfMemoryError" in event.note
+    assert harness.pod_names(uid) == [driver], "kept for kubectl logs"

@@ -25,15 +25,18 @@ from snapshot_operator.reconcile.exits import CANCELLED
 from snapshot_operator.reconcile.observation import (
     DecisionSettings,
     DriverPod,
+    ExecutorPod,
     InvalidSpec,
     JobRef,
     Observation,
     PodPhase,
+    PodProblem,
     StoreHealth,
 )
 from snapshot_operator.reconcile.observe import (
     observe,
     parse_driver_pod,
+    parse_executor_pod,
     parse_spec,
     parse_store_health,
 )
@@ -54,12 +57,14 @@ __all__ = [
     "EmitEvent",
     "EventReason",
     "EventType",
+    "ExecutorPod",
     "IllegalPhaseChange",
     "InvalidSpec",
     "JobRef",
     "Observation",
     "PatchStatus",
     "PodPhase",
+    "PodProblem",
     "RemoveFinalizer",
     "RequestExport",
     "RequestTermination",
@@ -70,6 +75,7 @@ __all__ = [
     "execution_id",
     "observe",
     "parse_driver_pod",
+    "parse_executor_pod",
     "parse_spec",
     "parse_store_health",
 ]

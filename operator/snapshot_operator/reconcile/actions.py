@@ -59,6 +59,10 @@ class EventReason(enum.StrEnum):
     SNAPSHOT_MAPS_DELETED = "SnapshotMapsDeleted"
     CREATE_FAILED = "CreateFailed"
     REPEATED_FORCED_RESTARTS = "RepeatedForcedRestarts"
+    PIPELINE_RUNNING = "PipelineRunning"
+    DRIVER_UNSCHEDULABLE = "DriverUnschedulable"
+    DRIVER_NOT_STARTING = "DriverNotStarting"
+    EXECUTORS_NOT_STARTING = "ExecutorsNotStarting"
 
     @property
     def event_type(self) -> EventType:
@@ -88,6 +92,9 @@ _WARNINGS = frozenset(
         EventReason.DRIVER_POD_MISSING,
         EventReason.CREATE_FAILED,
         EventReason.REPEATED_FORCED_RESTARTS,
+        EventReason.DRIVER_UNSCHEDULABLE,
+        EventReason.DRIVER_NOT_STARTING,
+        EventReason.EXECUTORS_NOT_STARTING,
     }
 )
 

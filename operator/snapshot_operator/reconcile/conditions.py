@@ -52,6 +52,9 @@ _DEGRADED_EVENTS: Mapping[ConditionReason, EventReason] = MappingProxyType(
         ConditionReason.DRIVER_FENCED: EventReason.DRIVER_FENCED,
         ConditionReason.CREATE_FAILED: EventReason.CREATE_FAILED,
         ConditionReason.REPEATED_FORCED_RESTARTS: EventReason.REPEATED_FORCED_RESTARTS,
+        ConditionReason.DRIVER_UNSCHEDULABLE: EventReason.DRIVER_UNSCHEDULABLE,
+        ConditionReason.DRIVER_NOT_STARTING: EventReason.DRIVER_NOT_STARTING,
+        ConditionReason.EXECUTORS_NOT_STARTING: EventReason.EXECUTORS_NOT_STARTING,
     }
 )
 """Degraded reasons that need the user, and the Event that tells them when one appears."""
@@ -136,11 +139,26 @@ def _ready(plan: Plan, spec: SnapshotJobSpec | None) -> _State:
         return _State(ConditionStatus.TRUE, ConditionReason.COMPLETED, "Pipeline finished")
     if phase is Phase.FAILED and failure is not None:
         return _State(ConditionStatus.FALSE, failure.reason, failure.message)
+    if plan.waiting_for_pipeline:
+        return _State(ConditionStatus.FALSE, *_waiting_for_pipeline(plan))
     return _State(ConditionStatus.FALSE, _PHASE_REASONS[phase], f"Job is {phase.value}")
+
+
+def _waiting_for_pipeline(plan: Plan) -> tuple[ConditionReason, str]:
+    """The reason and message while the driver runs and its pipeline has not started yet."""
+    execution = plan.status.execution
+    return (
+        ConditionReason.WAITING_FOR_PIPELINE,
+        f"Driver runs, waiting for it to report a running pipeline "
+        f"executionId={execution.id if execution else None} "
+        f"timeoutSeconds={plan.settings.pipeline_start_timeout_seconds}",
+    )
 
 
 def _progressing(plan: Plan) -> _State:
     phase = plan.status.phase
+    if plan.waiting_for_pipeline and phase is Phase.STARTING:
+        return _State(ConditionStatus.TRUE, *_waiting_for_pipeline(plan))
     if phase in (Phase.STARTING, Phase.COMPLETING, Phase.RESTARTING, Phase.NOT_RUNNING):
         return _State(ConditionStatus.TRUE, _PHASE_REASONS[phase], f"Job is {phase.value}")
     if phase is Phase.SUSPENDED_EXPORTING_SNAPSHOT:
@@ -182,6 +200,14 @@ def _degraded(plan: Plan, spec: SnapshotJobSpec | None) -> _State:
             ConditionStatus.TRUE,
             ConditionReason.CREATE_FAILED,
             f"{start_failure_message(start_failure, limit)}; retrying",
+        )
+    if plan.start_problem is not None:
+        limit = plan.settings.pipeline_start_timeout_seconds
+        return _State(
+            ConditionStatus.TRUE,
+            plan.start_problem.reason,
+            f"{plan.start_problem.message}; the execution ends as a failure unless its "
+            f"pipeline starts within timeoutSeconds={limit}",
         )
     if plan.export_problem is not None:
         return _State(ConditionStatus.TRUE, *plan.export_problem)

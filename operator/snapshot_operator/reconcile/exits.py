@@ -32,7 +32,6 @@ from snapshotjob_contract import (
     ActionAfter,
     ConditionReason,
     DriverExit,
-    FailureStatus,
     ForcedRestartsStatus,
     Phase,
     SnapshotJobSpec,
@@ -94,8 +93,10 @@ class ExitHandling:
         message: The Event's, ``lastFailure``'s or Degraded's message, a ``str.format``
             template of ``code``, ``context`` (execution, attempt, Pod), ``dropped`` (the
             graceful request a restart drops), ``snapshot_id`` (the restore point) and
-            ``detail`` (the driver's termination message as `` driverMessage="..."``, empty
-            if it left none).
+            ``detail`` (the container's reason if it says more than ``Error``, as
+            `` containerReason=OOMKilled``, and the driver's termination message, or with
+            ``FallbackToLogsOnError`` its log's last lines, as `` driverMessage="..."``; empty
+            if there are neither).
         phase: The phase the job moves to, when the exit alone fixes it.
         failure: ``lastFailure.reason``, when the exit is a failure.
         restart_reason: ``termination.reason`` of the RESTART_FORCEFUL marker the status keeps
@@ -113,7 +114,7 @@ class ExitHandling:
 
 _PLAIN_FAILURE = ExitHandling(
     ExitOutcome.RESTART_POLICY,
-    message="Driver exited exitCode={code} {context}",
+    message="Driver exited exitCode={code} {context}{detail}",
     failure=ConditionReason.DRIVER_FAILED,
 )
 
@@ -128,7 +129,8 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
         DriverExit.BAD_INPUT: ExitHandling(
             ExitOutcome.STOP,
             EventReason.EXECUTION_FAILED,
-            "Driver cannot run the pipeline exitCode={code} {context}; see the driver's log, "
+            "Driver cannot run the pipeline exitCode={code} {context}{detail}; see the driver's "
+            "log, "
             "then fix the image or spec",
             phase=Phase.FAILED,
             failure=ConditionReason.BAD_INPUT,
@@ -216,12 +218,8 @@ def exit_handling(code: int | None, termination: TerminationStatus | None) -> Ex
 
 def cancelled(plan: Plan, message: str) -> None:
     """The job was cancelled: FAILED, as Jet reports a cancelled job."""
-    plan.update(
-        phase=Phase.FAILED,
-        termination=None,
-        export_request=None,
-        last_failure=FailureStatus(reason=CANCELLED, message=message, time=plan.now),
-    )
+    plan.update(phase=Phase.FAILED, termination=None, export_request=None)
+    plan.fail(CANCELLED, message)
     plan.event(EventReason.CANCELLED, message)
 
 
@@ -251,7 +249,8 @@ def execution_ended(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
             ConditionReason.REPEATED_FORCED_RESTARTS,
             f"Driver ended in a forced restart again, counted as a failure exitCode={code} "
             f"{context} forcedRestarts={_forced(plan)} "
-            f"forcedRestartLimit={plan.settings.forced_restart_limit}",
+            f"forcedRestartLimit={plan.settings.forced_restart_limit}{failure_detail(pod)}",
+            pod,
         )
         return
     message = handling.message.format(
@@ -259,11 +258,7 @@ def execution_ended(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
         context=context,
         dropped=f" droppedRequest={termination.mode.value}" if termination else "",
         snapshot_id=status.record().snapshot_id,
-        detail=(
-            f" driverMessage={json.dumps(pod.termination_message, ensure_ascii=False)}"
-            if pod.termination_message
-            else ""
-        ),
+        detail=failure_detail(pod),
     )
     if handling.event is not None:
         plan.event(handling.event, message)
@@ -272,9 +267,7 @@ def execution_ended(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
         assert handling.phase is not None
         plan.update(phase=handling.phase, termination=None, export_request=None)
         if handling.failure is not None:
-            plan.update(
-                last_failure=FailureStatus(reason=handling.failure, message=message, time=plan.now)
-            )
+            plan.fail(handling.failure, message, pod)
     elif outcome is ExitOutcome.RESTART_AT_ONCE:
         # Any pending graceful request is dropped: only the restore may follow.
         plan.update(termination=None, export_request=None)
@@ -289,7 +282,22 @@ def execution_ended(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
         _terminated_as_requested(plan, spec, termination, context)
     else:
         assert handling.failure is not None
-        failed(plan, spec, handling.failure, message)
+        failed(plan, spec, handling.failure, message, pod)
+
+
+def failure_detail(pod: DriverPod) -> str:
+    """Returns what the ended driver container says about its end, for a failure's message.
+
+    Both parts are key=value context: `` containerReason=OOMKilled`` when the kubelet's reason
+    says more than the exit code, and `` driverMessage="..."`` (the driver's termination
+    message, or the last lines of its log) as a JSON string; empty if there are neither.
+    """
+    detail = ""
+    if pod.termination_reason:
+        detail += f" containerReason={pod.termination_reason}"
+    if pod.termination_message:
+        detail += f" driverMessage={json.dumps(pod.termination_message, ensure_ascii=False)}"
+    return detail
 
 
 def _forced(plan: Plan) -> int:
@@ -343,15 +351,27 @@ def _terminated_as_requested(
         )
 
 
-def failed(plan: Plan, spec: SnapshotJobSpec, reason: ConditionReason, message: str) -> None:
-    """An execution failed: suspend, give up, or restart after a backoff."""
+def failed(
+    plan: Plan,
+    spec: SnapshotJobSpec,
+    reason: ConditionReason,
+    message: str,
+    failed_pod: DriverPod | None = None,
+) -> None:
+    """An execution failed: suspend, give up, or restart after a backoff.
+
+    Args:
+        plan: The decision.
+        spec: The job's spec.
+        reason: ``lastFailure.reason``.
+        message: ``lastFailure.message`` and the Event's message.
+        failed_pod: The failed driver Pod, kept for its log (``lastFailure.driverPod``); None
+            when no driver Pod failed (it was lost, or the operator ended it).
+    """
     restarts = plan.status.restarts
     policy = spec.restart_policy
-    plan.update(
-        termination=None,
-        export_request=None,
-        last_failure=FailureStatus(reason=reason, message=message, time=plan.now),
-    )
+    plan.update(termination=None, export_request=None)
+    plan.fail(reason, message, failed_pod)
     if spec.suspend_on_failure:
         # Held until the spec changes: spec.suspend is false, and must not resume the job.
         plan.update(

@@ -17,6 +17,7 @@ from snapshot_operator.reconcile.actions import EventReason
 from snapshot_operator.reconcile.exits import cancelled, execution_ended, failed, suspended
 from snapshot_operator.reconcile.gates import export_to_take
 from snapshot_operator.reconcile.observation import DriverPod, PodPhase
+from snapshot_operator.reconcile.pipeline_start import announce_pipeline, watch_pipeline_start
 from snapshot_operator.reconcile.plan import Plan
 from snapshot_operator.reconcile.starting import retry_start, start_or_wait
 from snapshotjob_contract import (
@@ -102,8 +103,19 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
         plan.update(phase=Phase.COMPLETING)
         _watch_termination(plan, spec, pod)
         return
-    plan.update(phase=Phase.RUNNING if pod.phase is PodPhase.RUNNING else Phase.STARTING)
-    ran_for = (plan.now - execution.started_at).total_seconds()
+    runs = status.pipeline_runs()
+    if not runs and watch_pipeline_start(plan, spec, pod):
+        return
+    # RUNNING only once the driver reported its pipeline running, not when its Pod runs.
+    plan.update(phase=Phase.RUNNING if runs and pod.phase is PodPhase.RUNNING else Phase.STARTING)
+    announce_pipeline(plan)
+    reported = status.pipeline_started
+    if runs and reported is not None:
+        # The pipeline's run, from the driver's report: not a long wait for executors, which
+        # would reset the restarts that bound it.
+        ran_for = (plan.now - max(reported.time, execution.started_at)).total_seconds()
+    else:
+        ran_for = 0.0
     if ran_for >= spec.restart_policy.max_backoff_seconds:
         # A long run is progress, also for a job that takes no snapshots.
         if status.restarts:

@@ -30,6 +30,22 @@ class PodPhase(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class PodProblem:
+    """Why a Pod cannot start, as Kubernetes reports it.
+
+    Attributes:
+        reason: The Kubernetes reason, e.g. ``Unschedulable``, ``ImagePullBackOff`` or
+            ``OOMKilled``.
+        message: The scheduler's or kubelet's message, on one line and cut to fit an Event.
+        scheduling: Whether the Pod cannot be scheduled (rather than its container started).
+    """
+
+    reason: str
+    message: str
+    scheduling: bool = False
+
+
+@dataclass(frozen=True)
 class DriverPod:
     """A driver Pod of the job, as listed by its job label.
 
@@ -39,12 +55,17 @@ class DriverPod:
         phase: The Pod's phase.
         exit_code: The driver container's exit code once it has terminated, else None.
         deleting: Whether the Pod has a deletion timestamp (its containers may still run).
+        termination_message: What the driver wrote to its termination message file
+            (``/dev/termination-log``) before it exited, e.g. which snapshot is corrupted, on
+            one line and cut to a length that fits an Event; with ``FallbackToLogsOnError``
+            the last lines of its log when it wrote none; else None.
+        termination_reason: The terminated container's reason when it says more than
+            ``Error``, e.g. ``OOMKilled``; else None.
+        problem: Why the Pod or its driver container cannot start (unschedulable, image pull,
+            container config), while it has not terminated; else None.
         node_lost_since: Since when the node controller has reported the running Pod not
             Ready: its node stopped reporting (a driver Pod has no readiness probe, so
             nothing else turns it not Ready while it runs); None while it is Ready.
-        termination_message: What the driver wrote to its termination message file
-            (``/dev/termination-log``) before it exited, e.g. which snapshot is corrupted, on
-            one line and cut to a length that fits an Event; else None.
     """
 
     name: str
@@ -53,12 +74,30 @@ class DriverPod:
     exit_code: int | None = None
     deleting: bool = False
     termination_message: str | None = None
+    termination_reason: str | None = None
+    problem: PodProblem | None = None
     node_lost_since: datetime | None = None
 
     @property
     def may_run(self) -> bool:
         """Whether the Pod's driver may still be running: another driver must not start."""
         return not self.phase.is_terminal
+
+
+@dataclass(frozen=True)
+class ExecutorPod:
+    """A Spark executor Pod of the job (labelled with its uid and component ``executor``).
+
+    Attributes:
+        name: The Pod's name.
+        driver_pod: The driver Pod that owns it (Spark sets the owner reference); None if it
+            names none.
+        problem: Why it cannot start or stopped with an error; None while all is well.
+    """
+
+    name: str
+    driver_pod: str | None
+    problem: PodProblem | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +146,7 @@ class Observation:
         store: The store's health; None when the health endpoint could not be read.
         now: The current time (timezone-aware).
         deleting: Whether the SnapshotJob has a deletion timestamp.
+        executors: Every Spark executor Pod of the job.
     """
 
     job: JobRef
@@ -117,6 +157,7 @@ class Observation:
     pods: tuple[DriverPod, ...] = ()
     store: StoreHealth | None = None
     deleting: bool = False
+    executors: tuple[ExecutorPod, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,6 +185,9 @@ class DecisionSettings:
         start_attempts: Failed creations of a starting execution's objects (the API server
             refused them) before the job is FAILED; the delay between them is the spec's
             restart backoff.
+        pipeline_start_timeout_seconds: An execution whose driver has not reported a running
+            pipeline by then (its Pods unschedulable, its image or executors not starting) is
+            ended and counted as a failure, so the restart policy bounds it.
     """
 
     graceful_timeout_seconds: int = 300
@@ -157,3 +201,4 @@ class DecisionSettings:
     driver_lost_seconds: int = 60
     forced_restarts_degraded: int = 3
     forced_restart_limit: int = 10
+    pipeline_start_timeout_seconds: int = 300

@@ -18,10 +18,12 @@ import pydantic
 
 from snapshot_operator.reconcile.observation import (
     DriverPod,
+    ExecutorPod,
     InvalidSpec,
     JobRef,
     Observation,
     PodPhase,
+    PodProblem,
     StoreHealth,
 )
 from snapshotjob_contract import SnapshotJobSpec, SnapshotJobStatus
@@ -34,9 +36,31 @@ DRIVER_CONTAINER = "driver"
 TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 """Where the driver writes one line naming its failure before it exits (65, 66, 69, 78); the
 kubelet hands it to the operator as the container's ``state.terminated.message``."""
-MAX_TERMINATION_MESSAGE = 512
-"""The longest driver message the operator passes on: with the operator's own text it still
-fits an Event's note, which the API limits to 1 KiB."""
+MAX_TERMINATION_MESSAGE = 400
+"""The longest driver message the operator passes on (its end: the last log lines matter
+most): with the operator's own text it still fits an Event's note, which the API limits to
+1 KiB."""
+MAX_POD_MESSAGE = 300
+"""The longest scheduler or kubelet message about a Pod that cannot start the operator passes
+on, for the same reason."""
+LABEL_COMPONENT = "app.kubernetes.io/component"
+"""Spark's executor Pods carry ``executor`` in it (``manifests.driver_spark_conf``)."""
+EXECUTOR_COMPONENT = "executor"
+WAITING_PROBLEMS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "ErrImageNeverPull",
+        "InvalidImageName",
+        "CreateContainerError",
+        "CreateContainerConfigError",
+        "RunContainerError",
+    }
+)
+"""Reasons of a waiting container that mean it will not start without a change (the kubelet
+may retry, but the image, its command or its config is wrong)."""
+_PLAIN_TERMINATION_REASONS = frozenset({"Error", "Completed"})
+"""Terminated reasons that say nothing the exit code does not."""
 
 
 def parse_spec(raw: Mapping[str, Any] | None) -> SnapshotJobSpec | InvalidSpec:
@@ -68,12 +92,15 @@ def parse_driver_pod(raw: Mapping[str, Any]) -> DriverPod | None:
         phase = PodPhase.RUNNING
     exit_code = None
     message = None
+    reason = None
     for container in status.get("containerStatuses") or ():
         if container.get("name") == DRIVER_CONTAINER:
             terminated = (container.get("state") or {}).get("terminated")
             if terminated is not None and terminated.get("exitCode") is not None:
                 exit_code = int(terminated["exitCode"])
                 message = parse_termination_message(terminated.get("message"))
+                if terminated.get("reason") not in _PLAIN_TERMINATION_REASONS:
+                    reason = _one_line(terminated.get("reason"), 64)
     return DriverPod(
         name=str(metadata["name"]),
         execution_id=str(execution),
@@ -81,6 +108,8 @@ def parse_driver_pod(raw: Mapping[str, Any]) -> DriverPod | None:
         exit_code=exit_code,
         deleting=metadata.get("deletionTimestamp") is not None,
         termination_message=message,
+        termination_reason=reason,
+        problem=None if phase.is_terminal else parse_pod_problem(status, terminated_errors=False),
         node_lost_since=parse_node_lost_since(status) if phase is PodPhase.RUNNING else None,
     )
 
@@ -101,20 +130,78 @@ def parse_node_lost_since(status: Mapping[str, Any]) -> datetime | None:
     return None
 
 
-def parse_termination_message(raw: object) -> str | None:
-    """Returns the driver's termination message on one line, cut to a length fit for an Event.
+def parse_executor_pod(raw: Mapping[str, Any]) -> ExecutorPod | None:
+    """Returns a Spark executor Pod of the job; None if the Pod is not an executor."""
+    metadata = raw.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    if labels.get(LABEL_COMPONENT) != EXECUTOR_COMPONENT or LABEL_EXECUTION_ID in labels:
+        return None
+    owners = [ref for ref in metadata.get("ownerReferences") or () if ref.get("kind") == "Pod"]
+    return ExecutorPod(
+        name=str(metadata["name"]),
+        driver_pod=str(owners[0]["name"]) if owners else None,
+        problem=parse_pod_problem(raw.get("status") or {}, terminated_errors=True),
+    )
 
-    With ``FallbackToLogsOnError`` the kubelet gives the log's last lines when the driver wrote
-    no message, so it may span lines; whitespace is collapsed to single spaces. None if empty.
+
+def parse_pod_problem(status: Mapping[str, Any], *, terminated_errors: bool) -> PodProblem | None:
+    """Returns why a Pod cannot start, from its ``status``; None if nothing says so.
+
+    Args:
+        status: The Pod's status.
+        terminated_errors: Whether a container that exited with a non-zero code is a problem
+            (an executor's is; the driver's exit is its execution's end, told by its code).
+    """
+    for condition in status.get("conditions") or ():
+        if (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            message = _one_line(condition.get("message"), MAX_POD_MESSAGE) or ""
+            return PodProblem("Unschedulable", message, scheduling=True)
+    containers = [
+        *(status.get("initContainerStatuses") or ()),
+        *(status.get("containerStatuses") or ()),
+    ]
+    for container in containers:
+        state = container.get("state") or {}
+        waiting = state.get("waiting") or {}
+        if waiting.get("reason") in WAITING_PROBLEMS:
+            message = _one_line(waiting.get("message"), MAX_POD_MESSAGE) or ""
+            return PodProblem(str(waiting["reason"]), message)
+        terminated = state.get("terminated") or {}
+        code = terminated.get("exitCode")
+        if terminated_errors and code not in (None, 0):
+            detail = _one_line(terminated.get("message"), MAX_POD_MESSAGE)
+            message = f"exitCode={code}" + (f" {detail}" if detail else "")
+            return PodProblem(str(terminated.get("reason") or "Error"), message)
+    return None
+
+
+def _one_line(raw: object, limit: int) -> str | None:
+    """Returns the text on one line, its end kept if it is longer than ``limit``; None if empty.
+
+    The end is kept because a log's last lines (and a scheduler message's summary) say most.
     """
     if not isinstance(raw, str):
         return None
     line = " ".join(raw.split())
     if not line:
         return None
-    if len(line) > MAX_TERMINATION_MESSAGE:
-        line = line[: MAX_TERMINATION_MESSAGE - 3].rstrip() + "..."
+    if len(line) > limit:
+        line = "..." + line[-(limit - 3) :].lstrip()
     return line
+
+
+def parse_termination_message(raw: object) -> str | None:
+    """Returns the driver's termination message on one line, cut to a length fit for an Event.
+
+    With ``FallbackToLogsOnError`` the kubelet gives the log's last lines when the driver wrote
+    no message, so it may span lines; whitespace is collapsed to single spaces, and of a long
+    message the end is kept (the last log lines name the error). None if empty.
+    """
+    return _one_line(raw, MAX_TERMINATION_MESSAGE)
 
 
 def parse_store_health(document: Mapping[str, Any] | None) -> StoreHealth | None:
@@ -145,7 +232,8 @@ def observe(
 
     Args:
         job: The SnapshotJob object.
-        pods: The Pods labelled with the job's uid, read right before (not from a cache).
+        pods: The Pods labelled with the job's uid, read right before (not from a cache): its
+            driver Pods (labelled with their execution) and Spark's executor Pods.
         health: The store's health document; None if no member answered.
         now: The current time, timezone-aware.
 
@@ -156,6 +244,7 @@ def observe(
     """
     metadata = job["metadata"]
     drivers = (parse_driver_pod(pod) for pod in pods)
+    executors = (parse_executor_pod(pod) for pod in pods)
     name = str(metadata["name"])
     # A job admitted before the CRD refused long names: nothing can be built from its name.
     spec = parse_spec(job.get("spec")) if NAME_RULE.holds(name) else InvalidSpec(NAME_RULE.message)
@@ -170,6 +259,7 @@ def observe(
         status=SnapshotJobStatus.model_validate(job.get("status") or {}),
         now=now,
         pods=tuple(pod for pod in drivers if pod is not None),
+        executors=tuple(pod for pod in executors if pod is not None),
         store=parse_store_health(health),
         deleting=metadata.get("deletionTimestamp") is not None,
     )

@@ -29,6 +29,7 @@ from snapshotjob_contract import (
     NO_SNAPSHOT,
     ConditionReason,
     ExportRequestStatus,
+    FailureStatus,
     SnapshotJobStatus,
     TerminationMode,
     TerminationStatus,
@@ -57,6 +58,10 @@ class Plan:
         store_problem: Why the store holds back a start, for StoreReady; None if it does not.
         export_problem: Why the requested export cannot be taken, for Degraded.
         fenced: The Degraded message while the current driver reports a newer execution.
+        start_problem: Why the starting execution's driver or executors cannot start, for
+            Degraded; None if nothing says so.
+        waiting_for_pipeline: The current driver runs but has not reported its pipeline
+            running yet, for Progressing.
     """
 
     def __init__(self, observation: Observation, settings: DecisionSettings) -> None:
@@ -73,6 +78,8 @@ class Plan:
         self.store_problem: Problem | None = None
         self.export_problem: Problem | None = None
         self.fenced: str | None = None
+        self.start_problem: Problem | None = None
+        self.waiting_for_pipeline = False
 
     def update(self, **fields: Any) -> None:
         """Changes status fields (snake_case names); they go into the status patch."""
@@ -99,6 +106,38 @@ class Plan:
         """Deletes a driver Pod without a grace period, once, even if it is being deleted."""
         if DeleteDriverPod(pod.name, at_once=True) not in self.effects:
             self.effects.append(DeleteDriverPod(pod.name, at_once=True))
+
+    def fail(self, reason: str, message: str, failed_pod: DriverPod | None = None) -> None:
+        """Records the last failure, and which failed driver Pod is kept for its log.
+
+        Only the most recent failed driver Pod is kept: when another one fails, the one kept
+        before is deleted. A failure without a failed Pod (a lost Pod, a start timeout, a
+        refused create) keeps naming the one kept before, as long as it exists.
+
+        Args:
+            reason: ``lastFailure.reason``, CamelCase.
+            message: ``lastFailure.message``.
+            failed_pod: The driver Pod whose failure this is, kept; None if no Pod failed.
+        """
+        previous = self.status.last_failure
+        kept = previous.driver_pod if previous is not None else None
+        kept_pod = next((pod for pod in self.obs.pods if pod.name == kept), None)
+        if failed_pod is not None:
+            if kept_pod is not None and kept_pod.name != failed_pod.name:
+                self.delete_pod(kept_pod)
+            kept = failed_pod.name
+        elif kept_pod is None:
+            kept = None
+        self.update(
+            last_failure=FailureStatus(
+                reason=reason, message=message, time=self.now, driver_pod=kept
+            )
+        )
+
+    def kept_driver_pod(self) -> str | None:
+        """Returns the failed driver Pod kept for its log (``lastFailure.driverPod``), if any."""
+        failure = self.status.last_failure
+        return failure.driver_pod if failure is not None else None
 
     def request_termination(self, termination: TerminationStatus) -> None:
         """Asks the current driver to stop, as ``status.termination``."""
@@ -164,7 +203,11 @@ class Plan:
         old = self.obs.status.model_dump(mode="json", exclude_none=True)
         new = self.status.model_dump(mode="json", exclude_none=True)
         aliases = {SnapshotJobStatus.model_fields[name].alias or name for name in self.changed}
-        patch = {key: new.get(key) for key in sorted(aliases) if old.get(key) != new.get(key)}
+        patch = {
+            key: _merge_value(old.get(key), new.get(key))
+            for key in sorted(aliases)
+            if old.get(key) != new.get(key)
+        }
         actions: list[Action] = [PatchStatus(patch)] if patch else []
         actions += self.requests
         actions += self.effects
@@ -173,3 +216,16 @@ class Plan:
         due = resync if self.requeue_after is None else min(self.requeue_after, resync)
         actions.append(Requeue(due))
         return tuple(actions)
+
+
+def _merge_value(old: Any, new: Any) -> Any:
+    """Returns ``new`` as a merge patch over ``old``: fields it no longer has become null.
+
+    A JSON merge patch merges objects field by field, so a field left out of a new value would
+    survive from the old one (e.g. ``lastFailure.driverPod`` of an earlier failure).
+    """
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    merged: dict[str, Any] = {key: None for key in old if key not in new}
+    merged.update({key: _merge_value(old.get(key), value) for key, value in new.items()})
+    return merged

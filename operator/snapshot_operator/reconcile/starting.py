@@ -25,7 +25,6 @@ from snapshotjob_contract import (
     ExecutionRecord,
     ExecutionRecordStatus,
     ExecutionStatus,
-    FailureStatus,
     Phase,
     SnapshotJobSpec,
     StartFailureStatus,
@@ -98,12 +97,8 @@ def retry_start(plan: Plan, spec: SnapshotJobSpec, failure: StartFailureStatus) 
     limit = plan.settings.start_attempts
     if failure.attempts >= limit:
         message = start_failure_message(failure, limit)
-        plan.update(
-            phase=Phase.FAILED,
-            last_failure=FailureStatus(
-                reason=ConditionReason.CREATE_FAILED, message=message, time=plan.now
-            ),
-        )
+        plan.update(phase=Phase.FAILED)
+        plan.fail(ConditionReason.CREATE_FAILED, message)
         plan.event(
             EventReason.RESTART_LIMIT_REACHED,
             f"{message}; giving up, change the spec to start again",
@@ -191,8 +186,11 @@ def _start(plan: Plan, spec: SnapshotJobSpec) -> None:
         export_request=None,
         start_failure=None,
     )
+    kept = plan.kept_driver_pod()
     for pod in obs.pods:
-        plan.delete_pod(pod)
+        # The last failed driver stays, for its log (it has stopped: no second driver).
+        if pod.may_run or pod.name != kept:
+            plan.delete_pod(pod)
     plan.effects.append(CreateDriverPod(pod_name, new_id, attempt, initial))
     if initial is not None:
         restore = f"initialSnapshotName={initial}"

@@ -81,6 +81,15 @@ class FakeKubernetes:
             ]
         self.pods[name]["status"] = status
 
+    def report_pipeline(self) -> None:
+        """Plays the driver's report that its pipeline runs (``status.pipelineStarted``)."""
+        execution_id = self.status["execution"]["id"]
+        self.status["pipelineStarted"] = {
+            "executionId": execution_id,
+            "time": "2026-01-01T00:00:00Z",
+        }
+        self._bump()
+
     def _bump(self) -> str:
         assert self.job is not None
         version = str(int(self.job["metadata"]["resourceVersion"]) + 1)

@@ -52,6 +52,7 @@ from snapshotjob_contract import (
     ExportedSnapshot,
     ExportSnapshotSpec,
     Phase,
+    PipelineStartedStatus,
     ProcessingGuarantee,
     SnapshotJobSpec,
     SnapshotJobStatus,
@@ -117,8 +118,14 @@ def running_job(
     restarts: int = 0,
     spec_hash: str | None = None,
     store: StoreHealth | None = HEALTHY,
+    pipeline_started: bool | None = None,
 ) -> Observation:
-    """A job whose current execution (attempt 2) runs in one Pod."""
+    """A job whose current execution (attempt 2) runs in one Pod.
+
+    Unless ``pipeline_started`` says otherwise, a job past STARTING also plays the driver's
+    report that its pipeline runs (``status.pipelineStarted`` naming the execution): without
+    it the operator keeps the job STARTING.
+    """
     execution = ExecutionStatus(
         id=execution_id(JOB.uid, 2, NOW),
         driver_pod=driver_pod_name(JOB.name, 2),
@@ -134,6 +141,11 @@ def running_job(
         restarts=restarts,
         execution_record=None if record is None else _record_status(record),
     )
+    if pipeline_started is None:
+        pipeline_started = phase in (Phase.RUNNING, Phase.COMPLETING)
+    if pipeline_started:
+        report = PipelineStartedStatus(execution_id=execution.id, time=ago(20))
+        status = status.model_copy(update={"pipeline_started": report})
     pod = DriverPod(execution.driver_pod, execution.id, pod_phase, exit_code)
     return Observation(JOB, 1, spec, status, NOW, (pod,), store)
 

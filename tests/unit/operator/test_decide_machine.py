@@ -1,7 +1,8 @@
 """The decision function in a loop with a simulated world: drivers, kubelet, store and users.
 
 A hypothesis state machine interleaves reconciles with everything that happens between them:
-drivers that start, snapshot, serve requests, crash, exit with RESTART_FORCEFUL, get SIGTERM
+drivers that start, report their pipeline running (or never do, as when executors cannot be
+scheduled), snapshot, serve requests, crash, exit with RESTART_FORCEFUL, get SIGTERM
 (INTERRUPTED) or find themselves fenced (FENCED); Pods that are stopped by the kubelet, vanish
 with their node or are deleted by hand; users who suspend, resume, export,
 cancel and upgrade; a store that loses cluster safety; time that passes. After every step the
@@ -28,8 +29,10 @@ from snapshot_operator.reconcile import (
     DecisionSettings,
     DeleteDriverPod,
     DriverPod,
+    ExecutorPod,
     Observation,
     PodPhase,
+    PodProblem,
     RemoveFinalizer,
     RequestTermination,
     StoreHealth,
@@ -44,6 +47,7 @@ from snapshotjob_contract import (
     ExportSnapshotSpec,
     JobIdentity,
     Phase,
+    PipelineStartedStatus,
     ProcessingGuarantee,
     SnapshotJobSpec,
     SnapshotJobStatus,
@@ -79,6 +83,8 @@ class JobWorld(RuleBasedStateMachine):
         self.spec: SnapshotJobSpec
         self.status = SnapshotJobStatus()
         self.pods: dict[str, DriverPod] = {}
+        # Executor Pods that cannot start, by the driver Pod that owns them.
+        self.stuck_executors: dict[str, ExecutorPod] = {}
         self.store = StoreHealth(cluster_safe=True, member_count=3)
         self.now: datetime = NOW
         self.generation = 1
@@ -91,6 +97,7 @@ class JobWorld(RuleBasedStateMachine):
         self.deleting = False
         self.deleted = False
         self.reconciles = 0
+        self._reconciled_since_time_passed = False
 
     # Jobs start unsuspended (the users' rules suspend them), so runs reach RUNNING often.
     @initialize(spec=specs().map(lambda spec: spec.model_copy(update={"suspend": False})))
@@ -107,6 +114,7 @@ class JobWorld(RuleBasedStateMachine):
         if self.deleted:
             return
         self.reconciles += 1
+        self._reconciled_since_time_passed = True
         observation = Observation(
             JOB,
             self.generation,
@@ -116,6 +124,9 @@ class JobWorld(RuleBasedStateMachine):
             tuple(self.pods.values()),
             self.store,
             deleting=self.deleting,
+            executors=tuple(
+                executor for owner, executor in self.stuck_executors.items() if owner in self.pods
+            ),
         )
         actions = decide(observation)
         before = self.status
@@ -194,6 +205,11 @@ class JobWorld(RuleBasedStateMachine):
             return None
         return pod
 
+    def _pipeline_driver(self) -> DriverPod | None:
+        """The running driver, if it reported its pipeline running (it snapshots only then)."""
+        pod = self._running_driver()
+        return pod if pod is not None and self.status.pipeline_runs() else None
+
     def _record(self, record: ExecutionRecord) -> None:
         self.status = self.status.model_copy(
             update={"execution_record": ExecutionRecordStatus.of(record)}
@@ -239,9 +255,30 @@ class JobWorld(RuleBasedStateMachine):
 
     @rule()
     @then_reconcile
+    def driver_reports_its_pipeline_running(self) -> None:
+        pod = self._running_driver()
+        execution = self.status.execution
+        if pod is not None and execution is not None and pod.name not in self.stuck_executors:
+            report = PipelineStartedStatus(execution_id=pod.execution_id, time=self.now)
+            self.status = self.status.model_copy(update={"pipeline_started": report})
+
+    @rule(scheduling=st.booleans())
+    @then_reconcile
+    def executors_cannot_start(self, scheduling: bool) -> None:
+        pod = self._running_driver()
+        if pod is not None and not self.status.pipeline_runs():
+            problem = PodProblem(
+                "Unschedulable" if scheduling else "ErrImagePull",
+                "0/3 nodes are available: 3 Insufficient cpu.",
+                scheduling=scheduling,
+            )
+            self.stuck_executors[pod.name] = ExecutorPod(f"{pod.name}-exec-1", pod.name, problem)
+
+    @rule()
+    @then_reconcile
     def driver_takes_an_automatic_snapshot(self) -> None:
         if (
-            self._running_driver()
+            self._pipeline_driver()
             and self.spec.processing_guarantee is not ProcessingGuarantee.NONE
         ):
             self._snapshot(SnapshotKind.AUTOMATIC, None)
@@ -260,7 +297,7 @@ class JobWorld(RuleBasedStateMachine):
     @then_reconcile
     def driver_serves_the_export_request(self) -> None:
         request = self.status.export_request
-        if self._running_driver() and request is not None:
+        if self._pipeline_driver() and request is not None:
             self._snapshot(SnapshotKind.EXPORT_ONLY, request.name)
 
     @rule(code=st.sampled_from([0, 1, 65, 137]))
@@ -341,6 +378,7 @@ class JobWorld(RuleBasedStateMachine):
     @rule(seconds=st.integers(1, 400))
     def time_passes(self, seconds: int) -> None:
         self.now += timedelta(seconds=seconds)
+        self._reconciled_since_time_passed = False
 
     # The user.
 
@@ -379,6 +417,34 @@ class JobWorld(RuleBasedStateMachine):
     @invariant()
     def at_most_one_driver_may_run(self) -> None:
         assert len([pod for pod in self.pods.values() if pod.may_run]) <= 1
+
+    @invariant()
+    def running_means_the_driver_reported_its_pipeline(self) -> None:
+        if self.status.phase is Phase.RUNNING:
+            assert self.status.pipeline_runs()
+
+    @invariant()
+    def an_execution_never_waits_for_its_pipeline_beyond_the_timeout(self) -> None:
+        execution = self.status.execution
+        if self.deleted or self.reconciles == 0 or execution is None:
+            return
+        timeout = DecisionSettings().pipeline_start_timeout_seconds
+        waited = (self.now - execution.started_at).total_seconds()
+        pod = self._current()
+        if (
+            self.status.phase is Phase.STARTING
+            and not self.status.pipeline_runs()
+            and waited >= timeout
+            and self.status.start_failure is None
+        ):
+            # Ended: its Pod is being deleted (or gone), or the next reconcile ends it.
+            assert pod is None or pod.deleting or not self._reconciled_since_time_passed
+
+    @invariant()
+    def a_kept_failed_driver_pod_never_runs(self) -> None:
+        failure = self.status.last_failure
+        kept = self.pods.get(failure.driver_pod or "") if failure is not None else None
+        assert kept is None or not kept.may_run or kept.deleting
 
     @invariant()
     def the_restore_point_is_never_an_export_only_snapshot(self) -> None:

@@ -85,6 +85,9 @@ def test_the_writes_of_one_decision_are_chained_on_their_versions(
     (pod,) = kube.pods
     kube.set_pod(pod, "Running")
     run(services)
+    assert kube.status["phase"] == "STARTING", "the Pod runs, the pipeline not yet"
+    kube.report_pipeline()
+    run(services)
     assert kube.status["phase"] == "RUNNING"
     assert kube.job is not None
     kube.job["spec"]["suspend"] = True

@@ -17,10 +17,12 @@ from pydantic import BaseModel
 from snapshot_operator.reconcile import (
     Action,
     DriverPod,
+    ExecutorPod,
     JobRef,
     Observation,
     PatchStatus,
     PodPhase,
+    PodProblem,
     RequestExport,
     RequestTermination,
     StoreHealth,
@@ -37,6 +39,7 @@ from snapshotjob_contract import (
     HazelcastSpec,
     Phase,
     PipelineSpec,
+    PipelineStartedStatus,
     ProcessingGuarantee,
     RestartPolicy,
     SnapshotJobSpec,
@@ -197,6 +200,20 @@ def statuses(draw: st.DrawFn, spec: SnapshotJobSpec) -> SnapshotJobStatus:
                 reason=st.sampled_from(["DriverFailed", "Cancelled"]),
                 message=st.just("Driver exited exitCode=1"),
                 time=st.integers(0, 600).map(ago),
+                # A kept failed driver Pod: the current execution's or an older one's.
+                driver_pod=st.none()
+                | st.sampled_from([driver_pod_name(JOB.name, n) for n in (attempt, attempt - 1)]),
+            )
+        ),
+        # The driver's report: the current execution's, an older one's (stale), or none.
+        pipeline_started=draw(
+            st.none()
+            | models(
+                PipelineStartedStatus,
+                execution_id=st.sampled_from(
+                    [execution_id(JOB.uid, n, NOW) for n in (attempt, max(attempt - 1, 1))]
+                ),
+                time=st.integers(0, 600).map(ago),
             )
         ),
         start_failure=draw(
@@ -231,9 +248,31 @@ def pods(status: SnapshotJobStatus) -> st.SearchStrategy[tuple[DriverPod, ...]]:
             phase=phase,
             exit_code=draw(st.sampled_from(EXIT_CODES)) if phase.is_terminal else None,
             deleting=draw(st.booleans()),
+            problem=draw(st.none() | pod_problems) if phase is PodPhase.PENDING else None,
         )
 
     return st.lists(pod(), max_size=3).map(tuple)
+
+
+pod_problems = st.builds(
+    PodProblem,
+    reason=st.sampled_from(["Unschedulable", "ImagePullBackOff", "StartError"]),
+    message=st.just("0/3 nodes are available: 3 Insufficient cpu."),
+    scheduling=st.booleans(),
+)
+
+
+def executors(status: SnapshotJobStatus) -> st.SearchStrategy[tuple[ExecutorPod, ...]]:
+    """Executor Pods owned by the current or an older driver Pod, well or not starting."""
+    attempt = status.execution.attempt if status.execution else 1
+    owners = st.sampled_from([driver_pod_name(JOB.name, n) for n in (attempt, attempt - 1)])
+    executor = st.builds(
+        ExecutorPod,
+        name=st.sampled_from(["exec-1", "exec-2"]),
+        driver_pod=st.none() | owners,
+        problem=st.none() | pod_problems,
+    )
+    return st.lists(executor, max_size=2).map(tuple)
 
 
 stores = st.none() | st.builds(
@@ -254,6 +293,7 @@ def observations(draw: st.DrawFn, spec: SnapshotJobSpec | None = None) -> Observ
         now=NOW,
         pods=draw(pods(status)),
         store=draw(stores),
+        executors=draw(executors(status)),
     )
 
 

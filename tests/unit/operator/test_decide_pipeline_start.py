@@ -1,0 +1,480 @@
+"""Decisions that tell the truth about Spark: RUNNING only once the pipeline runs, Pods that
+cannot start named at once and bounded, and a failed driver's reason and log kept.
+
+Found by a user with ``master: k8s`` (issue 13): executor Pods that could never start (an
+image without the executable, requests larger than any node) left the job RUNNING for ever;
+a failed driver said only ``exitCode=1`` and its log went with its Pod. The observations are
+built with the helpers of ``test_decide.py``; where a test plays the driver it also plays its
+report that the pipeline runs (``status.pipelineStarted``), or deliberately leaves it out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from snapshot_operator.reconcile import (
+    DeleteDriverPod,
+    DriverPod,
+    EmitEvent,
+    EventReason,
+    ExecutorPod,
+    Observation,
+    PodPhase,
+    PodProblem,
+    decide,
+    parse_driver_pod,
+    parse_executor_pod,
+)
+from snapshotjob_contract import (
+    ConditionReason,
+    ConditionStatus,
+    ConditionType,
+    Phase,
+    PipelineStartedStatus,
+)
+from tests.unit.operator.test_decide import (
+    SETTINGS,
+    condition,
+    creates,
+    of_type,
+    reasons,
+    running_job,
+    spec_of,
+)
+from tests.unit.operator.world import NOW, ago, observations, status_after
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+TIMEOUT = SETTINGS.pipeline_start_timeout_seconds
+UNSCHEDULABLE = PodProblem(
+    "Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.", scheduling=True
+)
+
+
+def _starting(
+    *,
+    pod_phase: PodPhase = PodPhase.RUNNING,
+    seconds_ago: int = 30,
+    problem: PodProblem | None = None,
+    executors: tuple[ExecutorPod, ...] = (),
+    max_restarts: int = 3,
+) -> Observation:
+    """A STARTING execution whose driver has not reported its pipeline running (yet)."""
+    spec = spec_of({"restartPolicy": {"maxRestarts": max_restarts}})
+    observation = running_job(spec, phase=Phase.STARTING, pod_phase=pod_phase)
+    execution = observation.status.execution
+    assert execution is not None
+    status = observation.status.model_copy(
+        update={"execution": execution.model_copy(update={"started_at": ago(seconds_ago)})}
+    )
+    (pod,) = observation.pods
+    return replace(
+        observation,
+        status=status,
+        pods=(replace(pod, problem=problem),),
+        executors=executors,
+    )
+
+
+def _reported(observation: Observation) -> Observation:
+    """Plays the driver's report that its pipeline runs."""
+    execution = observation.status.execution
+    assert execution is not None
+    report = PipelineStartedStatus(execution_id=execution.id, time=ago(5))
+    return replace(
+        observation, status=observation.status.model_copy(update={"pipeline_started": report})
+    )
+
+
+def _events(actions: tuple[object, ...], reason: EventReason) -> list[EmitEvent]:
+    return [a for a in actions if isinstance(a, EmitEvent) and a.reason is reason]
+
+
+def test_a_running_driver_pod_is_not_a_running_pipeline() -> None:
+    observation = _starting()
+
+    status = status_after(observation.status, decide(observation))
+
+    assert status.phase is Phase.STARTING
+    progressing = condition(status, ConditionType.PROGRESSING)
+    assert (progressing.status, progressing.reason) == (
+        ConditionStatus.TRUE,
+        ConditionReason.WAITING_FOR_PIPELINE,
+    )
+    assert f"timeoutSeconds={TIMEOUT}" in progressing.message
+    assert condition(status, ConditionType.READY).status is ConditionStatus.FALSE
+
+
+def test_the_drivers_report_makes_the_job_running_once_announced() -> None:
+    observation = _reported(_starting())
+
+    actions = decide(observation)
+    status = status_after(observation.status, actions)
+    again = decide(replace(observation, status=status))
+
+    assert status.phase is Phase.RUNNING
+    assert condition(status, ConditionType.READY).status is ConditionStatus.TRUE
+    (event,) = _events(actions, EventReason.PIPELINE_RUNNING)
+    assert "startSeconds=25" in event.message
+    assert EventReason.PIPELINE_RUNNING not in reasons(again)
+
+
+def test_a_report_of_an_older_execution_means_nothing() -> None:
+    observation = _starting()
+    stale = PipelineStartedStatus(execution_id="older-execution", time=ago(100))
+    observation = replace(
+        observation, status=observation.status.model_copy(update={"pipeline_started": stale})
+    )
+
+    assert status_after(observation.status, decide(observation)).phase is Phase.STARTING
+
+
+@pytest.mark.parametrize(
+    ("problem", "reason", "event"),
+    [
+        (UNSCHEDULABLE, ConditionReason.DRIVER_UNSCHEDULABLE, EventReason.DRIVER_UNSCHEDULABLE),
+        (
+            PodProblem("ImagePullBackOff", 'Back-off pulling image "nope:1"'),
+            ConditionReason.DRIVER_NOT_STARTING,
+            EventReason.DRIVER_NOT_STARTING,
+        ),
+        (
+            PodProblem("CreateContainerConfigError", 'secret "creds" not found'),
+            ConditionReason.DRIVER_NOT_STARTING,
+            EventReason.DRIVER_NOT_STARTING,
+        ),
+    ],
+)
+def test_a_driver_pod_that_cannot_start_is_degraded_with_an_event_at_once(
+    problem: PodProblem, reason: ConditionReason, event: EventReason
+) -> None:
+    observation = _starting(pod_phase=PodPhase.PENDING, problem=problem)
+
+    actions = decide(observation)
+    status = status_after(observation.status, actions)
+    again = decide(replace(observation, status=status))
+
+    degraded = condition(status, ConditionType.DEGRADED)
+    assert (degraded.status, degraded.reason) == (ConditionStatus.TRUE, reason)
+    (warning,) = _events(actions, event)
+    assert warning.event_type.value == "Warning"
+    for text in (degraded.message, warning.message):
+        assert f"pod={observation.pods[0].name}" in text
+        assert f"reason={problem.reason}" in text
+        assert problem.message in text.replace('\\"', '"')
+    assert status.phase is Phase.STARTING
+    assert event not in reasons(again), "one Event, when the reason appears"
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        UNSCHEDULABLE,
+        PodProblem("ErrImagePull", "pull access denied"),
+        PodProblem(
+            "StartError", 'exitCode=128 exec: "/opt/entrypoint.sh": executable file not found'
+        ),
+    ],
+)
+def test_executors_that_cannot_start_are_degraded_with_an_event(problem: PodProblem) -> None:
+    pod_name = _starting().pods[0].name
+    stuck = ExecutorPod("wordcount-exec-1", pod_name, problem)
+    other = ExecutorPod("older-exec-1", "wordcount-driver-1", UNSCHEDULABLE)
+    observation = _starting(executors=(other, stuck))
+
+    actions = decide(observation)
+    status = status_after(observation.status, actions)
+
+    degraded = condition(status, ConditionType.DEGRADED)
+    assert degraded.reason == ConditionReason.EXECUTORS_NOT_STARTING
+    (warning,) = _events(actions, EventReason.EXECUTORS_NOT_STARTING)
+    assert "pod=wordcount-exec-1" in warning.message and "older-exec" not in warning.message
+    assert f"reason={problem.reason}" in warning.message
+
+
+def test_executors_of_another_driver_pod_are_not_this_executions() -> None:
+    other = ExecutorPod("older-exec-1", "wordcount-driver-1", UNSCHEDULABLE)
+    observation = _starting(executors=(other,))
+
+    status = status_after(observation.status, decide(observation))
+
+    assert condition(status, ConditionType.DEGRADED).status is ConditionStatus.FALSE
+
+
+def test_problems_of_a_running_pipeline_do_not_degrade_it() -> None:
+    pod_name = _starting().pods[0].name
+    observation = _reported(_starting(executors=(ExecutorPod("exec-9", pod_name, UNSCHEDULABLE),)))
+
+    status = status_after(observation.status, decide(observation))
+
+    assert status.phase is Phase.RUNNING
+    assert condition(status, ConditionType.DEGRADED).status is ConditionStatus.FALSE
+
+
+def test_before_the_timeout_the_decision_comes_back_at_the_deadline() -> None:
+    observation = _starting(seconds_ago=TIMEOUT - 40)
+
+    actions = decide(observation)
+
+    assert not of_type(actions, DeleteDriverPod)
+    assert actions[-1].after_seconds <= 40  # type: ignore[union-attr]
+
+
+def test_a_pipeline_not_started_in_time_ends_the_execution_as_a_failure() -> None:
+    pod_name = _starting().pods[0].name
+    observation = _starting(
+        seconds_ago=TIMEOUT,
+        executors=(ExecutorPod("wordcount-exec-1", pod_name, UNSCHEDULABLE),),
+    )
+
+    actions = decide(observation)
+    status = status_after(observation.status, actions)
+
+    assert of_type(actions, DeleteDriverPod) == [DeleteDriverPod(pod_name)]
+    assert status.phase is Phase.RESTARTING and status.restarts == 1
+    assert status.last_failure is not None
+    assert status.last_failure.reason == ConditionReason.PIPELINE_START_TIMEOUT
+    assert f"timeoutSeconds={TIMEOUT}" in status.last_failure.message
+    assert "Insufficient cpu" in status.last_failure.message
+    assert EventReason.EXECUTION_FAILED in reasons(actions)
+
+
+def test_a_job_that_can_never_start_ends_failed() -> None:
+    observation = _starting(
+        pod_phase=PodPhase.PENDING, problem=UNSCHEDULABLE, seconds_ago=TIMEOUT, max_restarts=0
+    )
+
+    actions = decide(observation)
+    status = status_after(observation.status, actions)
+
+    assert status.phase is Phase.FAILED
+    assert status.last_failure is not None
+    assert "reason=Unschedulable" in status.last_failure.message
+    assert EventReason.RESTART_LIMIT_REACHED in reasons(actions)
+    ready = condition(status, ConditionType.READY)
+    assert ready.reason == ConditionReason.PIPELINE_START_TIMEOUT
+
+
+def test_a_long_wait_for_the_pipeline_does_not_reset_the_restarts() -> None:
+    observation = _starting(seconds_ago=TIMEOUT - 1)
+    observation = replace(observation, status=observation.status.model_copy(update={"restarts": 2}))
+
+    status = status_after(observation.status, decide(observation))
+
+    assert status.restarts == 2
+
+
+def test_a_run_counts_from_the_drivers_report_for_resetting_the_restarts() -> None:
+    observation = _reported(_starting(seconds_ago=TIMEOUT - 1))
+    observation = replace(observation, status=observation.status.model_copy(update={"restarts": 2}))
+    later = replace(observation, now=NOW + timedelta(seconds=3600))
+
+    assert status_after(observation.status, decide(observation)).restarts == 2
+    assert status_after(later.status, decide(later)).restarts == 0
+
+
+# The reason a driver failed, and its log.
+
+
+@pytest.mark.parametrize(
+    ("code", "container_reason", "message", "expected"),
+    [
+        (1, "Error", "Traceback ...\nValueError: no such column", 'driverMessage="Traceback'),
+        (137, "OOMKilled", None, "containerReason=OOMKilled"),
+        (2, "Error", "ModuleNotFoundError: pipelines.nope", "ModuleNotFoundError"),
+    ],
+)
+def test_every_failure_names_the_drivers_message_and_container_reason(
+    code: int, container_reason: str, message: str | None, expected: str
+) -> None:
+    raw = {
+        "metadata": {
+            "name": "wordcount-driver-2",
+            "labels": {"snapshotjob.io/execution-id": "x"},
+        },
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": "driver",
+                    "state": {
+                        "terminated": {
+                            "exitCode": code,
+                            "reason": container_reason,
+                            "message": message,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    parsed = parse_driver_pod(raw)
+    assert parsed is not None
+    observation = running_job(spec_of(), pod_phase=PodPhase.FAILED, exit_code=code)
+    (pod,) = observation.pods
+    pod = replace(
+        pod,
+        termination_message=parsed.termination_message,
+        termination_reason=parsed.termination_reason,
+    )
+
+    actions = decide(replace(observation, pods=(pod,)))
+    status = status_after(observation.status, actions)
+
+    assert status.last_failure is not None
+    assert expected in status.last_failure.message
+    warnings = [a for a in actions if isinstance(a, EmitEvent) and expected in a.message]
+    assert warnings and all(w.event_type.value == "Warning" for w in warnings)
+    assert (parsed.termination_reason is None) == (container_reason == "Error")
+
+
+def test_the_failed_driver_pod_is_kept_and_named_until_a_later_one_fails() -> None:
+    spec = spec_of({"restartPolicy": {"maxRestarts": 5, "backoffSeconds": 1}})
+    observation = running_job(spec, pod_phase=PodPhase.FAILED, exit_code=1)
+    (failed_pod,) = observation.pods
+
+    failed = status_after(observation.status, decide(observation))
+    assert failed.last_failure is not None
+    assert failed.last_failure.driver_pod == failed_pod.name
+
+    restart = replace(observation, status=failed, now=NOW + timedelta(seconds=60))
+    actions = decide(restart)
+    started = status_after(failed, actions, restart.now)
+    (create,) = creates(actions)
+    assert not of_type(actions, DeleteDriverPod), "the failed Pod stays for its log"
+    assert started.last_failure is not None
+    assert started.last_failure.driver_pod == failed_pod.name
+
+    new_pod = DriverPod(create.pod_name, create.execution_id, PodPhase.FAILED, exit_code=1)
+    later = replace(
+        restart,
+        status=started.model_copy(
+            update={
+                "pipeline_started": PipelineStartedStatus(
+                    execution_id=create.execution_id, time=restart.now
+                )
+            }
+        ),
+        pods=(failed_pod, new_pod),
+    )
+    actions = decide(later)
+    status = status_after(later.status, actions)
+    assert of_type(actions, DeleteDriverPod) == [DeleteDriverPod(failed_pod.name)]
+    assert status.last_failure is not None
+    assert status.last_failure.driver_pod == new_pod.name
+
+
+def test_a_failure_without_a_pod_forgets_a_kept_pod_that_is_gone() -> None:
+    observation = running_job(spec_of(), pipeline_started=True)
+    failure = status_after(
+        observation.status,
+        decide(running_job(spec_of(), pod_phase=PodPhase.FAILED, exit_code=1)),
+    ).last_failure
+    assert failure is not None and failure.driver_pod is not None
+    lost = replace(
+        observation,
+        status=observation.status.model_copy(update={"last_failure": failure}),
+        pods=(),
+    )
+
+    actions = decide(lost)
+    patch = actions[0].patch  # type: ignore[union-attr]
+
+    assert patch["lastFailure"]["driverPod"] is None, "a merge patch must remove it"
+    assert patch["lastFailure"]["reason"] == ConditionReason.DRIVER_POD_LOST
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(observations())
+def test_running_only_with_the_current_executions_report(observation: Observation) -> None:
+    status = status_after(observation.status, decide(observation))
+
+    if status.phase is Phase.RUNNING and status.execution == observation.status.execution:
+        assert status.pipeline_runs()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(observations())
+def test_a_kept_failed_pod_never_blocks_a_start(observation: Observation) -> None:
+    actions = decide(observation)
+    deleted = {a.pod_name for a in of_type(actions, DeleteDriverPod)}
+
+    if creates(actions):
+        assert all(not pod.may_run or pod.name in deleted for pod in observation.pods)
+
+
+def test_executor_pods_are_read_with_their_owner_and_problem() -> None:
+    raw = {
+        "metadata": {
+            "name": "wordcount-exec-1",
+            "labels": {"app.kubernetes.io/component": "executor"},
+            "ownerReferences": [{"kind": "Pod", "name": "wordcount-driver-2"}],
+        },
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/3 nodes are available:\n 3 Insufficient cpu.",
+                }
+            ],
+        },
+    }
+    failed = {
+        "metadata": {
+            "name": "wordcount-exec-2",
+            "labels": {"app.kubernetes.io/component": "executor"},
+        },
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": "executor",
+                    "state": {
+                        "terminated": {
+                            "exitCode": 128,
+                            "reason": "StartError",
+                            "message": "exec: executable file not found in $PATH",
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    pulling = {
+        "metadata": {
+            "name": "wordcount-exec-3",
+            "labels": {"app.kubernetes.io/component": "executor"},
+        },
+        "status": {
+            "phase": "Pending",
+            "containerStatuses": [
+                {
+                    "name": "executor",
+                    "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off"}},
+                }
+            ],
+        },
+    }
+
+    executor = parse_executor_pod(raw)
+    start_error = parse_executor_pod(failed)
+    backoff = parse_executor_pod(pulling)
+
+    assert executor == ExecutorPod(
+        "wordcount-exec-1",
+        "wordcount-driver-2",
+        PodProblem("Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.", True),
+    )
+    assert start_error is not None and start_error.problem is not None
+    assert start_error.problem.reason == "StartError"
+    assert "exitCode=128" in start_error.problem.message
+    assert "executable file not found" in start_error.problem.message
+    assert backoff is not None and backoff.problem == PodProblem("ImagePullBackOff", "Back-off")
+    assert parse_executor_pod({"metadata": {"name": "x", "labels": {}}}) is None
