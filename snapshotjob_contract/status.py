@@ -434,6 +434,24 @@ class FailureStatus(StatusModel):
     with the job."""
 
 
+class DriverExitStatus(StatusModel):
+    """The driver's report of how it exits, written right before, fenced by its execution id.
+
+    The driver Pod's exit code is gone with the Pod when the Pod is deleted as soon as its
+    containers stop (a drain's eviction, ``kubectl delete pod``): the operator then reads the
+    exit from here, so an interrupted driver is not taken for a lost one.
+    """
+
+    execution_id: str = Field(min_length=1)
+    """The execution whose driver reported."""
+    exit_code: int = Field(ge=0, le=255)
+    """The exit code the driver is about to exit with (see the driver exit codes)."""
+    message: str | None = Field(default=None, max_length=1024)
+    """The driver's own words on why it ended, if it has any."""
+    time: AwareDatetime
+    """When the driver reported."""
+
+
 class PipelineStartedStatus(StatusModel):
     """The driver's report that its pipeline runs, fenced by its execution id.
 
@@ -532,6 +550,16 @@ class SnapshotJobStatus(StatusModel):
     pipeline_started: PipelineStartedStatus | None = None
     """Written by the driver (fenced by its execution id) once its pipeline runs: the job is
     RUNNING only from then on."""
+    driver_exit: DriverExitStatus | None = None
+    """Written by the driver (fenced by its execution id) right before it exits, so its exit
+    is known even when its Pod is deleted as soon as it stops."""
+
+    def reported_exit(self) -> DriverExitStatus | None:
+        """The current execution's driver's exit report, if it made one."""
+        exit_report = self.driver_exit
+        if self.execution is None or exit_report is None:
+            return None
+        return exit_report if exit_report.execution_id == self.execution.id else None
 
     def pipeline_runs(self) -> bool:
         """Whether the current execution's driver reported that its pipeline runs."""

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, runtime_checkable
 
 from pyspark.sql import SparkSession
 
@@ -206,10 +206,35 @@ def run(mode: Mode) -> DriverExit:
             if driver.exit_message is not None:
                 _log.error("Execution ended code=%s message=%s", code.name, driver.exit_message)
                 write_termination_message(driver.exit_message)
+            report_exit(mode.records, code, driver.exit_message)
             return code
     finally:
         mode.stop()
         spark.stop()
+
+
+@runtime_checkable
+class ExitReporter(Protocol):
+    """A record store that can tell the operator how the driver exits (``status.driverExit``)."""
+
+    def report_exit(self, exit_code: int, message: str | None) -> None:
+        """Reports, fenced by the execution id, the exit the driver is about to make."""
+        ...
+
+
+def report_exit(records: object, code: DriverExit, message: str | None) -> None:
+    """Reports the exit where the store can (Kubernetes mode); a failed report is only logged.
+
+    The report matters when the Pod is deleted as soon as it stops (an eviction): a driver
+    that could not report is then taken for a lost one, a failure, which is the safe side.
+    FENCED is not reported: a newer execution owns the status.
+    """
+    if code is DriverExit.FENCED or not isinstance(records, ExitReporter):
+        return
+    try:
+        records.report_exit(int(code), message)
+    except Exception as error:
+        _log.warning("Could not report the exit code=%s error=%s", code.name, error)
 
 
 def write_termination_message(message: str, path: str | None = None) -> bool:

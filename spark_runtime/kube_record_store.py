@@ -271,9 +271,6 @@ class KubernetesRecordStore:
     def report_pipeline_started(self) -> None:
         """Writes ``status.pipelineStarted`` with this execution's id: the pipeline runs.
 
-        A merge patch of that one field under the ``resourceVersion`` of a fenced read; a 409
-        or an answer in doubt is read and written again (writing it twice is harmless).
-
         Raises:
             ZombieExecution: If the job belongs to another execution.
             RecordStoreError: If the write was refused, or not done by the deadline.
@@ -283,7 +280,36 @@ class KubernetesRecordStore:
             # To the microsecond: the operator counts the run from it.
             "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         }
-        deadline = time.monotonic() + self._deadline_s
+        self._report("pipelineStarted", report, "running pipeline", self._deadline_s)
+
+    def report_exit(self, exit_code: int, message: str | None, deadline_s: float = 5.0) -> None:
+        """Writes ``status.driverExit``: how this execution's driver is about to exit.
+
+        The Pod's own exit code is gone with the Pod when it is deleted right after its
+        containers stop (a drain's eviction, ``kubectl delete pod``); this report outlives it,
+        so the operator can tell an interrupted driver from a lost one. Tried for a few seconds
+        only: the Pod's grace period is running.
+
+        Raises:
+            ZombieExecution: If the job belongs to another execution.
+            RecordStoreError: If the write was refused, or not done by the deadline.
+        """
+        report: dict[str, Any] = {
+            "executionId": self.execution_id,
+            "exitCode": exit_code,
+            "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        if message:
+            report["message"] = message[-512:]
+        self._report("driverExit", report, f"exit code {exit_code}", deadline_s)
+
+    def _report(self, field: str, report: dict[str, Any], what: str, deadline_s: float) -> None:
+        """Writes one status field of this execution's reports, fenced, once per execution.
+
+        A merge patch of that one field under the ``resourceVersion`` of a fenced read; a 409
+        or an answer in doubt is read and written again (writing it twice is harmless).
+        """
+        deadline = time.monotonic() + deadline_s
         attempt = 0
         while True:
             attempt += 1
@@ -291,12 +317,12 @@ class KubernetesRecordStore:
                 current = self._get()
                 status = current["status"]
                 self._check_fence(status)
-                reported = status.get("pipelineStarted") or {}
-                if reported.get("executionId") == self.execution_id:
+                if (status.get(field) or {}).get("executionId") == self.execution_id:
                     return
-                self._patch_status({"pipelineStarted": report}, current["resourceVersion"])
+                self._patch_status({field: report}, current["resourceVersion"])
                 log.info(
-                    "Reported the running pipeline job=%s/%s executionId=%s",
+                    "Reported the %s job=%s/%s executionId=%s",
+                    what,
                     self.namespace,
                     self.name,
                     self.execution_id,
@@ -306,7 +332,7 @@ class KubernetesRecordStore:
                 retry = exc.status == 409 or (exc.status is not None and exc.status >= 500)
                 if not retry:
                     raise RecordStoreError(
-                        f"The API server refused the pipeline report for SnapshotJob "
+                        f"The API server refused the report of the {what} for SnapshotJob "
                         f"{self.namespace}/{self.name}: {exc.status} {exc.reason}"
                     ) from exc
                 error: Exception = exc
@@ -314,7 +340,7 @@ class KubernetesRecordStore:
                 error = exc
             if time.monotonic() >= deadline:
                 raise RecordStoreError(
-                    f"Could not report the running pipeline of SnapshotJob "
+                    f"Could not report the {what} of SnapshotJob "
                     f"{self.namespace}/{self.name} after {attempt} attempts: {error}"
                 )
             self._sleep(_backoff(attempt))

@@ -348,3 +348,23 @@ def test_the_pipeline_report_is_fenced_and_survives_a_conflict(api: client.ApiCl
     _patch_status(api, name, {"execution": {"id": "exec-2"}})
     with pytest.raises(ZombieExecution, match="exec-2"):
         store.report_pipeline_started()
+
+
+def test_the_exit_report_is_fenced_and_kept_with_its_message(api: client.ApiClient) -> None:
+    name = create_job(api, execution_id="exec-1")["metadata"]["name"]
+    store = KubernetesRecordStore(
+        client.CustomObjectsApi(api), NAMESPACE, name, "exec-1", sleep=_no_sleep
+    )
+
+    store.report_exit(143, "Interrupted by SIGTERM")
+
+    report = _status(api, name)["driverExit"]
+    assert (report["executionId"], report["exitCode"], report["message"]) == (
+        "exec-1",
+        143,
+        "Interrupted by SIGTERM",
+    )
+    _patch_status(api, name, {"execution": {"id": "exec-2"}})
+    with pytest.raises(ZombieExecution, match="exec-2"):
+        store.report_exit(0, None)
+    assert _status(api, name)["driverExit"]["executionId"] == "exec-1"

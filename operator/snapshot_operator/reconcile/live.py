@@ -79,6 +79,20 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
                 f"executionId={current_id}",
             )
             start_or_wait(plan, spec)
+        elif (exit_report := status.reported_exit()) is not None and execution is not None:
+            # Deleted as soon as it stopped (an eviction, a deleted Pod): its own report says
+            # how it ended, so an interrupted driver is not taken for a lost one.
+            execution_ended(
+                plan,
+                spec,
+                DriverPod(
+                    name=execution.driver_pod,
+                    execution_id=execution.id,
+                    phase=PodPhase.SUCCEEDED if exit_report.exit_code == 0 else PodPhase.FAILED,
+                    exit_code=exit_report.exit_code,
+                    termination_message=exit_report.message,
+                ),
+            )
         else:
             failed(
                 plan,

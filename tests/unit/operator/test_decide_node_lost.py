@@ -1,4 +1,5 @@
-"""Decisions for a driver whose node stopped reporting (a worker lost, its container paused).
+"""Decisions for a driver Pod that is lost or gone: its node stopped reporting, or the Pod was
+deleted as soon as it stopped (an eviction), which only the driver's own exit report explains.
 
 Found on a multi-node cluster (issue 13): the Pod of a lost node stays Running in the API, and
 once evicted stays Terminating until the node confirms, which a lost node never does, so the
@@ -16,7 +17,13 @@ import pytest
 
 from snapshot_operator.reconcile import DeleteDriverPod, EventReason, Requeue, decide
 from snapshot_operator.reconcile.observe import parse_node_lost_since
-from snapshotjob_contract import Phase
+from snapshotjob_contract import (
+    DriverExit,
+    DriverExitStatus,
+    Phase,
+    PipelineStartedStatus,
+    SnapshotJobStatus,
+)
 from tests.unit.operator.test_decide import SETTINGS, of_type, reasons, running_job, spec_of
 from tests.unit.operator.world import NOW, ago, status_after
 
@@ -75,3 +82,41 @@ def test_parse_node_lost_since(conditions: list[dict[str, str]], expected: str |
     since = parse_node_lost_since({"conditions": conditions})
     assert (since.isoformat() if since else None) == expected
     assert NOW.tzinfo is not None
+
+
+def _gone_after_reporting(exit_code: int | None) -> tuple[SnapshotJobStatus, SnapshotJobStatus]:
+    """A RUNNING job whose driver Pod is gone; with an exit report of ``exit_code`` if given."""
+    observation = running_job(spec_of())
+    execution = observation.status.execution
+    assert execution is not None
+    status = observation.status.model_copy(
+        update={
+            "pipeline_started": PipelineStartedStatus(execution_id=execution.id, time=ago(20)),
+            "driver_exit": None
+            if exit_code is None
+            else DriverExitStatus(execution_id=execution.id, exit_code=exit_code, time=NOW),
+        }
+    )
+    actions = decide(replace(observation, status=status, pods=()), SETTINGS)
+    return status, status_after(status, actions)
+
+
+def test_a_driver_evicted_after_reporting_its_interruption_restarts_without_a_failure() -> None:
+    before, after = _gone_after_reporting(int(DriverExit.INTERRUPTED))
+    assert after.restarts == before.restarts
+    assert after.last_failure is None
+
+
+def test_a_driver_gone_without_a_report_is_a_failure() -> None:
+    before, after = _gone_after_reporting(None)
+    assert after.restarts == before.restarts + 1
+    assert after.last_failure is not None
+
+
+def test_an_exit_report_of_an_older_execution_means_nothing() -> None:
+    observation = running_job(spec_of())
+    status = observation.status.model_copy(
+        update={"driver_exit": DriverExitStatus(execution_id="older", exit_code=143, time=NOW)}
+    )
+    after = status_after(status, decide(replace(observation, status=status, pods=()), SETTINGS))
+    assert after.restarts == status.restarts + 1
