@@ -162,7 +162,11 @@ def wait_job(
             failure = status(obj).get("lastFailure") or {}
             raise DemoError(f"The job FAILED while waiting for {what}: {failure}")
         if now - start > timeout:
-            raise DemoError(f"Timed out after {timeout:.0f}s waiting for {what} ({seen})")
+            pods = demo.kubectl("get", "pods", "--field-selector=status.phase!=Running")
+            raise DemoError(
+                f"Timed out after {timeout:.0f}s waiting for {what} ({seen}); "
+                f"Pods not running:\n{pods}"
+            )
         time.sleep(1)
 
 
@@ -174,6 +178,17 @@ def job_manifest(demo: Demo, crd: dict[str, Any]) -> dict[str, Any]:
     master = os.environ.get("SNAPSHOTJOB_DEMO_MASTER")
     if master:
         spec["spark"]["master"] = master
+    elif (
+        spec["spark"]["master"] == "k8s"
+        and len(demo.kubectl("get", "nodes", "-o", "name").split()) < 2
+    ):
+        # The kind cluster of a 2-core machine: its control plane and the 1-CPU driver leave
+        # no room on one node for executor Pods, which would stay Pending.
+        spec["spark"]["master"] = "local[2]"
+        say(
+            "    one-node cluster: spark.master=local[2] instead of executor Pods "
+            "(SNAPSHOTJOB_DEMO_MASTER=k8s forces them)"
+        )
     # Fields the installed CRD does not know yet (an older chart) are left out, not rejected.
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     spark_fields = schema["properties"]["spec"]["properties"]["spark"]["properties"]
