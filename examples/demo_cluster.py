@@ -403,6 +403,13 @@ def up(cluster_name: str, image: str, namespace: str) -> None:
     ensure_binaries(["kubectl", "helm", "kind"], ["kubernetes", "helm", "kind"])
     kubeconfig = kubeconfig_path(cluster_name)
     with step(f"kind cluster {cluster_name} (hack/kube/cluster.sh up; reused if it exists)"):
+        # Run here rather than inside use_or_create, so that its progress (a cold node image
+        # takes minutes) is shown as it happens.
+        subprocess.run(
+            ["bash", str(CLUSTER_SCRIPT), "up"],
+            env=dict(os.environ, KIND_CLUSTER_NAME=cluster_name),
+            check=True,
+        )
         cluster = use_or_create(kubeconfig, cluster_name)
     with step(f"images {image} and {POSTGRES_IMAGE} (hack/images/build.sh app postgres)"):
         subprocess.run(
