@@ -162,7 +162,11 @@ def wait_job(
             failure = status(obj).get("lastFailure") or {}
             raise DemoError(f"The job FAILED while waiting for {what}: {failure}")
         if now - start > timeout:
-            raise DemoError(f"Timed out after {timeout:.0f}s waiting for {what} ({seen})")
+            pods = demo.kubectl("get", "pods", "--field-selector=status.phase!=Running")
+            raise DemoError(
+                f"Timed out after {timeout:.0f}s waiting for {what} ({seen}); "
+                f"Pods not running:\n{pods}"
+            )
         time.sleep(1)
 
 
@@ -174,6 +178,17 @@ def job_manifest(demo: Demo, crd: dict[str, Any]) -> dict[str, Any]:
     master = os.environ.get("SNAPSHOTJOB_DEMO_MASTER")
     if master:
         spec["spark"]["master"] = master
+    elif (
+        spec["spark"]["master"] == "k8s"
+        and len(demo.kubectl("get", "nodes", "-o", "name").split()) < 2
+    ):
+        # The kind cluster of a 2-core machine: its control plane and the 1-CPU driver leave
+        # no room on one node for executor Pods, which would stay Pending.
+        spec["spark"]["master"] = "local[2]"
+        say(
+            "    one-node cluster: spark.master=local[2] instead of executor Pods "
+            "(SNAPSHOTJOB_DEMO_MASTER=k8s forces them)"
+        )
     # Fields the installed CRD does not know yet (an older chart) are left out, not rejected.
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     spark_fields = schema["properties"]["spec"]["properties"]["spark"]["properties"]
@@ -388,6 +403,13 @@ def up(cluster_name: str, image: str, namespace: str) -> None:
     ensure_binaries(["kubectl", "helm", "kind"], ["kubernetes", "helm", "kind"])
     kubeconfig = kubeconfig_path(cluster_name)
     with step(f"kind cluster {cluster_name} (hack/kube/cluster.sh up; reused if it exists)"):
+        # Run here rather than inside use_or_create, so that its progress (a cold node image
+        # takes minutes) is shown as it happens.
+        subprocess.run(
+            ["bash", str(CLUSTER_SCRIPT), "up"],
+            env=dict(os.environ, KIND_CLUSTER_NAME=cluster_name),
+            check=True,
+        )
         cluster = use_or_create(kubeconfig, cluster_name)
     with step(f"images {image} and {POSTGRES_IMAGE} (hack/images/build.sh app postgres)"):
         subprocess.run(
