@@ -101,11 +101,19 @@ class Release:
         assert name, f"job={job} has no execution: {obj.get('status')}"
         return dict(json.loads(self.kubectl("get", "pod", name, "-o", "json")))
 
-    def restored_snapshot(self, pod: str) -> int:
-        """The snapshot id the driver Pod's execution restored (-1: started empty)."""
-        found = _RESTORED.findall(self.kubectl("logs", pod, "-c", "driver"))
-        assert found, f"pod={pod} logged no restore"
-        return int(found[-1])
+    def restored_snapshot(self, pod: str, timeout: float = 180) -> int:
+        """The snapshot id the driver Pod's execution restored (-1: started empty).
+
+        Waits for the driver's ``Restored snapshotId=...`` line: a Pod may run for a while
+        (Spark, executors) before it restores.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            found = _RESTORED.findall(self.kubectl("logs", pod, "-c", "driver"))
+            if found:
+                return int(found[-1])
+            assert time.monotonic() < deadline, f"pod={pod} logged no restore in {timeout}s"
+            time.sleep(2)
 
     def read_map(self, map_name: str) -> dict[str, dict[str, int]]:
         """The map's entries, read by a Python client inside a member Pod."""
@@ -298,8 +306,14 @@ def chart_values() -> dict[str, Any]:
     }
 
 
-def sequence_sum_args(dsn: str, job: str, end: int, rate: int) -> dict[str, Any]:
-    """Arguments of ``examples.sequence_sum`` writing to the job's own two tables."""
+def sequence_sum_args(
+    dsn: str, job: str, end: int, rate: int, max_rows_per_epoch: int | None = None
+) -> dict[str, Any]:
+    """Arguments of ``examples.sequence_sum`` writing to the job's own two tables.
+
+    ``max_rows_per_epoch`` caps how fast a restored job catches up, so a job with several
+    faults in a row is still running when the last one comes.
+    """
     table = job.replace("-", "_")
     return {
         "dsn": dsn,
@@ -308,6 +322,7 @@ def sequence_sum_args(dsn: str, job: str, end: int, rate: int) -> dict[str, Any]
         "keys": SUM_KEYS,
         "end": end,
         "rows_per_second": rate,
+        **({} if max_rows_per_epoch is None else {"max_rows_per_epoch": max_rows_per_epoch}),
     }
 
 

@@ -57,7 +57,9 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
     job, end = "lifecycle", 15_000
     with Step("lifecycle-first-snapshot"):
         release.apply_job(
-            job, sequence_sum_args(postgres, job, end, rate=50), pipeline=SEQUENCE_SUM
+            job,
+            sequence_sum_args(postgres, job, end, rate=50, max_rows_per_epoch=100),
+            pipeline=SEQUENCE_SUM,
         )
         running = wait_snapshot(release, job, 1, timeout=300)
 
