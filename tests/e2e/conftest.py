@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -118,9 +117,12 @@ def release(
         yield rel
     finally:
         if rel.installed:
-            for job in rel.jobs:
-                rel.kubectl("delete", "snapshotjob", job, "--ignore-not-found", "--wait=false")
-            time.sleep(5)
+            # While the operator still runs: it removes the jobs' finalizers, without which
+            # the namespace could never be deleted.
+            try:
+                rel.kubectl("delete", "snapshotjobs", "--all", "--timeout=180s", timeout=200)
+            except (RuntimeError, subprocess.SubprocessError) as error:
+                print(f"E2E teardown: jobs not deleted error={error}")
             rel.cluster.helm("uninstall", rel.name, "--namespace", rel.namespace, "--wait")
         kind_cluster.kubectl("delete", "namespace", rel.namespace, "--wait=false")
 
