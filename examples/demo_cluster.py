@@ -37,6 +37,7 @@ from testbed.kube_binaries import binary_path, default_bin_dir, ensure_binaries
 REPO = Path(__file__).resolve().parent.parent
 MANIFESTS = REPO / "examples" / "kubernetes"
 CHART = REPO / "charts" / "snapshotjob-operator"
+CRD_FILE = REPO / "crds" / "snapshotjob.yaml"
 BUILD_SCRIPT = REPO / "hack" / "images" / "build.sh"
 POSTGRES_IMAGE = "snapshotjob/postgres:dev"
 RELEASE = "snapshotjob-demo"
@@ -247,6 +248,12 @@ def closed_form(end: int, keys: int) -> dict[int, tuple[int, int]]:
 
 def set_up(demo: Demo, values: Path) -> dict[str, Any]:
     """Installs the chart and PostgreSQL; removes a previous run's job and tables."""
+    with step("the SnapshotJob CRD (crds/snapshotjob.yaml)"):
+        # Helm installs a chart's CRDs only if they are missing and never upgrades them, so a
+        # cluster kept from an older run would prune the status fields this operator writes.
+        demo.cluster.kubectl(
+            "apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE)
+        )  # fmt: skip
     with step(f"helm upgrade --install {RELEASE} (operator + 3 Hazelcast members)"):
         demo.cluster.helm(
             "upgrade", "--install", RELEASE, str(CHART), "--namespace", demo.namespace,

@@ -31,6 +31,7 @@ from tests.e2e.release import (
 
 POSTGRES_IMAGE = "snapshotjob/postgres:dev"
 POSTGRES_MANIFEST = REPO_ROOT / "examples" / "kubernetes" / "postgres.yaml"
+CRD = REPO_ROOT / "crds" / "snapshotjob.yaml"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -90,6 +91,12 @@ def release(
     values.write_text(yaml.safe_dump(settings))
     try:
         with Step("helm-install"):
+            # Helm installs a chart's CRDs only if they are missing and never upgrades them: a
+            # cluster kept from an older run would silently prune the status fields this
+            # operator and its drivers write, as after any operator upgrade without this step.
+            kind_cluster.kubectl(
+                "apply", "--server-side", "--force-conflicts", "-f", str(CRD)
+            )  # fmt: skip
             kind_cluster.helm(
                 "install",
                 rel.name,
