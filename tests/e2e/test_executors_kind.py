@@ -57,15 +57,24 @@ def _sigkill_driver(release: Release, pod: dict[str, Any]) -> None:
 
 
 def _next_execution(release: Release, job: str, before: dict[str, Any]) -> dict[str, Any]:
-    """Waits for a newer execution with a newer snapshot; returns the job then."""
+    """Waits for a newer execution, checks its restore, and waits for its own next snapshot.
+
+    The new execution must have restored at least the last snapshot before the fault (one may
+    complete between the look and the fault), as its ``Restored snapshotId=`` line says.
+
+    Returns:
+        The job once it has a snapshot newer than the restored one.
+    """
     old = attempt(before)
-    wait_for(
+    current = wait_for(
         release,
         f"job={job} execution after attempt {old}",
-        lambda: (obj := release.job(job)) is not None and attempt(obj) > old,
+        lambda: obj if (obj := release.job(job)) is not None and attempt(obj) > old else None,
         timeout=300,
     )
-    return wait_snapshot(release, job, snapshot_id(before), timeout=300)
+    restored = release.restored_snapshot(current["status"]["execution"]["driverPod"])
+    assert restored >= snapshot_id(before), (restored, before["status"])
+    return wait_snapshot(release, job, restored, timeout=300)
 
 
 def test_driver_executor_and_member_failures_keep_exactly_once(
@@ -105,16 +114,12 @@ def test_driver_executor_and_member_failures_keep_exactly_once(
         driver = release.current_driver(job)
         release.kubectl("delete", "pod", driver["metadata"]["name"], "--wait=false")
         after = _next_execution(release, job, before)
-        restored = release.restored_snapshot(after["status"]["execution"]["driverPod"])
-        assert snapshot_id(before) <= restored < snapshot_id(after), (restored, after["status"])
 
     with Step("faults-driver-sigkilled"):
         before = release.job(job) or {}
         driver = release.current_driver(job)
         _sigkill_driver(release, driver)
         after = _next_execution(release, job, before)
-        restored = release.restored_snapshot(after["status"]["execution"]["driverPod"])
-        assert snapshot_id(before) <= restored < snapshot_id(after), (restored, after["status"])
         assert after["status"].get("restarts", 0) >= 1, after["status"]
         killed = release.kubectl(
             "get",
@@ -181,8 +186,6 @@ def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(
     assert int(after["status"].get("restarts", 0)) == restarts, after["status"]
     assert after["status"]["driverExit"]["exitCode"] == 143, after["status"]
     assert release.current_driver(job)["spec"]["nodeName"] != node
-    restored = release.restored_snapshot(after["status"]["execution"]["driverPod"])
-    assert snapshot_id(before) <= restored < snapshot_id(after)
 
     before = wait_snapshot(release, job, snapshot_id(after) + 1)
     driver = release.current_driver(job)
@@ -192,8 +195,6 @@ def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(
         with Step("nodes-lost-new-execution"):
             after = _next_execution(release, job, before)
         assert release.current_driver(job)["spec"]["nodeName"] != node
-        restored = release.restored_snapshot(after["status"]["execution"]["driverPod"])
-        assert snapshot_id(before) <= restored < snapshot_id(after), (restored, after["status"])
         assert "DriverNodeLost" in _event_reasons(release, job)
     finally:
         subprocess.run(["docker", "unpause", node], check=True, timeout=60)
