@@ -152,3 +152,23 @@ def postgres(kind_cluster: KindCluster, release: Release) -> str:
         release.apply(yaml.safe_dump_all(documents))
         release.kubectl("rollout", "status", "statefulset/postgres", "--timeout=300s", timeout=320)
     return "postgresql://snapshotjob:snapshotjob@postgres:5432/snapshotjob"
+
+
+@pytest.fixture(autouse=True)
+def _delete_the_tests_jobs(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Deletes the jobs a test applied once it is done, passed or failed.
+
+    A failed test's job would otherwise keep running and hold a worker's CPU, so the next
+    test's driver could not be scheduled and would fail too, for an unrelated reason.
+    """
+    if "release" not in request.fixturenames:
+        yield
+        return
+    rel: Release = request.getfixturevalue("release")
+    before = set(rel.jobs)
+    yield
+    for job in [job for job in rel.jobs if job not in before]:
+        try:
+            rel.kubectl("delete", "snapshotjob", job, "--ignore-not-found", "--wait=false")
+        except (RuntimeError, subprocess.SubprocessError) as error:
+            print(f"E2E teardown: job={job} not deleted error={error}")

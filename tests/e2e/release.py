@@ -109,10 +109,17 @@ class Release:
         """
         deadline = time.monotonic() + timeout
         while True:
-            found = _RESTORED.findall(self.kubectl("logs", pod, "-c", "driver"))
+            try:
+                found = _RESTORED.findall(self.kubectl("logs", pod, "-c", "driver"))
+            except RuntimeError as error:
+                # The status names the Pod before the Pod exists, and a container logs
+                # nothing before it starts.
+                found, last = [], str(error)
+            else:
+                last = "no restore logged"
             if found:
                 return int(found[-1])
-            assert time.monotonic() < deadline, f"pod={pod} logged no restore in {timeout}s"
+            assert time.monotonic() < deadline, f"pod={pod}: {last} in {timeout}s"
             time.sleep(2)
 
     def read_map(self, map_name: str) -> dict[str, dict[str, int]]:
