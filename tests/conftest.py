@@ -28,14 +28,25 @@ pytest_plugins = [
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Give every test its tier marker from its folder, so ``-m unit`` selects by folder.
 
-    The unit tests run first (the order within each tier is kept). Besides failing fast, this
-    keeps the unit tier's process guard (``tests/unit/conftest.py``) off the session's end:
-    session fixtures (the kind cluster, the control plane, the servers) are finalized in the
-    teardown of the session's last test, and that teardown must be free to stop them.
+    The unit tests run first and the tests on the kind cluster last (the order within each
+    group is kept). Session fixtures (the kind cluster, the chart release, the control plane,
+    the servers) are finalized in the teardown of the session's last test, so that test must
+    be one whose markers allow the teardown: not a unit test (its process guard,
+    ``tests/unit/conftest.py``, forbids processes) and, while the cluster is up, one whose
+    ``cluster`` marker declares the ``kubectl`` and ``helm`` the release's teardown runs
+    (``tests/fixtures/kube.py`` refuses undeclared binaries). Last, the cluster's nodes and
+    the jobs left in it also stop competing with the other tiers for the CPU.
     """
     for item in items:
         parts = item.path.parts
         for tier in ("unit", "integration", "e2e"):
             if tier in parts:
                 item.add_marker(getattr(pytest.mark, tier))
-    items.sort(key=lambda item: 0 if "unit" in item.path.parts else 1)
+    items.sort(key=_run_order)
+
+
+def _run_order(item: pytest.Item) -> int:
+    """0 for the unit tests, 2 for the tests on the kind cluster, 1 for the rest."""
+    if "unit" in item.path.parts:
+        return 0
+    return 2 if item.get_closest_marker("cluster") else 1
