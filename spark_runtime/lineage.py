@@ -17,8 +17,9 @@ replica instead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from weakref import WeakKeyDictionary
 
-from pyspark import StorageLevel
+from pyspark import SparkContext, StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
@@ -72,13 +73,22 @@ def checkpoint(frame: DataFrame) -> Checkpointed:
     return Checkpointed(materialised, {int(plan.rdd().id())})
 
 
+# Per SparkContext: its conf cannot change once it runs, and ``getConf()`` copies the whole
+# conf through py4j, which every checkpoint of every epoch would otherwise pay.
+_REPLICAS: WeakKeyDictionary[SparkContext, int] = WeakKeyDictionary()
+
+
 def state_replicas(spark: SparkSession) -> int:
     """Returns how many executors keep each checkpointed block (:data:`STATE_REPLICAS_CONF`).
 
-    Read from the SparkContext's conf, which does not change while the session lives.
+    Read once per SparkContext, whose conf does not change while it lives.
     """
-    value = spark.sparkContext.getConf().get(STATE_REPLICAS_CONF, "1") or "1"
-    return max(1, int(value))
+    context = spark.sparkContext
+    replicas = _REPLICAS.get(context)
+    if replicas is None:
+        value = context.getConf().get(STATE_REPLICAS_CONF, "1") or "1"
+        replicas = _REPLICAS[context] = max(1, int(value))
+    return replicas
 
 
 def empty_frame(spark: SparkSession, schema: StructType) -> Checkpointed:
