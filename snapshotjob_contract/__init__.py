@@ -8,7 +8,8 @@ Hazelcast maps the snapshots live in. Everything either side must agree on is he
 else:
 
 * :mod:`~snapshotjob_contract.spec`, :mod:`~snapshotjob_contract.status`: the pydantic models
-  of the resource (the CRD is rendered from them by ``snapshot_operator.api.crd``);
+  of the resource (the CRD is rendered from them by ``snapshot_operator.api.crd``), and
+  :mod:`~snapshotjob_contract.conditions`: the status's phases, conditions and reasons;
 * :mod:`~snapshotjob_contract.resource`: the API group, version, kind and plural;
 * :mod:`~snapshotjob_contract.environment`: the driver's command and environment variables;
 * :mod:`~snapshotjob_contract.exits`: the driver's exit codes and what each means;
@@ -21,6 +22,15 @@ programs, the CRD generator and the tests import it, so it may pull in neither k
 client, and it imports neither program.
 """
 
+from snapshotjob_contract.conditions import (
+    CONDITION_DESCRIPTIONS,
+    PHASE_DESCRIPTIONS,
+    REASON_DESCRIPTIONS,
+    ConditionReason,
+    ConditionStatus,
+    ConditionType,
+    Phase,
+)
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
 from snapshotjob_contract.record import (
@@ -49,13 +59,7 @@ from snapshotjob_contract.spec import (
     UpgradeMode,
 )
 from snapshotjob_contract.status import (
-    CONDITION_DESCRIPTIONS,
-    PHASE_DESCRIPTIONS,
-    REASON_DESCRIPTIONS,
     Condition,
-    ConditionReason,
-    ConditionStatus,
-    ConditionType,
     DriverExitStatus,
     ExecutionRecordStatus,
     ExecutionStatus,
@@ -64,7 +68,6 @@ from snapshotjob_contract.status import (
     ExportRequestStatus,
     FailureStatus,
     ForcedRestartsStatus,
-    Phase,
     PipelineStartedStatus,
     SnapshotJobStatus,
     SnapshotStatsStatus,
