@@ -42,7 +42,6 @@ BUILD_SCRIPT = REPO / "hack" / "images" / "build.sh"
 POSTGRES_IMAGE = "snapshotjob/postgres:dev"
 RELEASE = "snapshotjob-demo"
 JOB = "sequence-sum"
-CRD = "snapshotjobs.snapshotjob.io"
 STARTED = time.monotonic()
 
 
@@ -171,8 +170,8 @@ def wait_job(
         time.sleep(1)
 
 
-def job_manifest(demo: Demo, crd: dict[str, Any]) -> dict[str, Any]:
-    """``examples/kubernetes/snapshotjob.yaml`` for this cluster: image, master, CRD fields."""
+def job_manifest(demo: Demo) -> dict[str, Any]:
+    """``examples/kubernetes/snapshotjob.yaml`` for this cluster: its image and master."""
     manifest: dict[str, Any] = yaml.safe_load((MANIFESTS / "snapshotjob.yaml").read_text())
     spec = manifest["spec"]
     spec["image"] = demo.image
@@ -190,51 +189,18 @@ def job_manifest(demo: Demo, crd: dict[str, Any]) -> dict[str, Any]:
             "    one-node cluster: spark.master=local[2] instead of executor Pods "
             "(SNAPSHOTJOB_DEMO_MASTER=k8s forces them)"
         )
-    # Fields the installed CRD does not know yet (an older chart) are left out, not rejected.
-    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    spark_fields = schema["properties"]["spec"]["properties"]["spark"]["properties"]
-    executor_fields = spark_fields["executor"]["properties"]
-    for field in list(spec["spark"]["executor"]):
-        if field not in executor_fields:
-            value = spec["spark"]["executor"].pop(field)
-            say(f"    the installed CRD has no spec.spark.executor.{field}: left out")
-            if field == "coresRequest":
-                # Spark's own setting for the same request, so the executors still fit.
-                spec["spark"]["conf"]["spark.kubernetes.executor.request.cores"] = str(value)
     return manifest
 
 
 def chart_values(namespace: str, image: str) -> dict[str, Any]:
-    """Chart values for a small machine: the project image everywhere, small requests."""
+    """``examples/kubernetes/values-kind.yaml``, with the image and the demo's namespace."""
+    values: dict[str, Any] = yaml.safe_load((MANIFESTS / "values-kind.yaml").read_text())
     repository, tag = image.rsplit(":", 1)
     image_values = {"repository": repository, "tag": tag, "pullPolicy": "Never"}
-    return {
-        "operator": {
-            "image": image_values,
-            "replicas": 1,
-            # Only the demo's namespace: other installations in the cluster keep their jobs.
-            "allNamespaces": False,
-            "namespaces": [namespace],
-            "storeRetrySeconds": 3,
-            "resyncSeconds": 10,
-            "gracefulTimeoutSeconds": 120,
-            "resources": {
-                "requests": {"cpu": "10m", "memory": "128Mi"},
-                "limits": {"memory": "384Mi"},
-            },
-        },
-        "hazelcast": {
-            "image": image_values,
-            "command": ["hazelcast-member"],
-            "replicas": 3,
-            "heap": "256m",
-            "gracefulShutdownSeconds": 20,
-            "resources": {
-                "requests": {"cpu": "10m", "memory": "384Mi"},
-                "limits": {"memory": "640Mi"},
-            },
-        },
-    }
+    values["hazelcast"]["image"] = image_values
+    # Only the demo's namespace: other installations in the cluster keep their jobs.
+    values["operator"] |= {"image": image_values, "allNamespaces": False, "namespaces": [namespace]}
+    return values
 
 
 def closed_form(end: int, keys: int) -> dict[int, tuple[int, int]]:
@@ -246,7 +212,7 @@ def closed_form(end: int, keys: int) -> dict[int, tuple[int, int]]:
     return result
 
 
-def set_up(demo: Demo, values: Path) -> dict[str, Any]:
+def set_up(demo: Demo, values: Path) -> None:
     """Installs the chart and PostgreSQL; removes a previous run's job and tables."""
     with step("the SnapshotJob CRD (crds/snapshotjob.yaml)"):
         # Helm installs a chart's CRDs only if they are missing and never upgrades them, so a
@@ -272,8 +238,6 @@ def set_up(demo: Demo, values: Path) -> dict[str, Any]:
         with step(f"removing the previous run's SnapshotJob {JOB} and tables"):
             demo.kubectl("delete", "snapshotjob", JOB, "--wait=true", "--timeout=180s")
             demo.sql("DROP TABLE IF EXISTS sums; DROP TABLE IF EXISTS events")
-    crd: dict[str, Any] = json.loads(demo.cluster.kubectl("get", "crd", CRD, "-o", "json"))
-    return crd
 
 
 def run_job(demo: Demo, manifest: dict[str, Any]) -> None:
@@ -431,8 +395,8 @@ def up(cluster_name: str, image: str, namespace: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         values = Path(tmp) / "values.yaml"
         values.write_text(yaml.safe_dump(chart_values(namespace, image)))
-        crd = set_up(demo, values)
-    manifest = job_manifest(demo, crd)
+        set_up(demo, values)
+    manifest = job_manifest(demo)
     run_job(demo, manifest)
     with step("checking the result in PostgreSQL"):
         check_result(demo, manifest["spec"]["pipeline"]["args"])

@@ -294,3 +294,19 @@ def test_without_hazelcast_no_store_restarts() -> None:
     env = env_of(by_kind(objects, "Deployment")[0])
     assert "SJ_OPERATOR_STORE_STATEFULSET" not in env
     assert not [r for r in by_kind(objects, "Role") if r["metadata"]["name"].endswith("-store")]
+
+
+def test_the_kind_values_place_the_installation_on_the_control_plane_node() -> None:
+    """``examples/kubernetes/values-kind.yaml``, what ``make demo`` and the e2e tests use."""
+    values = CHART.parents[1] / "examples" / "kubernetes" / "values-kind.yaml"
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--values", str(values)]
+    objects = [doc for doc in yaml.safe_load_all(helm(*args)) if doc]
+    placed = by_kind(objects, "Deployment") + by_kind(objects, "StatefulSet")
+    assert len(placed) == 2, [obj["metadata"]["name"] for obj in placed]
+    for obj in placed:
+        pod = obj["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}, obj
+        assert pod["tolerations"][0]["key"] == "node-role.kubernetes.io/control-plane", obj
+    members = by_kind(objects, "StatefulSet")[0]
+    assert members["spec"]["replicas"] == 3
+    assert members["spec"]["template"]["spec"]["containers"][0]["command"] == ["hazelcast-member"]
