@@ -62,7 +62,8 @@ actions), :mod:`~snapshot_operator.reconcile.phases` (the allowed phase changes)
 :mod:`~snapshot_operator.reconcile.exits` (how an execution ends),
 :mod:`~snapshot_operator.reconcile.between` (suspend, export by copy, backoff),
 :mod:`~snapshot_operator.reconcile.starting` (a new execution),
-:mod:`~snapshot_operator.reconcile.conditions` and :mod:`~snapshot_operator.reconcile.deletion`.
+:mod:`~snapshot_operator.reconcile.conditions`, :mod:`~snapshot_operator.reconcile.deletion`,
+and, ahead of them all, :mod:`~snapshot_operator.reconcile.lost_nodes` (drivers on lost nodes).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ from snapshot_operator.reconcile.deletion import delete
 from snapshot_operator.reconcile.exits import reset_forced_restarts
 from snapshot_operator.reconcile.gates import export_problem, store_problem
 from snapshot_operator.reconcile.live import supervise
+from snapshot_operator.reconcile.lost_nodes import delete_drivers_on_lost_nodes
 from snapshot_operator.reconcile.observation import DecisionSettings, InvalidSpec, Observation
 from snapshot_operator.reconcile.phases import LIVE_PHASES
 from snapshot_operator.reconcile.plan import Plan
@@ -94,6 +96,7 @@ def decide(
         first; a ``Requeue`` comes last.
     """
     plan = Plan(observation, settings or DecisionSettings())
+    plan.lost_drivers = delete_drivers_on_lost_nodes(plan)
     if observation.deleting:
         return delete(plan)
     spec = observation.spec

@@ -24,11 +24,14 @@ from snapshotjob_contract import all_snapshot_map_names
 def delete(plan: Plan) -> tuple[Action, ...]:
     """The job is being deleted: CANCEL_FORCEFUL, then destroy its automatic snapshot maps."""
     running = plan.pods_that_may_run()
-    actions: list[Action] = []
+    # Drivers on lost nodes are deleted at once already (lost_nodes): a graceful deletion of
+    # them would never end.
+    effects: list[Action] = list(plan.effects)
+    events: list[Action] = list(plan.events)
     for pod in running:
-        if not pod.deleting:
-            actions.append(DeleteDriverPod(pod.name))
-            actions.append(
+        if not pod.deleting and pod.name not in plan.lost_drivers:
+            effects.append(DeleteDriverPod(pod.name))
+            events.append(
                 EmitEvent(
                     EventReason.CANCELLED,
                     f"Job is being deleted, cancelling its execution without a snapshot "
@@ -36,19 +39,17 @@ def delete(plan: Plan) -> tuple[Action, ...]:
                 )
             )
     if running:
-        actions.append(Requeue(plan.settings.store_retry_seconds))
-        return tuple(actions)
-    actions += [DeleteDriverPod(pod.name) for pod in plan.obs.pods if not pod.deleting]
+        return (*effects, *events, Requeue(plan.settings.store_retry_seconds))
+    effects += [DeleteDriverPod(pod.name) for pod in plan.obs.pods if not pod.deleting]
     uid = plan.obs.job.uid
     # Every name the pair may have had: names carry the backup count, which may have changed.
     maps = all_snapshot_map_names(uid)
-    actions.append(DeleteSnapshotMaps(maps))
-    actions.append(
+    effects.append(DeleteSnapshotMaps(maps))
+    events.append(
         EmitEvent(
             EventReason.SNAPSHOT_MAPS_DELETED,
             f"Destroyed the job's automatic snapshot maps uid={uid} count={len(maps)}, "
             "exports are kept",
         )
     )
-    actions.append(RemoveFinalizer())
-    return tuple(actions)
+    return (*effects, *events, RemoveFinalizer())

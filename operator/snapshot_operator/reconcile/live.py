@@ -46,6 +46,10 @@ _UPGRADE_MODES: Mapping[UpgradeMode, TerminationMode] = MappingProxyType(
 def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
     """A live phase: follow the current driver Pod and serve spec changes through it."""
     status = plan.status
+    if status.phase is Phase.RUNNING and not status.pipeline_runs():
+        # A status an operator without status.pipelineStarted wrote: nothing says the
+        # pipeline of the current execution runs, and RUNNING is said only when something does.
+        plan.update(phase=Phase.STARTING)
     execution = status.execution
     current_id = execution.id if execution is not None else None
     pod = None
@@ -107,7 +111,8 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
     if pod.phase.is_terminal:
         execution_ended(plan, spec, pod)
         return
-    if _node_lost(plan, pod):
+    if pod.name in plan.lost_drivers:
+        # Deleted at once (lost_nodes): the next decision finds it gone.
         return
     if pod.deleting:
         # Stopping forcefully: wait until its containers have stopped.
@@ -138,38 +143,6 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
             plan.update(forced_restarts=None)
     _watch_export_request(plan)
     _serve_spec_change(plan, spec, pod)
-
-
-def _node_lost(plan: Plan, pod: DriverPod) -> bool:
-    """Deletes the driver Pod at once when its node stopped reporting for too long.
-
-    The Pod stays Running in the API while its node is gone, and even once evicted it stays
-    Terminating until the node confirms, which a lost node never does: without this the job
-    would wait forever. Deleting it without a grace period lets the next reconcile start a new
-    execution (counted as a failure: "Driver Pod disappeared"). The old driver may still run
-    on the other side of the lost node; the new execution id in the status fences it, as any
-    zombie (docs/protocol.md), and its executors go with its Pod.
-
-    Returns:
-        Whether the Pod was deleted (or is being deleted) because its node is lost.
-    """
-    since = pod.node_lost_since
-    if since is None:
-        return False
-    lost_for = (plan.now - since).total_seconds()
-    limit = plan.settings.driver_lost_seconds
-    if lost_for < limit:
-        plan.requeue(max(1, int(limit - lost_for) + 1))
-        return False
-    plan.delete_pod_at_once(pod)
-    plan.event(
-        EventReason.DRIVER_NODE_LOST,
-        f"Driver Pod's node stopped reporting, deleted the Pod at once to start a new "
-        f"execution; fencing stops the old driver if it comes back pod={pod.name} "
-        f"executionId={pod.execution_id} notReadySeconds={int(lost_for)}",
-    )
-    plan.requeue(plan.settings.store_retry_seconds)
-    return True
 
 
 def _start_failed(plan: Plan, spec: SnapshotJobSpec, failure: StartFailureStatus) -> None:

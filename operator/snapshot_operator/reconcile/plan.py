@@ -62,6 +62,8 @@ class Plan:
             Degraded; None if nothing says so.
         waiting_for_pipeline: The current driver runs but has not reported its pipeline
             running yet, for Progressing.
+        lost_drivers: Driver Pods this decision deletes at once because their node stopped
+            reporting (:mod:`~snapshot_operator.reconcile.lost_nodes`).
     """
 
     def __init__(self, observation: Observation, settings: DecisionSettings) -> None:
@@ -80,6 +82,7 @@ class Plan:
         self.fenced: str | None = None
         self.start_problem: Problem | None = None
         self.waiting_for_pipeline = False
+        self.lost_drivers: frozenset[str] = frozenset()
 
     def update(self, **fields: Any) -> None:
         """Changes status fields (snake_case names); they go into the status patch."""
@@ -98,8 +101,12 @@ class Plan:
         )
 
     def delete_pod(self, pod: DriverPod) -> None:
-        """Deletes a driver Pod, once, unless it is being deleted already."""
-        if not pod.deleting and DeleteDriverPod(pod.name) not in self.effects:
+        """Deletes a driver Pod, once, unless it is being deleted already (or at once)."""
+        if (
+            not pod.deleting
+            and pod.name not in self.lost_drivers
+            and DeleteDriverPod(pod.name) not in self.effects
+        ):
             self.effects.append(DeleteDriverPod(pod.name))
 
     def delete_pod_at_once(self, pod: DriverPod) -> None:

@@ -4,7 +4,8 @@ A hypothesis state machine interleaves reconciles with everything that happens b
 drivers that start, report their pipeline running (or never do, as when executors cannot be
 scheduled), snapshot, serve requests, crash, exit with RESTART_FORCEFUL, get SIGTERM
 (INTERRUPTED) or find themselves fenced (FENCED); Pods that are stopped by the kubelet, vanish
-with their node or are deleted by hand; users who suspend, resume, export,
+with their node or are deleted by hand; nodes that stop reporting (their Pods stay Running and
+nothing more is heard of them) and come back; users who suspend, resume, export,
 cancel and upgrade; a store that loses cluster safety; time that passes. After every step the
 safety invariants are checked on the whole world, not on a single decision.
 """
@@ -159,6 +160,8 @@ class JobWorld(RuleBasedStateMachine):
         for action in actions:
             if isinstance(action, CreateDriverPod):
                 self._create(action)
+            elif isinstance(action, DeleteDriverPod) and action.at_once:
+                self._delete_at_once(action.pod_name)
             elif isinstance(action, DeleteDriverPod) and action.pod_name in self.pods:
                 self.pods[action.pod_name] = replace(self.pods[action.pod_name], deleting=True)
             elif isinstance(action, CopySnapshotToExport):
@@ -167,6 +170,14 @@ class JobWorld(RuleBasedStateMachine):
                 assert self.deleting
                 assert not [pod for pod in self.pods.values() if pod.may_run], "a driver runs"
                 self.deleted = True
+
+    def _delete_at_once(self, name: str) -> None:
+        # Without a grace period the API forgets the Pod; its driver may go on as a zombie,
+        # which fencing stops (tests/integration/test_zombie_fencing.py), not this world.
+        pod = self.pods.pop(name, None)
+        assert pod is not None and pod.node_lost_since is not None, "deleted a Pod at once"
+        lost_for = (self.now - pod.node_lost_since).total_seconds()
+        assert lost_for >= DecisionSettings().driver_lost_seconds, "deleted a lost Pod too early"
 
     def _create(self, action: CreateDriverPod) -> None:
         assert not self.deleting, "started an execution of a job being deleted"
@@ -189,12 +200,17 @@ class JobWorld(RuleBasedStateMachine):
     # The current driver.
 
     def _current(self) -> DriverPod | None:
+        """The current execution's Pod, unless its node stopped reporting: nothing is heard
+        from a driver there (its exit, its snapshots) while the node is lost."""
         execution = self.status.execution
         return next(
             (
                 pod
                 for pod in self.pods.values()
-                if execution is not None and pod.execution_id == execution.id and pod.may_run
+                if execution is not None
+                and pod.execution_id == execution.id
+                and pod.may_run
+                and pod.node_lost_since is None
             ),
             None,
         )
@@ -352,8 +368,24 @@ class JobWorld(RuleBasedStateMachine):
     @then_reconcile
     def kubelet_stops_deleted_pods(self) -> None:
         for name, pod in list(self.pods.items()):
-            if pod.deleting:
+            if pod.deleting and pod.node_lost_since is None:
                 del self.pods[name]
+
+    @rule()
+    @then_reconcile
+    def drivers_node_stops_reporting(self) -> None:
+        # The node controller marks its Pods not Ready; they stay Running in the API, and a
+        # graceful deletion of one never ends, since only the node's kubelet could confirm it.
+        for name, pod in list(self.pods.items()):
+            if pod.phase is PodPhase.RUNNING and pod.node_lost_since is None:
+                self.pods[name] = replace(pod, node_lost_since=self.now)
+
+    @rule()
+    @then_reconcile
+    def lost_node_reports_again(self) -> None:
+        for name, pod in list(self.pods.items()):
+            if pod.node_lost_since is not None:
+                self.pods[name] = replace(pod, node_lost_since=None)
 
     @rule()
     @then_reconcile
@@ -417,6 +449,16 @@ class JobWorld(RuleBasedStateMachine):
     @invariant()
     def at_most_one_driver_may_run(self) -> None:
         assert len([pod for pod in self.pods.values() if pod.may_run]) <= 1
+
+    @invariant()
+    def a_pod_on_a_node_lost_too_long_is_gone_after_a_reconcile(self) -> None:
+        if not self._reconciled_since_time_passed:
+            return
+        limit = DecisionSettings().driver_lost_seconds
+        for pod in self.pods.values():
+            since = pod.node_lost_since
+            if since is not None:
+                assert (self.now - since).total_seconds() < limit, f"kept {pod}"
 
     @invariant()
     def running_means_the_driver_reported_its_pipeline(self) -> None:

@@ -15,7 +15,13 @@ from dataclasses import replace
 
 import pytest
 
-from snapshot_operator.reconcile import DeleteDriverPod, EventReason, Requeue, decide
+from snapshot_operator.reconcile import (
+    DeleteDriverPod,
+    EventReason,
+    RemoveFinalizer,
+    Requeue,
+    decide,
+)
 from snapshot_operator.reconcile.observe import parse_node_lost_since
 from snapshotjob_contract import (
     DriverExit,
@@ -64,6 +70,33 @@ def test_a_lost_driver_already_evicted_is_still_deleted_at_once() -> None:
     evicted = replace(pod, deleting=True, node_lost_since=ago(SETTINGS.driver_lost_seconds + 300))
     actions = decide(replace(observation, pods=(evicted,)), SETTINGS)
     assert of_type(actions, DeleteDriverPod) == [DeleteDriverPod(pod.name, at_once=True)]
+
+
+def test_a_job_being_deleted_deletes_a_driver_on_a_lost_node_at_once_then_ends() -> None:
+    # Its graceful deletion would never end, and the job would keep its finalizer for ever.
+    observation = running_job(spec_of())
+    (pod,) = observation.pods
+    lost = replace(pod, deleting=True, node_lost_since=ago(SETTINGS.driver_lost_seconds))
+    actions = decide(replace(observation, pods=(lost,), deleting=True), SETTINGS)
+    assert of_type(actions, DeleteDriverPod) == [DeleteDriverPod(pod.name, at_once=True)]
+    assert EventReason.DRIVER_NODE_LOST in reasons(actions)
+    assert not of_type(actions, RemoveFinalizer)
+
+    gone = decide(replace(observation, pods=(), deleting=True), SETTINGS)
+    assert of_type(gone, RemoveFinalizer)
+
+
+@pytest.mark.parametrize("phase", [Phase.FAILED, Phase.RESTARTING, Phase.SUSPENDED])
+def test_a_driver_on_a_lost_node_is_deleted_at_once_between_executions(phase: Phase) -> None:
+    # A Pod being deleted when the job ended or paused, whose node then stopped reporting:
+    # it may run as far as the API knows, so no new execution could ever start.
+    observation = running_job(spec_of())
+    (pod,) = observation.pods
+    status = observation.status.model_copy(update={"phase": phase})
+    lost = replace(pod, deleting=True, node_lost_since=ago(SETTINGS.driver_lost_seconds + 1))
+    actions = decide(replace(observation, status=status, pods=(lost,)), SETTINGS)
+    assert of_type(actions, DeleteDriverPod) == [DeleteDriverPod(pod.name, at_once=True)]
+    assert EventReason.DRIVER_NODE_LOST in reasons(actions)
 
 
 @pytest.mark.parametrize(
