@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.release import (
+    CATCH_UP,
     SEQUENCE_SUM,
     Release,
     Step,
@@ -81,11 +82,13 @@ def test_driver_executor_and_member_failures_keep_exactly_once(
     release: Release, postgres: str
 ) -> None:
     """Executor killed, driver Pod deleted, driver SIGKILLed, member killed: one job, exact."""
-    job, end = "faults", 24_000
+    # Paced to end 280 s after the start: after the last fault (the member, about 170 s in on a
+    # loaded 2-core machine) and its three snapshots.
+    job, end = "faults", 28_000
     with Step("faults-first-snapshot"):
         release.apply_job(
             job,
-            sequence_sum_args(postgres, job, end, rate=100, max_rows_per_epoch=200),
+            sequence_sum_args(postgres, job, end, rate=100, max_rows_per_epoch=CATCH_UP),
             pipeline=SEQUENCE_SUM,
         )
         running = wait_snapshot(release, job, 1, timeout=300)
@@ -160,7 +163,7 @@ def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(
     execution id in the status fences it, so the output stays exact.
     """
     job, end = "nodes", 20_000
-    args = sequence_sum_args(postgres, job, end, rate=100, max_rows_per_epoch=200)
+    args = sequence_sum_args(postgres, job, end, rate=100, max_rows_per_epoch=CATCH_UP)
     with Step("nodes-first-snapshot"):
         release.apply_job(job, args, pipeline=SEQUENCE_SUM)
         before = wait_snapshot(release, job, 1, timeout=300)

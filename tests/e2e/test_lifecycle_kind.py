@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.release import (
+    CATCH_UP,
     CHART,
     SEQUENCE_SUM,
     SUM_KEYS,
@@ -58,7 +59,7 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
     with Step("lifecycle-first-snapshot"):
         release.apply_job(
             job,
-            sequence_sum_args(postgres, job, end, rate=50, max_rows_per_epoch=100),
+            sequence_sum_args(postgres, job, end, rate=50, max_rows_per_epoch=CATCH_UP),
             pipeline=SEQUENCE_SUM,
         )
         running = wait_snapshot(release, job, 1, timeout=300)
