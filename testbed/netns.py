@@ -475,14 +475,14 @@ def _remove(namespaces: list[str], links: list[str], timeout: float = 15.0) -> N
 
 
 def sweep_leftovers(prefix: str = DEFAULT_PREFIX) -> list[str]:
-    """Remove the namespaces and root links of runs whose owning process is dead.
+    """Remove the namespaces, root links and log folders of runs whose owner is dead.
 
     Args:
         prefix: The ``prefix`` the runs were created with; names look like
             ``<prefix><pid>x<random>-<rest>``.
 
     Returns:
-        The names removed (namespaces and links).
+        The names removed (namespaces, links and folders).
     """
     pattern = re.compile(rf"^{re.escape(prefix)}(\d+)x[0-9a-f]+-")
 
@@ -492,7 +492,13 @@ def sweep_leftovers(prefix: str = DEFAULT_PREFIX) -> list[str]:
 
     namespaces = [ns for ns in _namespaces() if dead(ns)]
     links = [link for link in _root_links() if dead(link)]
-    if namespaces or links:
-        log.warning("Sweeping network leftovers of dead runs names=%s", namespaces + links)
+    folders = [p for p in Path(tempfile.gettempdir()).glob(f"{prefix}*-logs-*") if dead(p.name)]
+    if namespaces or links or folders:
+        log.warning(
+            "Sweeping network leftovers of dead runs names=%s",
+            namespaces + links + [p.name for p in folders],
+        )
         _remove(namespaces, links)
-    return namespaces + links
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+    return namespaces + links + [p.name for p in folders]

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -199,9 +200,11 @@ def test_destroy_leaves_nothing(network_factory: NetworkFactory, tmp_path: Path)
 
 
 def _leftovers(prefix: str) -> list[str]:
+    """Namespaces, root links and temporary folders whose names hold ``prefix``."""
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    return [line for line in (namespaces + links).splitlines() if prefix in line]
+    folders = "\n".join(p.name for p in Path(tempfile.gettempdir()).glob(f"{prefix}*"))
+    return [line for line in (namespaces + links + folders).splitlines() if prefix in line]
 
 
 _OWNER_SCRIPT = """
@@ -223,13 +226,13 @@ def test_dead_runs_leave_nothing(ending: str) -> None:
     prefix = owner.stdout.readline().strip()
     assert prefix.startswith(f"sj{owner.pid}x"), prefix
     names = {f"{prefix}hub", f"{prefix}a", f"{prefix}b", f"{prefix}r"}
-    assert len(_leftovers(prefix)) == len(names)
+    assert len(_leftovers(prefix)) == len(names) + 1  # and the folder for delay logs
     assert not names & set(sweep_leftovers()), "the sweep removed a live run's network"
 
     owner.send_signal(getattr(signal, ending))
     owner.wait(15)
     if ending == "SIGKILL":
-        assert len(_leftovers(prefix)) == len(names)
+        assert len(_leftovers(prefix)) == len(names) + 1
         assert names <= set(sweep_leftovers())
     assert not _leftovers(prefix)
 
