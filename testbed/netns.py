@@ -71,6 +71,9 @@ IP = "/usr/sbin/ip"
 IPTABLES_RESTORE = "/usr/sbin/iptables-restore"
 SYSCTL = "/usr/sbin/sysctl"
 NETDELAY = Path(__file__).with_name("netdelay.py")
+# Cuts and impairments are IPv4 rules: IPv6 (link-local addresses come by themselves) is off
+# in the run's namespaces, so no traffic can go round them.
+NO_IPV6 = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
 # Private /24s are taken from this /16, away from Docker (172.17/16), kind (172.18/16),
 # flannel (10.244/16) and Kubernetes' default service range (10.96/12).
 SUBNET_POOL = ipaddress.IPv4Network("10.123.0.0/16")
@@ -233,10 +236,10 @@ class Network:
             _run([IP, *command.split()])
 
         ip(f"netns add {hub}")
+        # Bridged frames pass the hub's FORWARD chain, where the faults are.
+        self._hub.run([SYSCTL, "-qw", "net.bridge.bridge-nf-call-iptables=1", *NO_IPV6])
         ip(f"-n {hub} link add br0 type bridge")
         ip(f"-n {hub} link set br0 up")
-        # Bridged frames pass the hub's FORWARD chain, where the faults are.
-        self._hub.run([SYSCTL, "-qw", "net.bridge.bridge-nf-call-iptables=1"])
         self._apply_rules()
         ip(f"link add {self.root_link} type veth peer name root netns {hub}")
         ip(f"-n {hub} link set dev root master br0 up")
@@ -245,6 +248,7 @@ class Network:
         for index, host in enumerate(self.hosts.values()):
             ns, eth = host.namespace, host.interface
             ip(f"netns add {ns}")
+            host.run([SYSCTL, "-qw", *NO_IPV6])
             ip(f"-n {hub} link add v{index} type veth peer name {eth} netns {ns}")
             ip(f"-n {hub} link set v{index} master br0 up")
             ip(f"-n {ns} addr add {host.ip}/{self.subnet.prefixlen} dev {eth}")
