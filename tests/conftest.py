@@ -20,6 +20,7 @@ pytest_plugins = [
     "tests.fixtures.postgres",
     "tests.fixtures.spark",
     "tests.fixtures.kube",
+    "tests.fixtures.netns",
     # pytester runs nested in-process sessions: tests/unit/test_process_guard.py uses it.
     "pytester",
 ]
