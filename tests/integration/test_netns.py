@@ -25,10 +25,7 @@ from testbed.netns import ROOT, Host, Network, sweep_leftovers
 from testbed.processes import ManagedProcess, wait_until
 from tests.fixtures.netns import NetworkFactory
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0, reason="Network namespaces need root"),
-]
+pytestmark = pytest.mark.integration
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
