@@ -100,6 +100,13 @@ class DriverResources(ApiModel):
     cores_request: str | None = Field(default=None, pattern=CPU_QUANTITY_PATTERN, exclude_if=_unset)
     """CPU request of the driver container as a Kubernetes quantity, e.g. `500m`; `cores` when
     omitted. Spark still runs `cores` task threads on the driver."""
+    memory_overhead: str | None = Field(
+        default=None, pattern=SPARK_MEMORY_PATTERN, exclude_if=_unset
+    )
+    """Memory of the driver container beyond the heap, in Spark's notation, e.g. `1g`: the
+    pipeline's Python process (its own code, pandas, Arrow batches) lives there too. The
+    container's memory request and limit are the heap plus this; when omitted, Spark's default
+    overhead: a tenth of the heap, at least 384 MiB."""
 
 
 class ExecutorResources(ApiModel):

@@ -65,9 +65,16 @@ def spark_memory_mib(memory: str) -> int:
     return max(1, int(int(match.group(1)) * _MIB_PER_UNIT[match.group(2).lower()]))
 
 
-def container_memory_mib(heap_mib: int) -> int:
-    """Returns the container memory for a JVM heap, with Spark's default memory overhead."""
-    return heap_mib + max(_MIN_OVERHEAD_MIB, int(heap_mib * _OVERHEAD_FACTOR))
+def container_memory_mib(heap_mib: int, overhead_mib: int | None = None) -> int:
+    """Returns the container memory for a JVM heap and the memory beyond it.
+
+    Args:
+        heap_mib: The JVM heap.
+        overhead_mib: The memory beyond the heap; Spark's default overhead when None.
+    """
+    if overhead_mib is None:
+        overhead_mib = max(_MIN_OVERHEAD_MIB, int(heap_mib * _OVERHEAD_FACTOR))
+    return heap_mib + overhead_mib
 
 
 def driver_service_account_name(job: JobRef) -> str:
@@ -188,8 +195,12 @@ def build_driver_pod(
     if create.initial_snapshot_name is not None:
         env.append({"name": ENV_INITIAL_SNAPSHOT_NAME, "value": create.initial_snapshot_name})
     conf = driver_spark_conf(job, spec, create.pod_name)
-    memory = f"{container_memory_mib(spark_memory_mib(spec.spark.driver.memory))}Mi"
-    cores = spec.spark.driver.cores_request or str(spec.spark.driver.cores)
+    driver = spec.spark.driver
+    overhead_mib = (
+        None if driver.memory_overhead is None else spark_memory_mib(driver.memory_overhead)
+    )
+    memory = f"{container_memory_mib(spark_memory_mib(driver.memory), overhead_mib)}Mi"
+    cores = driver.cores_request or str(driver.cores)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

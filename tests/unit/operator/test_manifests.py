@@ -200,6 +200,15 @@ def test_the_driver_container_asks_for_the_heap_plus_sparks_overhead() -> None:
     assert container["resources"]["limits"] == {"memory": "9011Mi"}
 
 
+def test_the_driver_container_asks_for_the_heap_plus_its_memory_overhead() -> None:
+    driver = {"memory": "1g", "memoryOverhead": "1536m"}
+    pod = build_driver_pod(JOB, spec(spark={"driver": driver}), CREATE)
+
+    [container] = pod["spec"]["containers"]
+    assert container["resources"]["requests"]["memory"] == "2560Mi"
+    assert container["resources"]["limits"] == {"memory": "2560Mi"}
+
+
 def test_the_driver_container_may_ask_for_less_cpu_than_its_cores() -> None:
     driver = {"cores": 2, "coresRequest": "500m", "memory": "1g"}
 
