@@ -63,6 +63,7 @@ from snapshot_protocol.ports import (
     Participant,
     RecordStore,
     SnapshotStore,
+    StoreMembership,
 )
 from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
 from snapshotjob_contract.record import (
@@ -116,6 +117,7 @@ __all__ = [
     "SnapshotStore",
     "SnapshotStoreError",
     "SnapshotUnusable",
+    "StoreMembership",
     "TerminationMode",
     "TerminationRequest",
     "UnreadableFormat",

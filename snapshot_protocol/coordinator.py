@@ -60,6 +60,7 @@ from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMod
 from snapshotjob_contract.record import (
     ExecutionRecord,
     export_map_name,
+    quorum_of,
     snapshot_map_name,
 )
 
@@ -116,6 +117,7 @@ class SnapshotCoordinator:
         self._in_flight: SnapshotOutcome | None = None
         self._last_outcome: SnapshotOutcome | None = None
         self._next_snapshot_at = 0
+        self._store_lost_since: int | None = None
 
     @property
     def state(self) -> CoordinatorState:
@@ -401,6 +403,64 @@ class SnapshotCoordinator:
             self._pending = None
             self._execution_end = ExecutionEnd(cause)
 
+    def observe_members(self, reachable: int) -> bool:
+        """Checks the store members the running execution reaches; returns whether it goes on.
+
+        Jet raises a job's quorum as members join and, after a split, runs the job only on a
+        side with a quorum (docs/protocol.md, mechanism M9). The driver reports the members
+        its client reaches at every epoch boundary and before every snapshot:
+
+        - with ``split_brain_protection``, below the record's ``quorum_size`` the execution
+          stops at once, without a snapshot (RESTART_REQUIRED, :attr:`ExecutionEnd.quorum_lost`);
+          otherwise the quorum is raised to more than half of them, in memory, and written
+          with the next record write (taking step 2);
+        - with or without it, no member at all for ``store_lost_ms`` stops the execution as a
+          transient failure: every store operation could only time out.
+
+        Raises:
+            IllegalTransition: If not RUNNING.
+        """
+        if self._state is not _S.RUNNING:
+            raise IllegalTransition(f"cannot check the store's members in {self._state.value}")
+        record = self._record
+        assert record is not None, "RUNNING always has a record"
+        now = self._clock()
+        if self._config.split_brain_protection:
+            if reachable < record.quorum_size:
+                _log.error(
+                    "Lost the store's quorum reachableMembers=%d quorumSize=%d",
+                    reachable,
+                    record.quorum_size,
+                )
+                self._stop(
+                    TerminationMode.RESTART_FORCEFUL,
+                    f"the driver reaches {reachable} store members, fewer than the quorum of "
+                    f"{record.quorum_size}: stopped without a snapshot, to restart once the "
+                    "store has a quorum",
+                    quorum_lost=True,
+                )
+                return False
+            if reachable > 0:
+                self._record = record.with_quorum_size(quorum_of(reachable))
+        if reachable > 0:
+            self._store_lost_since = None
+            return True
+        if self._store_lost_since is None:
+            self._store_lost_since = now
+            _log.warning(
+                "Reaches no store member, waiting storeLostMs=%d", self._config.store_lost_ms
+            )
+        if now - self._store_lost_since < self._config.store_lost_ms:
+            return True
+        lost_s = (now - self._store_lost_since) // 1000
+        self._stop(
+            TerminationMode.RESTART_FORCEFUL,
+            f"the driver has reached no store member for {lost_s} s "
+            "(partitioned from the store, or the store is down): stopped without a snapshot",
+            transient=True,
+        )
+        return False
+
     # Internals
 
     def _take(self, kind: SnapshotKind, export_name: str | None) -> SnapshotOutcome:
@@ -611,6 +671,7 @@ class SnapshotCoordinator:
         ignored_request: TerminationRequest | None = None,
         *,
         transient: bool = False,
+        quorum_lost: bool = False,
     ) -> None:
         target = STOPPED_BY_ACTION[mode.action_after]
         self._check_transition(target)
@@ -618,7 +679,7 @@ class SnapshotCoordinator:
             self._record = self._record.suspended_because(reason).stamped(self._clock())
             self._records.write_standard(self._record)
         self._pending = None
-        self._execution_end = ExecutionEnd(reason, mode, ignored_request, transient)
+        self._execution_end = ExecutionEnd(reason, mode, ignored_request, transient, quorum_lost)
         self._transition(target)
 
     def _check_export_name(self, export_name: str) -> None:

@@ -79,6 +79,24 @@ class ChunkReader(Protocol):
         ...
 
 
+class StoreMembership(Protocol):
+    """What the driver can tell about the store's members: for split-brain protection.
+
+    Kept apart from :class:`SnapshotStore` since it is a local view (the client's member list
+    and connections), never a store operation: it answers at once even when every member is
+    unreachable, which is when it matters.
+    """
+
+    def reachable_members(self) -> int:
+        """Returns how many members of the store's member list the client is connected to.
+
+        0 when the client has no connection at all. During a partition this is the side the
+        driver is on, once the members have noticed the split (their heartbeat timeout) and
+        the client its lost connections (its own).
+        """
+        ...
+
+
 class SnapshotStore(ChunkReader, Protocol):
     """The snapshot data maps (Hazelcast IMaps that fail on indeterminate operation state)."""
 

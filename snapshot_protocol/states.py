@@ -98,6 +98,13 @@ class CoordinatorConfig:
         shape: The pipeline's participants and state partitions, written into every validation
             record and checked against the restore point's before any state is loaded; by
             default the participants' names alone.
+        split_brain_protection: Run only with a quorum of the store's members (Jet's
+            ``JobConfig.splitBrainProtectionEnabled``): the record's ``quorumSize`` is raised
+            as members are seen, and the execution stops below it
+            (:meth:`~snapshot_protocol.SnapshotCoordinator.observe_members`).
+        store_lost_ms: With or without split-brain protection, an execution whose driver
+            has reached no store member for this long stops (a transient failure) instead of
+            waiting on operations that can only time out.
     """
 
     job: JobIdentity
@@ -105,6 +112,8 @@ class CoordinatorConfig:
     suspend_on_failure: bool = False
     initial_snapshot_name: str | None = None
     shape: PipelineShape | None = None
+    split_brain_protection: bool = False
+    store_lost_ms: int = 30_000
 
 
 @dataclass(frozen=True)
@@ -139,12 +148,16 @@ class ExecutionEnd:
         transient: A restart because something was unavailable (the store, an external
             system), not an indeterminate record write: it counts as a failure, so that an
             outage that lasts ends the job instead of restarting it forever.
+        quorum_lost: A restart because the store members the execution reaches fell below
+            the record's quorum (split-brain protection): the job restarts once a quorum is
+            back.
     """
 
     reason: str
     mode: TerminationMode | None = None
     ignored_request: TerminationRequest | None = None
     transient: bool = False
+    quorum_lost: bool = False
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,22 @@ SOCKET_OPTIONS = [
 ]
 
 
+CONNECT_TIMEOUT_S = 20.0
+"""How long a client tries to reach a member, at start or after losing every connection,
+before it gives up (and shuts down). The client's default is for ever: a driver started while
+the store is down, or cut off from it, would hang instead of failing with a message."""
+
+HEARTBEAT_TIMEOUT_S = 15.0
+"""How long a member may stay silent before the client closes its connection (the client's
+default is 60 s). Behind a network cut nothing closes the connection, so this is how soon a
+driver learns that it reaches fewer members (split-brain protection, docs/partitions.md)."""
+
+INVOCATION_TIMEOUT_S = 60.0
+"""How long one operation (a chunk put, a key-set query), retries included, may take before
+it fails; half the client's default, so a write to an unreachable member fails a snapshot
+in a bounded time."""
+
+
 def connect(
     members: Sequence[str],
     cluster_name: str,
@@ -75,6 +91,9 @@ def connect(
     Returns:
         A connected client with smart routing, backup acks to the client and
         fail-on-indeterminate on.
+
+    Raises:
+        SnapshotStoreError: If no member could be reached within the connect timeout.
     """
     settings: dict[str, Any] = {
         "cluster_name": cluster_name,
@@ -84,9 +103,18 @@ def connect(
         "operation_backup_timeout": backup_timeout_s,
         "fail_on_indeterminate_operation_state": True,
         "socket_options": SOCKET_OPTIONS,
+        "cluster_connect_timeout": CONNECT_TIMEOUT_S,
+        "heartbeat_timeout": HEARTBEAT_TIMEOUT_S,
+        "invocation_timeout": INVOCATION_TIMEOUT_S,
     }
     settings.update(options)
-    return HazelcastClient(**settings)
+    try:
+        return HazelcastClient(**settings)
+    except HazelcastError as error:
+        raise SnapshotStoreError(
+            f"no member of the store answered members={','.join(members)} "
+            f"clusterName={cluster_name}: {error}"
+        ) from error
 
 
 class HazelcastSnapshotStore:
@@ -110,6 +138,30 @@ class HazelcastSnapshotStore:
 
     def _map(self, map_name: str) -> Any:
         return self._client.get_map(map_name)
+
+    # --- membership ---------------------------------------------------------------------------
+
+    def reachable_members(self) -> int:
+        """Returns the size of the member list while the client is connected, else 0.
+
+        The member list is the view of a member the client is connected to, so during a
+        partition it is that side's, once the members noticed the split; the client drops the
+        connections to members behind a cut after :data:`HEARTBEAT_TIMEOUT_S` and takes the
+        list from a member it still reaches. (:class:`~snapshot_protocol.ports.StoreMembership`.)
+        """
+        client = self._client
+        if not client.lifecycle_service.is_running():
+            return 0
+        # Connections are only visible privately; without one, the member list is stale.
+        if not client._connection_manager.active_connections:
+            return 0
+        return len(client.cluster_service.get_members())
+
+    @property
+    def running(self) -> bool:
+        """Whether the client still runs (it shuts down after CONNECT_TIMEOUT_S without a
+        member)."""
+        return bool(self._client.lifecycle_service.is_running())
 
     # --- writes -------------------------------------------------------------------------------
 

@@ -37,12 +37,15 @@ from snapshotjob_contract.record import (
     EXPORT_BACKUP_COUNT,
     MAX_BACKUP_COUNT,
     NO_SNAPSHOT,
+    SPLIT_BRAIN_PROTECTION,
     ExecutionRecord,
     JobIdentity,
     SnapshotStats,
     all_snapshot_map_names,
     export_map_name,
     member_map_backup_counts,
+    member_map_merge_policy,
+    quorum_of,
     snapshot_map_name,
 )
 from snapshotjob_contract.spec import (
@@ -82,6 +85,7 @@ __all__ = [
     "NO_SNAPSHOT",
     "PHASE_DESCRIPTIONS",
     "REASON_DESCRIPTIONS",
+    "SPLIT_BRAIN_PROTECTION",
     "ActionAfter",
     "Condition",
     "ConditionReason",
@@ -121,5 +125,7 @@ __all__ = [
     "all_snapshot_map_names",
     "export_map_name",
     "member_map_backup_counts",
+    "member_map_merge_policy",
+    "quorum_of",
     "snapshot_map_name",
 ]

@@ -152,6 +152,7 @@ class ConditionReason(enum.StrEnum):
     NOT_CLUSTER_SAFE = "NotClusterSafe"
     TOO_FEW_MEMBERS = "TooFewMembers"
     BELOW_QUORUM = "BelowQuorum"
+    QUORUM_LOST = "QuorumLost"
     STORE_UNREACHABLE = "StoreUnreachable"
 
     @property
@@ -205,7 +206,8 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         ConditionReason.TRANSIENT_FAILURE: "the snapshot store or an external system was "
         "unavailable; the job restarts after a backoff, counted against maxRestarts",
         ConditionReason.REPEATED_FORCED_RESTARTS: "several executions in a row ended in a "
-        "forced restart (exit 75, an indeterminate execution record write, or 143, SIGTERM) "
+        "forced restart (exit 75, an indeterminate execution record write, 79, a lost quorum, or "
+        "143, SIGTERM) "
         "without a new snapshot; after more of them, each counts as a failure",
         ConditionReason.CREATE_FAILED: "the API server did not create an object of the starting "
         "execution (its driver Pod, ServiceAccount, Role or RoleBinding), e.g. a ResourceQuota "
@@ -240,6 +242,10 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         ConditionReason.TOO_FEW_MEMBERS: "the store has no more members than the job's backupCount",
         ConditionReason.BELOW_QUORUM: "with split-brain protection, the store has fewer members "
         "than the execution record's quorum",
+        ConditionReason.QUORUM_LOST: "with split-brain protection, the running driver reached "
+        "fewer store members than the quorum (a network partition left it on the minority "
+        "side) and stopped without a snapshot (exit 79); the job restarts from its last "
+        "snapshot once the store has a quorum",
         ConditionReason.STORE_UNREACHABLE: "the store's health endpoint could not be read",
     }
 )

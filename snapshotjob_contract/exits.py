@@ -51,6 +51,13 @@ class DriverExit(enum.IntEnum):
     """The restore point was written by another snapshot format or by a pipeline whose state
     differs (other operators or state schemas), checked before any state is loaded: the job
     fails permanently, the message names both sides. sysexits' EX_CONFIG."""
+    QUORUM_LOST = 79
+    """With split-brain protection, the store members the driver could reach fell below the
+    execution record's ``quorumSize`` (a network partition left it on the minority side, or
+    cut it off from every member): it stopped at once, without a snapshot. Not a failure: the
+    operator starts a new execution, from the last snapshot, once the store has a quorum
+    again (counted as a forced restart, so a driver that keeps losing the quorum ends in
+    the restart policy)."""
     FAILPOINT_CRASH = 86
     """A failpoint armed with ``crash`` (``SJ_FAILPOINTS``) fired: a test's injected crash, a
     failure like any other for the operator."""

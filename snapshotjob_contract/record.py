@@ -120,6 +120,32 @@ def member_map_backup_counts() -> dict[str, int]:
     return patterns
 
 
+SPLIT_BRAIN_PROTECTION = "sj-majority"
+"""The name of the members' split-brain protection rule that every ``__sj.*`` map refers to:
+with fewer members than its minimum cluster size (a majority of the store), a member refuses
+reads and writes of the snapshot maps."""
+
+
+def member_map_merge_policy(pattern: str) -> str:
+    """Returns the merge policy the members give the maps of ``pattern`` after a split heals.
+
+    Snapshot maps keep what the merged-into (larger) side has and take from the smaller side
+    only keys it lacks (``PutIfAbsentMergePolicy``): a key is written once, under its snapshot
+    id, so a key on both sides holds the same data; one only the smaller side has is either
+    data the larger side lost with a partition (its replicas were all on the other side),
+    brought back and verified by checksum before any restore reads it, or an entry the larger
+    side discarded during the split, under an id the execution record no longer names: never
+    read, and removed by that map's next discard. Export maps take nothing from the smaller
+    side (``DiscardMergePolicy``): a job starting from an export restores the newest validation
+    record in the map, so an export removed and written anew during the split must not get its
+    old records back. They lose nothing by it, since every member holds a copy of them
+    (``EXPORT_BACKUP_COUNT``).
+    """
+    if pattern == "__sj.export.*":
+        return "DiscardMergePolicy"
+    return "PutIfAbsentMergePolicy"
+
+
 @dataclass(frozen=True)
 class SnapshotStats:
     """Figures about the last snapshot attempt, successful or not (times in epoch milliseconds)."""
@@ -153,6 +179,16 @@ class SnapshotStats:
             num_keys=int(data["numKeys"]),
             num_chunks=int(data["numChunks"]),
         )
+
+
+def quorum_of(member_count: int) -> int:
+    """Returns the quorum of a store with ``member_count`` members: more than half of them.
+
+    The one definition the operator (raising ``quorumSize`` at each start) and the driver
+    (raising it as members join, and stopping below it) share, as Jet's
+    ``JobExecutionRecord.setLargerQuorumSize`` is fed with ``clusterSize / 2 + 1``.
+    """
+    return member_count // 2 + 1
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,9 @@ def store_for(address: StoreAddress) -> HazelcastSnapshotStore:
     """
     with _stores_lock:
         store = _stores.get(address)
-        if store is None:
+        # A client that lost every member for longer than its connect timeout shut down for
+        # good; the next task must not inherit it.
+        if store is None or not store.running:
             store = HazelcastSnapshotStore(connect(address.members, address.cluster_name))
             _stores[address] = store
         return store

@@ -72,6 +72,18 @@ def parser() -> argparse.ArgumentParser:
         help="local mode: restore from this exported snapshot while the record has none",
     )
     run.add_argument("--suspend-on-failure", action="store_true")
+    run.add_argument(
+        "--split-brain-protection",
+        action="store_true",
+        help="local mode: stop when the store members reached are fewer than the record's "
+        "quorum, as spec.splitBrainProtection",
+    )
+    run.add_argument(
+        "--store-lost-seconds",
+        type=float,
+        default=30.0,
+        help="stop (a transient failure) after reaching no store member for this long",
+    )
     run.add_argument("--log-level", default="INFO")
     return root
 

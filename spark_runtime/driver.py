@@ -48,6 +48,7 @@ from snapshot_protocol import (
     SnapshotNotFound,
     SnapshotStore,
     SnapshotUnusable,
+    StoreMembership,
     TerminationMode,
     TerminationRequest,
     ZombieExecution,
@@ -120,6 +121,9 @@ class DriverSettings:
         suspend_on_failure: Suspend instead of failing (``spec.suspendOnFailure``).
         initial_snapshot_name: Restore from this exported snapshot while the job has no
             snapshot of its own (``spec.initialSnapshotName``).
+        split_brain_protection: Run only while the store members the driver reaches are a
+            quorum (``spec.splitBrainProtection``).
+        store_lost_s: Stop after reaching no store member for this long.
     """
 
     job: JobIdentity
@@ -130,6 +134,8 @@ class DriverSettings:
     idle_sleep_s: float = 0.2
     suspend_on_failure: bool = False
     initial_snapshot_name: str | None = None
+    split_brain_protection: bool = False
+    store_lost_s: float = 30.0
 
 
 class StopSignals:
@@ -173,6 +179,9 @@ class Driver:
         poll_export: Returns an export request once the operator made one.
         publish_export: Reports each successful export (none in local mode).
         signals: Stop signals to honour.
+        membership: The store members the driver reaches, checked at every epoch boundary
+            and before every snapshot (split-brain protection, a lost store); none checked if
+            omitted.
         clock: Current time in epoch milliseconds.
     """
 
@@ -190,6 +199,7 @@ class Driver:
         poll_export: ExportPoll | None = None,
         publish_export: PublishExport | None = None,
         signals: StopSignals | None = None,
+        membership: StoreMembership | None = None,
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._spark = spark
@@ -202,6 +212,7 @@ class Driver:
         self._poll_export = poll_export or (lambda: None)
         self._publish_export = publish_export
         self._signals = signals or StopSignals()
+        self._membership = membership
         self._clock = clock
         self.pipeline = Pipeline(
             spark,
@@ -243,6 +254,8 @@ class Driver:
                 self._settings.suspend_on_failure,
                 self._settings.initial_snapshot_name,
                 self.pipeline.shape(self._settings.state_partitions),
+                self._settings.split_brain_protection,
+                int(self._settings.store_lost_s * 1000),
             ),
             self._records,
             self._snapshots,
@@ -274,6 +287,8 @@ class Driver:
             if self._signals.received or (max_epochs is not None and self.epochs >= max_epochs):
                 _log.warning("Stopping without snapshot epochs=%d", self.epochs)
                 return DriverExit.INTERRUPTED
+            if not self._members_suffice(coordinator):
+                return self._exit_code()
             request = self._poll()
             if request is not None:
                 return self._terminate(coordinator, request)
@@ -289,6 +304,8 @@ class Driver:
                     if not snapshots_on:
                         return DriverExit.COMPLETED
                     # The last output is published by a last snapshot's 2nd phase.
+                    if not self._members_suffice(coordinator):
+                        return self._exit_code()
                     if self._snapshot(coordinator):
                         _log.info(
                             "Completed epochs=%d snapshots=%d", self.epochs, self.snapshots_taken
@@ -323,9 +340,18 @@ class Driver:
                 self.epochs += 1
                 self._report_running(ran_epoch=True)
             if snapshots_on and coordinator.is_snapshot_due():
+                # The epoch may have taken long enough for a partition to set in.
+                if not self._members_suffice(coordinator):
+                    return self._exit_code()
                 self._snapshot(coordinator)
                 if coordinator.state is not CoordinatorState.RUNNING:
                     return self._exit_code()
+
+    def _members_suffice(self, coordinator: SnapshotCoordinator) -> bool:
+        """Whether the store members the driver reaches let the execution go on (M9)."""
+        if self._membership is None:
+            return True
+        return coordinator.observe_members(self._membership.reachable_members())
 
     def _report_running(self, *, ran_epoch: bool) -> None:
         """Tells the operator, once, that the pipeline runs: restored, and Spark jobs run.
@@ -475,6 +501,8 @@ class Driver:
                 return DriverExit.TERMINATED
             if termination.mode is TerminationMode.RESTART_FORCEFUL:
                 self.exit_message = termination.reason
+                if termination.quorum_lost:
+                    return DriverExit.QUORUM_LOST
                 if termination.transient:
                     return DriverExit.TRANSIENT_FAILURE
                 return DriverExit.RESTART_FORCEFUL

@@ -28,8 +28,8 @@ from typing import Any, NoReturn, Protocol, runtime_checkable
 
 from pyspark.sql import SparkSession
 
-from snapshot_protocol import FailpointCrash, Failpoints, RecordStore
-from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
+from snapshot_protocol import FailpointCrash, Failpoints, RecordStore, SnapshotStoreError
+from snapshot_store.hazelcast import CONNECT_TIMEOUT_S, HazelcastSnapshotStore, connect
 from snapshotjob_contract.exits import DriverExit
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import (
@@ -155,9 +155,18 @@ def start_spark(config: JobConfig, app_name: str) -> SparkSession:
     )
 
 
+class StoreUnreachable(Exception):  # noqa: N818 - names the condition, like BadInput
+    """The driver could not reach any store member within the client's connect timeout."""
+
+
 @contextmanager
 def _hazelcast(address: StoreAddress) -> Iterator[HazelcastSnapshotStore]:
-    client = connect(address.members, address.cluster_name)
+    try:
+        client = connect(address.members, address.cluster_name)
+    except SnapshotStoreError as error:
+        raise StoreUnreachable(
+            f"Cannot reach the snapshot store within {CONNECT_TIMEOUT_S:.0f} s: {error}"
+        ) from error
     try:
         yield HazelcastSnapshotStore(client)
     finally:
@@ -190,6 +199,7 @@ def run(mode: Mode) -> DriverExit:
                 poll_export=mode.poll_export,
                 publish_export=mode.publish_export,
                 signals=signals,
+                membership=snapshots,
             )
             mode.start()
             try:
@@ -208,6 +218,12 @@ def run(mode: Mode) -> DriverExit:
                 write_termination_message(driver.exit_message)
             report_exit(mode.records, code, driver.exit_message)
             return code
+    except StoreUnreachable as unreachable:
+        # Counted as a failure with a backoff: an outage that lasts ends in maxRestarts.
+        _log.error("Store unreachable error=%s", unreachable)
+        write_termination_message(str(unreachable))
+        report_exit(mode.records, DriverExit.TRANSIENT_FAILURE, str(unreachable))
+        return DriverExit.TRANSIENT_FAILURE
     finally:
         mode.stop()
         spark.stop()

@@ -112,7 +112,9 @@ def with_executor_pod_template(config: JobConfig, directory: Path | None = None)
 
 
 def kubernetes_config(
-    job: Mapping[str, Any], operator_conf: Mapping[str, str] | None = None
+    job: Mapping[str, Any],
+    operator_conf: Mapping[str, str] | None = None,
+    store_lost_s: float = 30.0,
 ) -> JobConfig:
     """Builds the job from its SnapshotJob object, read through the contract's spec model.
 
@@ -126,6 +128,7 @@ def kubernetes_config(
     Args:
         job: The SnapshotJob.
         operator_conf: The operator's ``--conf`` settings of the driver Pod; None outside one.
+        store_lost_s: Stop after reaching no store member for this long.
 
     Raises:
         BadInput: If the spec is not a valid SnapshotJob spec or lacks a store address.
@@ -153,6 +156,8 @@ def kubernetes_config(
         store=StoreAddress(tuple(address.split(",")), cluster),
         suspend_on_failure=spec.suspend_on_failure,
         initial_snapshot_name=os.environ.get(ENV_INITIAL_SNAPSHOT_NAME) or None,
+        split_brain_protection=spec.split_brain_protection,
+        store_lost_s=store_lost_s,
     )
     master, conf = spark_settings(spec.spark, operator_conf or {})
     return JobConfig(spec.pipeline.module, dict(spec.pipeline.args), settings, master, conf)
@@ -207,7 +212,9 @@ class KubernetesMode:
             job = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
             return cast(Mapping[str, Any], job)
 
-        config = with_executor_pod_template(kubernetes_config(fetch(), operator_conf))
+        config = with_executor_pod_template(
+            kubernetes_config(fetch(), operator_conf, ns.store_lost_seconds)
+        )
         return cls(
             config,
             KubernetesRecordStore(api, namespace, name, ns.execution_id),

@@ -70,6 +70,8 @@ def local_config(ns: argparse.Namespace) -> JobConfig:
         store=StoreAddress(tuple(ns.hazelcast.split(",")), ns.cluster_name),
         suspend_on_failure=ns.suspend_on_failure,
         initial_snapshot_name=ns.initial_snapshot_name or None,
+        split_brain_protection=ns.split_brain_protection,
+        store_lost_s=ns.store_lost_seconds,
     )
     return JobConfig(ns.pipeline, args, settings, ns.master, key_value_pairs(ns.conf, "--conf"))
 

@@ -38,12 +38,16 @@ class SnapshotMaps:
         key = (tuple(members), cluster_name)
         with self._lock:
             client = self._clients.get(key)
+            # A client that reached no member for its connect timeout has shut down for good.
+            if client is not None and not client.lifecycle_service.is_running():
+                del self._clients[key]
+                client = None
             connecting = self._connecting.setdefault(key, threading.Lock())
         if client is None:
             with connecting:
                 with self._lock:
                     client = self._clients.get(key)
-                if client is None:
+                if client is None or not client.lifecycle_service.is_running():
                     log.info(
                         "Connecting to the snapshot store members=%s cluster=%s",
                         ",".join(members),

@@ -35,6 +35,7 @@ class EventReason(enum.StrEnum):
     SUSPENDED_ON_FAILURE = "SuspendedOnFailure"
     FORCED_RESTART = "ForcedRestart"
     DRIVER_INTERRUPTED = "DriverInterrupted"
+    QUORUM_LOST = "QuorumLost"
     DRIVER_FENCED = "DriverFenced"
     DRIVER_NODE_LOST = "DriverNodeLost"
     SNAPSHOT_CORRUPTED = "SnapshotCorrupted"
@@ -77,6 +78,7 @@ _WARNINGS = frozenset(
         EventReason.SUSPENDED_ON_FAILURE,
         EventReason.FORCED_RESTART,
         EventReason.DRIVER_INTERRUPTED,
+        EventReason.QUORUM_LOST,
         EventReason.DRIVER_FENCED,
         EventReason.DRIVER_NODE_LOST,
         EventReason.SNAPSHOT_CORRUPTED,

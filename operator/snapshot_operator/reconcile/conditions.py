@@ -225,6 +225,18 @@ def _degraded(plan: Plan, spec: SnapshotJobSpec | None) -> _State:
         return _State(ConditionStatus.TRUE, failure.reason, failure.message)
     if suspended_on_failure(status) and failure is not None:
         return _State(ConditionStatus.TRUE, ConditionReason.SUSPENDED_ON_FAILURE, failure.message)
+    termination = status.termination
+    if (
+        phase is Phase.RESTARTING
+        and termination is not None
+        and termination.reason == ConditionReason.QUORUM_LOST
+    ):
+        return _State(
+            ConditionStatus.TRUE,
+            ConditionReason.QUORUM_LOST,
+            "Driver lost the store's quorum (a network partition) and stopped without a "
+            "snapshot; the job restarts from its last snapshot once the store has a quorum",
+        )
     forced = status.forced_restarts
     if forced is not None and forced.count >= plan.settings.forced_restarts_degraded:
         limit = plan.settings.forced_restart_limit

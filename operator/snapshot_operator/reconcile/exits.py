@@ -52,6 +52,10 @@ INDETERMINATE_RECORD_WRITE = "IndeterminateRecordWrite"
 DRIVER_INTERRUPTED = "DriverInterrupted"
 """``termination.reason`` of a forced restart after :attr:`DriverExit.INTERRUPTED`."""
 
+QUORUM_LOST = ConditionReason.QUORUM_LOST.value
+"""``termination.reason`` of a forced restart after :attr:`DriverExit.QUORUM_LOST`; while it
+is held (waiting for the store's quorum) Degraded gives it as its reason."""
+
 
 class ExitOutcome(enum.Enum):
     """What an ended execution leads to; it fixes whether the exit counts as a failure."""
@@ -194,6 +198,16 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
             "Driver was interrupted (SIGTERM), restarting at once from the last snapshot "
             "exitCode={code} {context}{dropped}",
             restart_reason=DRIVER_INTERRUPTED,
+        ),
+        # A partition left the driver on the minority side: nothing wrong with the job, and
+        # the start gate (BelowQuorum) holds the restart until the store has a quorum.
+        DriverExit.QUORUM_LOST: ExitHandling(
+            ExitOutcome.RESTART_AT_ONCE,
+            EventReason.QUORUM_LOST,
+            "Driver lost the store's quorum and stopped without a snapshot, restarting from "
+            "the last snapshot once the store has a quorum exitCode={code} {context}"
+            "{detail}{dropped}",
+            restart_reason=QUORUM_LOST,
         ),
         None: _PLAIN_FAILURE,
     }

@@ -30,6 +30,7 @@ from snapshotjob_contract import (
     StartFailureStatus,
     TerminationMode,
     UpgradeMode,
+    quorum_of,
 )
 
 _MAX_POD_NAME = 63
@@ -166,7 +167,7 @@ def _start(plan: Plan, spec: SnapshotJobSpec) -> None:
             f"droppedSnapshotId={stored.snapshot_id}",
         )
     if spec.split_brain_protection and obs.store is not None:
-        record = record.with_quorum_size(obs.store.member_count // 2 + 1)
+        record = record.with_quorum_size(quorum_of(obs.store.member_count))
     if record != stored:
         stamp = int(plan.now.timestamp() * 1000)
         plan.update(execution_record=ExecutionRecordStatus.of(record.stamped(stamp)))

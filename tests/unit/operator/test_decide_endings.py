@@ -25,6 +25,7 @@ from snapshot_operator.reconcile import (
     Requeue,
     decide,
 )
+from snapshot_operator.reconcile.observation import StoreHealth
 from snapshotjob_contract import (
     ConditionStatus,
     ConditionType,
@@ -35,6 +36,7 @@ from snapshotjob_contract import (
     StartFailureStatus,
 )
 from tests.unit.operator.test_decide import (
+    HEALTHY,
     SETTINGS,
     a_snapshot,
     condition,
@@ -200,7 +202,7 @@ def test_the_drivers_message_is_in_the_event_and_last_failure(
     assert quiet is not None and "driverMessage" not in quiet.message
 
 
-# Forced restarts (75, 143) restart at once, but are counted until a new snapshot: Degraded
+# Forced restarts (75, 79, 143) restart at once, but are counted until a new snapshot: Degraded
 # from the 3rd in a row, and failures through the restart policy beyond the 10th.
 
 
@@ -216,7 +218,10 @@ def _forced_exit(code: DriverExit, before: int, **kwargs: Any) -> Observation:
     return replace(observation, status=status)
 
 
-@pytest.mark.parametrize("code", [DriverExit.RESTART_FORCEFUL, DriverExit.INTERRUPTED])
+FORCED_EXITS = [DriverExit.RESTART_FORCEFUL, DriverExit.INTERRUPTED, DriverExit.QUORUM_LOST]
+
+
+@pytest.mark.parametrize("code", FORCED_EXITS)
 def test_forced_restarts_are_counted_and_degrade_the_job_from_the_third(code: DriverExit) -> None:
     second = _forced_exit(code, 1)
     third = _forced_exit(code, 2)
@@ -240,7 +245,7 @@ def test_forced_restarts_are_counted_and_degrade_the_job_from_the_third(code: Dr
     assert after.restarts == 0 and after.last_failure is None
 
 
-@pytest.mark.parametrize("code", [DriverExit.RESTART_FORCEFUL, DriverExit.INTERRUPTED])
+@pytest.mark.parametrize("code", FORCED_EXITS)
 def test_beyond_the_limit_a_forced_restart_is_a_failure(code: DriverExit) -> None:
     limit = SETTINGS.forced_restart_limit
     last_at_once = decide(_forced_exit(code, limit - 1))
@@ -344,3 +349,40 @@ def test_a_rejected_export_does_not_hold_back_the_retry_of_a_refused_start() -> 
     actions = decide(refused)
 
     assert len(creates(actions)) == 1, "Degraded reported CreateFailed, so it is created again"
+
+
+# A driver that lost the store's quorum (79) restarts from the last snapshot, but only once the
+# store the operator sees has a quorum again; meanwhile Degraded says why.
+
+
+def test_a_lost_quorum_waits_for_the_store_then_restarts_at_once() -> None:
+    spec = spec_of({"splitBrainProtection": True})
+    record = replace(a_snapshot(), quorum_size=3)
+    minority = StoreHealth(cluster_safe=True, member_count=2)
+    lost = running_job(
+        spec,
+        pod_phase=PodPhase.FAILED,
+        exit_code=DriverExit.QUORUM_LOST,
+        record=record,
+        store=minority,
+    )
+
+    held_actions = decide(lost)
+
+    held = status_after(lost.status, held_actions)
+    assert creates(held_actions) == [], "no execution below the quorum"
+    assert held.phase is Phase.RESTARTING
+    assert held.restarts == 0 and held.last_failure is None, "not a failure"
+    assert EventReason.QUORUM_LOST in reasons(held_actions)
+    degraded = condition(held, ConditionType.DEGRADED)
+    assert (degraded.status, degraded.reason) == (ConditionStatus.TRUE, "QuorumLost")
+    store_ready = condition(held, ConditionType.STORE_READY)
+    assert (store_ready.status, store_ready.reason) == (ConditionStatus.FALSE, "BelowQuorum")
+
+    whole = replace(lost, status=held, store=HEALTHY)
+    restarted = decide(whole)
+
+    assert len(creates(restarted)) == 1, "restarted once the store has a quorum"
+    after = status_after(held, restarted)
+    assert after.restarts == 0
+    assert condition(after, ConditionType.DEGRADED).reason != "QuorumLost"

@@ -90,7 +90,7 @@ class JobWorld(RuleBasedStateMachine):
         self.now: datetime = NOW
         self.generation = 1
         self.forced_restart_pending = False
-        # Forced exits (75, 143) since the restore point last moved or the job completed: the
+        # Forced exits (75, 79, 143) since the restore point last moved or the job completed: the
         # most the operator may count in status.forcedRestarts.
         self.forced_in_a_row = 0
         self.forced_snapshot = NO_SNAPSHOT
@@ -337,6 +337,14 @@ class JobWorld(RuleBasedStateMachine):
         pod = self._current()
         if pod is not None and not pod.deleting:
             self._exit(pod, 143)
+            self._forced_exit()
+
+    @rule()
+    @then_reconcile
+    def driver_loses_the_quorum(self) -> None:
+        pod = self._current()
+        if pod is not None and not pod.deleting:
+            self._exit(pod, 79)
             self._forced_exit()
 
     def _forced_exit(self) -> None:

@@ -19,9 +19,18 @@ from snapshot_operator.snapshot_maps import SnapshotMaps
 pytestmark = pytest.mark.filterwarnings("error")
 
 
+class _Lifecycle:
+    def __init__(self) -> None:
+        self.running = True
+
+    def is_running(self) -> bool:
+        return self.running
+
+
 class _Client:
     def __init__(self, members: Sequence[str]) -> None:
         self.members = tuple(members)
+        self.lifecycle_service = _Lifecycle()
 
     def shutdown(self) -> None:
         """Nothing to release."""
@@ -58,3 +67,21 @@ def test_a_store_that_is_slow_to_connect_does_not_hold_back_another(
     maps._store(["dead:5701"], "external")
     assert sorted(connects) == [("dead:5701",), ("hz-0:5701",)], "one client per store"
     maps.close()
+
+
+def test_a_client_that_shut_down_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client gives up after its connect timeout without a member; the next use reconnects."""
+    clients: list[_Client] = []
+
+    def connect(members: Sequence[str], cluster_name: str, **_: Any) -> _Client:
+        clients.append(_Client(members))
+        return clients[-1]
+
+    monkeypatch.setattr(snapshot_maps, "connect", connect)
+    monkeypatch.setattr(snapshot_maps, "HazelcastSnapshotStore", lambda client: client)
+    maps = SnapshotMaps()
+    first = maps._store(["hz-0:5701"], "snapshotjob")
+    assert maps._store(["hz-0:5701"], "snapshotjob") is first
+    clients[0].lifecycle_service.running = False
+    second = maps._store(["hz-0:5701"], "snapshotjob")
+    assert second is not first and len(clients) == 2

@@ -551,13 +551,19 @@ class Cluster:
         suspend_on_failure: bool = False,
         initial_snapshot_name: str | None = None,
         shape: PipelineShape | None = None,
+        split_brain_protection: bool = False,
     ) -> Driver:
         """Starts a new execution (a new driver process), fencing off the previous ones."""
         pipeline = Pipeline(self.snapshots, self.database, self.export_only_snapshots)
         records = self.records.start_execution()
         coordinator = SnapshotCoordinator(
             CoordinatorConfig(
-                self.job, INTERVAL_MS, suspend_on_failure, initial_snapshot_name, shape
+                self.job,
+                INTERVAL_MS,
+                suspend_on_failure,
+                initial_snapshot_name,
+                shape,
+                split_brain_protection,
             ),
             records,
             self.snapshots,
