@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -115,6 +116,8 @@ class DriverHarness:
         state_partitions: Keyed state partitions.
         backup_count: Synchronous backups of the job's snapshot maps (``--backup-count``).
         extra_args: More driver options.
+        wrap: Turns the driver's command line into the one to start, e.g.
+            :meth:`testbed.netns.Host.argv` to run the driver in a network host.
         starts: How many executions were started.
         exit_codes: Exit codes of the executions that ended.
     """
@@ -130,6 +133,7 @@ class DriverHarness:
     state_partitions: int = 4
     backup_count: int = 1
     extra_args: list[str] = field(default_factory=list)
+    wrap: Callable[[list[str]], list[str]] | None = None
     starts: int = 0
     exit_codes: list[int] = field(default_factory=list)
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
@@ -176,9 +180,10 @@ class DriverHarness:
             env["SJ_FAILPOINTS"] = failpoints
         with self._log.open("wb") as out:
             # Not tied to this process: a chaos run kills the driver, never the other way.
+            command = self.command()
             self._process = start_in_own_session(
                 f"driver-{self.starts:03d}",
-                self.command(),
+                self.wrap(command) if self.wrap else command,
                 out,
                 env=env,
                 cwd=REPO,

@@ -6,8 +6,11 @@ exports of a known state and then let the job run to ``end``. The output of ever
 a published directory of JSON rows ``{key, total, count}``: the new running sum of every key
 the epoch touched, so replayed or lost input shows up as a wrong or repeated row.
 
+With ``events_out``, every number read is also appended, as ``{value}``, to files there: an
+append-only sink where a lost or repeated event shows as a missing or extra row.
+
 Arguments: ``limit_file``, ``out`` (required); ``end`` [600], ``keys`` [3],
-``rows_per_epoch`` [50].
+``rows_per_epoch`` [50], ``events_out``.
 """
 
 from __future__ import annotations
@@ -57,3 +60,5 @@ def build(p: Pipeline) -> None:
         keyed, "key", {"total": ("sum", "value"), "count": ("count", None)}, name="sums"
     )
     p.write(sums, FileSink(str(args["out"])), name="files")
+    if "events_out" in args:
+        p.write(numbers, FileSink(str(args["events_out"])), name="events")

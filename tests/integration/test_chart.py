@@ -18,7 +18,11 @@ import yaml
 
 from snapshot_operator.manifests import build_role
 from snapshot_operator.reconcile import JobRef
-from snapshotjob_contract import member_map_backup_counts
+from snapshotjob_contract import (
+    SPLIT_BRAIN_PROTECTION,
+    member_map_backup_counts,
+    member_map_merge_policy,
+)
 from tests.fixtures.kube import binary
 
 pytestmark = pytest.mark.helm
@@ -189,6 +193,29 @@ def test_hazelcast_member_config() -> None:
     counts = {pattern: map_config["backup-count"] for pattern, map_config in config["map"].items()}
     assert counts == {"__sj.*": 2, **member_map_backup_counts()}
     assert {map_config["async-backup-count"] for map_config in config["map"].values()} == {0}
+    # The store defends itself: a majority of the 3 members, and the contract's merge policies.
+    assert config["split-brain-protection"] == {
+        SPLIT_BRAIN_PROTECTION: {
+            "enabled": True,
+            "minimum-cluster-size": 2,
+            "protect-on": "READ_WRITE",
+        }
+    }
+    for pattern, map_config in config["map"].items():
+        assert map_config["split-brain-protection-ref"] == SPLIT_BRAIN_PROTECTION, pattern
+        assert map_config["merge-policy"]["class-name"] == member_map_merge_policy(pattern)
+    assert member_map_merge_policy("__sj.export.*") == "DiscardMergePolicy"
+    five = yaml.safe_load(
+        by_kind(render("hazelcast.replicas=5"), "ConfigMap")[0]["data"]["hazelcast.yaml"]
+    )["hazelcast"]
+    assert five["split-brain-protection"][SPLIT_BRAIN_PROTECTION]["minimum-cluster-size"] == 3
+    unprotected = yaml.safe_load(
+        by_kind(render("hazelcast.splitBrainProtection.enabled=false"), "ConfigMap")[0]["data"][
+            "hazelcast.yaml"
+        ]
+    )["hazelcast"]
+    assert "split-brain-protection" not in unprotected
+    assert all("split-brain-protection-ref" not in m for m in unprotected["map"].values())
     network = config["network"]
     assert network["rest-api"]["endpoint-groups"]["HEALTH_CHECK"]["enabled"] is True
     assert network["join"]["multicast"]["enabled"] is False

@@ -480,7 +480,10 @@ def test_split_brain_protection_waits_for_the_quorum(
     policy = {"maxRestarts": 5, "backoffSeconds": 1, "maxBackoffSeconds": 1}
     uid, running = harness.start_running("guarded", splitBrainProtection=True, restartPolicy=policy)
     assert running["executionRecord"]["quorumSize"] == 2, "more than half of 3 members"
-    # The driver saw all three members take part: it raises the quorum to all of them.
+    # The test plays the driver here: one that had seen the store at 5 members raised the
+    # quorum to quorum_of(5) = 3, so losing one of the 3 members now holds the restart back.
+    # The real driver's raise is shown in tests/unit/protocol/test_quorum.py and, with real
+    # partitions, tests/integration/test_partitions.py.
     harness.write_status("guarded", executionRecord={**running["executionRecord"], "quorumSize": 3})
     healthy_hazelcast.kill(2)
     harness.exit_pod(running["execution"]["driverPod"], 1)

@@ -41,3 +41,22 @@ app.kubernetes.io/component: hazelcast
 {{- end -}}
 {{- join "," $members -}}
 {{- end -}}
+
+{{/* The split-brain protection rule's name: snapshotjob_contract.SPLIT_BRAIN_PROTECTION. */}}
+{{- define "sj.splitBrainProtection" -}}
+sj-majority
+{{- end -}}
+
+{{/* The store's quorum: the value given, or a majority of the members. */}}
+{{- define "sj.hazelcast.quorum" -}}
+{{- .Values.hazelcast.splitBrainProtection.minimumClusterSize | default (add1 (div (int .Values.hazelcast.replicas) 2)) -}}
+{{- end -}}
+
+{{/* A snapshot map's merge policy and, if enabled, its split-brain protection. */}}
+{{- define "sj.hazelcast.mapSafety" -}}
+merge-policy:
+  class-name: {{ .policy }}
+{{- if .root.Values.hazelcast.splitBrainProtection.enabled }}
+split-brain-protection-ref: {{ include "sj.splitBrainProtection" .root }}
+{{- end }}
+{{- end -}}

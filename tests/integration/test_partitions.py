@@ -1,0 +1,326 @@
+"""Jobs under real network partitions: split stores, drivers cut off, slow and lossy links.
+
+Real components: three Hazelcast members, each in a network host of its own
+(:mod:`testbed.netns`: network namespaces on a bridge, cut and healed with iptables), with
+split-brain protection at a majority (``minimum-cluster-size`` 2, the chart's default), and
+real PySpark drivers in local mode as processes in their own hosts
+(``python -m spark_runtime run --split-brain-protection``). The execution record is a record
+file each execution claims, so the test plays the operator: it starts the next execution, on
+the side of a partition the operator's start gate would allow (the operator's gate itself,
+``BelowQuorum``, is tested in ``tests/unit/operator/test_decide_endings.py`` and
+``test_operator.py``).
+
+The pipeline (:mod:`tests.integration.driver_pipeline`) sums a gated sequence by key into
+files and appends every number it reads to an events sink: each test ends with every event
+exactly once (none missing, none repeated) and exact sums.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from snapshotjob_contract import DriverExit
+from testbed.driver_process import DriverHarness
+from testbed.hazelcast import HazelcastCluster
+from testbed.netns import Network
+from testbed.processes import wait_until
+from tests.fixtures.netns import NetworkFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+log = logging.getLogger(__name__)
+
+KEYS = 3
+MEMBER_HOSTS = ("h0", "h1", "h2")
+SPLIT_DETECTION_S = 10
+"""The members' ``max.no.heartbeat.seconds``: how soon each side of a cut sees it is split."""
+QUORUM_LOSS_BOUND_S = 90
+"""How soon a driver on the minority side must stop: the members' split detection (10 s),
+the client's heartbeat timeout for the connections behind the cut (15 s), then the next
+epoch boundary; with room for a busy 2-core machine."""
+
+
+@pytest.fixture
+def partitioned(network_factory: NetworkFactory, tmp_path: Path) -> Iterator[Network]:
+    """Three member hosts and two driver hosts, ``d0`` and ``d1``."""
+    yield network_factory([*MEMBER_HOSTS, "d0", "d1"])
+
+
+@pytest.fixture
+def store(partitioned: Network, tmp_path: Path) -> Iterator[HazelcastCluster]:
+    """Three members in their hosts, refusing the snapshot maps below 2 members."""
+    cluster = HazelcastCluster(
+        tmp_path,
+        size=3,
+        heap="256m",
+        hosts=[partitioned[h] for h in MEMBER_HOSTS],
+        max_no_heartbeat_seconds=SPLIT_DETECTION_S,
+        split_brain_protection=2,
+    )
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+class Job:
+    """One local-mode job whose executions the test starts in network hosts."""
+
+    def __init__(
+        self, network: Network, cluster: HazelcastCluster, work: Path, end: int, *extra: str
+    ) -> None:
+        self.network = network
+        self.work = work
+        self.end = end
+        work.mkdir(parents=True, exist_ok=True)
+        self.harness = DriverHarness(
+            workdir=work,
+            members=[m.address for m in cluster.nodes],
+            cluster_name=cluster.cluster_name,
+            job_uid=f"part-{uuid.uuid4().hex[:8]}",
+            pipeline="tests.integration.driver_pipeline",
+            args={
+                "limit_file": str(work / "limit"),
+                "out": str(work / "out"),
+                "events_out": str(work / "events"),
+                "end": end,
+                "keys": KEYS,
+                "rows_per_epoch": 50,
+            },
+            snapshot_interval_ms=1000,
+        )
+        self.base_args = [
+            # Spark's driver binds to the host's own loopback inside a network host.
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            "--conf",
+            "spark.driver.bindAddress=127.0.0.1",
+            *extra,
+        ]
+
+    def start_in(self, host: str, *extra: str) -> None:
+        """Starts the next execution in ``host`` (the test plays the operator), with the
+        job's driver options and ``extra``."""
+        self.harness.extra_args = [*self.base_args, *extra]
+        self.harness.wrap = self.network[host].argv
+        self.harness.start()
+
+    def allow(self, limit: int) -> None:
+        """Lets the job read up to ``limit``."""
+        (self.work / ".limit").write_text(str(limit))
+        os.replace(self.work / ".limit", self.work / "limit")
+
+    def snapshots_done(self) -> int:
+        """Successful snapshots of the current execution."""
+        return self.harness.log_text().count("Snapshot done ")
+
+    def wait_for_snapshot_after(self, done: int, timeout: float = 120) -> None:
+        """Waits for a successful snapshot beyond the first ``done`` ones."""
+        assert self.harness.wait_for_log("Snapshot done ", done + 1, timeout), (
+            self.harness.log_tail()
+        )
+
+    def wait_for_read(self, upto: int, timeout: float = 180) -> None:
+        """Waits until a snapshot committed every event below ``upto``."""
+        wait_until(
+            lambda: len(self.events()) >= upto or not self.harness.running(),
+            timeout,
+            f"events below {upto} committed",
+            interval=0.5,
+        )
+        assert len(self.events()) >= upto, self.harness.log_tail()
+
+    def events(self) -> list[int]:
+        """Every committed event, in published order (a repeat shows twice)."""
+        values = []
+        for part in sorted((self.work / "events").glob("events-*/part-*.json")):
+            values.extend(int(json.loads(line)["value"]) for line in part.read_text().splitlines())
+        return values
+
+    def check_exact(self) -> None:
+        """Every event 0 .. end-1 exactly once, and the last sums of every key exact."""
+        events = self.events()
+        assert len(events) == len(set(events)), "an event was committed twice"
+        assert sorted(events) == list(range(self.end)), (
+            f"missing={sorted(set(range(self.end)) - set(events))[:20]}"
+        )
+        latest: dict[int, tuple[int, int]] = {}
+        for part in sorted((self.work / "out").glob("files-*/part-*.json")):
+            for line in part.read_text().splitlines():
+                row = json.loads(line)
+                key, count, total = int(row["key"]), int(row["count"]), int(row["total"])
+                if key not in latest or count > latest[key][0]:
+                    latest[key] = (count, total)
+        assert latest == {
+            key: (len(range(key, self.end, KEYS)), sum(range(key, self.end, KEYS)))
+            for key in range(KEYS)
+        }
+
+    def stop(self) -> None:
+        """Kills the current execution if it still runs."""
+        if self.harness.running():
+            self.harness.kill()
+
+
+def _restored_from(text: str) -> int:
+    match = re.search(r"Restored snapshotId=(-?\d+)", text)
+    assert match is not None, text[-3000:]
+    return int(match.group(1))
+
+
+def test_members_split_with_the_driver_on_the_majority_then_on_the_minority_side(
+    partitioned: Network, store: HazelcastCluster, tmp_path: Path
+) -> None:
+    """1 | 2 splits: the majority side goes on; the minority side's driver stops (exit 79).
+
+    The job runs with its driver in ``d0``. First ``h0`` is cut from everyone else: the
+    driver keeps both other members and must go on taking snapshots. After a heal, ``d0`` is
+    cut off together with ``h0``: its driver must stop within a bound, taking no snapshot
+    there, while a new execution started in ``d1`` on the majority side restores the last
+    snapshot and runs to the end before the partition heals.
+    """
+    job = Job(partitioned, store, tmp_path / "job", 3000, "--split-brain-protection")
+    try:
+        job.allow(600)
+        job.start_in("d0")
+        job.wait_for_read(600)
+
+        partitioned.cut(["h0"], ["h1", "h2", "d0", "d1"])
+        wait_until(
+            lambda: [(store.health(i) or {}).get("clusterSize") for i in range(3)] == [1, 2, 2],
+            90,
+            "the store to split 1 | 2",
+            interval=0.5,
+        )
+        done = job.snapshots_done()
+        job.allow(1200)
+        job.wait_for_read(1200)
+        job.wait_for_snapshot_after(done)
+        assert job.harness.running(), "the majority side's driver goes on"
+        assert job.harness.record().quorum_size == 2, "raised by the driver from 3 members"
+
+        partitioned.heal()
+        store.wait_cluster_safe(expected_size=3, timeout=180)
+        job.allow(1800)
+        job.wait_for_read(1800)
+
+        done = job.snapshots_done()
+        partitioned.cut(["h0", "d0"], ["h1", "h2", "d1"])
+        cut_at = time.monotonic()
+        job.allow(2400)
+        code = job.harness.wait(QUORUM_LOSS_BOUND_S)
+        stopped_s = time.monotonic() - cut_at
+        log.info("Driver on the minority side stopped seconds=%.1f code=%d", stopped_s, code)
+        minority_log = job.harness.log_text()
+        assert code == DriverExit.QUORUM_LOST, minority_log[-3000:]
+        assert "Lost the store's quorum reachableMembers=1 quorumSize=2" in minority_log
+        # One snapshot whose data was all written before the cut may still complete.
+        assert job.snapshots_done() <= done + 1, "no snapshot on the minority side"
+        after = job.harness.record()
+
+        # The operator's part: the next execution where the store has a quorum.
+        job.allow(job.end)
+        job.start_in("d1")
+        assert job.harness.wait(300) == DriverExit.COMPLETED, job.harness.log_tail()
+        assert _restored_from(job.harness.log_text()) == after.snapshot_id
+        partitioned.heal()
+        job.check_exact()
+    finally:
+        job.stop()
+
+
+def test_a_driver_cut_off_from_every_member_stops_with_a_message(
+    partitioned: Network, store: HazelcastCluster, tmp_path: Path
+) -> None:
+    """Isolated drivers stop in bounded time: 79 with split-brain protection, else 69.
+
+    With protection the driver stops once its client has dropped the silent connections;
+    without it, after ``--store-lost-seconds`` with no member. Neither waits for operation
+    timeouts, and neither takes a snapshot. A last execution completes the job exactly.
+    """
+    job = Job(partitioned, store, tmp_path / "job", 1200)
+    try:
+        for extra, expected, message in (
+            (
+                ["--split-brain-protection"],
+                DriverExit.QUORUM_LOST,
+                "reachableMembers=0 quorumSize=2",
+            ),
+            (
+                ["--store-lost-seconds", "10"],
+                DriverExit.TRANSIENT_FAILURE,
+                "the driver has reached no store member for 10 s",
+            ),
+        ):
+            job.start_in("d0", *extra)
+            limit = len(job.events()) + 300
+            job.allow(limit)
+            job.wait_for_read(limit)
+            partitioned.isolate("d0")
+            cut_at = time.monotonic()
+            code = job.harness.wait(QUORUM_LOSS_BOUND_S)
+            log.info(
+                "Isolated driver stopped seconds=%.1f code=%d", time.monotonic() - cut_at, code
+            )
+            text = job.harness.log_text()
+            assert code == expected, text[-3000:]
+            assert message in text, text[-3000:]
+            partitioned.heal()
+
+        job.allow(job.end)
+        job.start_in("d1")
+        assert job.harness.wait(300) == DriverExit.COMPLETED, job.harness.log_tail()
+        job.check_exact()
+    finally:
+        job.stop()
+
+
+SNAPSHOT_BOUND_S = 30.0
+"""The longest a snapshot of this job may take over a link with 200 ms delay and 5 % loss."""
+
+
+def test_snapshots_complete_over_a_slow_and_lossy_link(
+    partitioned: Network, store: HazelcastCluster, tmp_path: Path
+) -> None:
+    """200 ms added delay and 5 % loss on everything the driver sends.
+
+    The job (a few kB of state per snapshot) must still take snapshots, each within
+    :data:`SNAPSHOT_BOUND_S`, and complete with exact output; a snapshot that fails must fail
+    cleanly (logged, retried), never end the job.
+    """
+    job = Job(partitioned, store, tmp_path / "job", 1500, "--split-brain-protection")
+    try:
+        job.allow(300)
+        job.start_in("d0")
+        job.wait_for_read(300)
+        partitioned.impair("d0", delay_ms=200, loss_percent=5)
+        done = job.snapshots_done()
+        job.allow(job.end)
+        assert job.harness.wait(600) == DriverExit.COMPLETED, job.harness.log_tail()
+        text = job.harness.log_text()
+        seconds = [
+            float(m.group(1))
+            for m in re.finditer(r"Snapshot done snapshotId=\d+ map=\S+ seconds=([\d.]+)", text)
+        ][done:]
+        failed = text.count("Snapshot failed ")
+        log.info(
+            "Snapshots over 200 ms delay and 5 %% loss count=%d max_s=%.2f mean_s=%.2f failed=%d",
+            len(seconds),
+            max(seconds),
+            sum(seconds) / len(seconds),
+            failed,
+        )
+        assert len(seconds) >= 3, "snapshots went on over the impaired link"
+        assert max(seconds) <= SNAPSHOT_BOUND_S
+        job.check_exact()
+    finally:
+        job.stop()
