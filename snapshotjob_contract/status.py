@@ -337,11 +337,22 @@ class SnapshotJobStatus(StatusModel):
         return exit_report if exit_report.execution_id == self.execution.id else None
 
     def pipeline_runs(self) -> bool:
-        """Whether the current execution's driver reported that its pipeline runs."""
-        return (
-            self.execution is not None
-            and self.pipeline_started is not None
-            and self.pipeline_started.execution_id == self.execution.id
+        """Whether the current execution's pipeline runs: its driver reported so, or it has
+        started a snapshot since the execution started.
+
+        The second proof is for drivers of releases before ``status.pipelineStarted``, which
+        never report: an operator upgraded under a running job would otherwise end their
+        executions at its pipeline start timeout. A driver starts snapshots only once it has
+        restored and runs its epochs (``ongoingSnapshotStartTime``, its own clock).
+        """
+        execution = self.execution
+        if execution is None:
+            return False
+        if self.pipeline_started is not None:
+            return self.pipeline_started.execution_id == execution.id
+        snapshot_started = self.record().ongoing_snapshot_start_time
+        return snapshot_started is not None and snapshot_started >= int(
+            execution.started_at.timestamp() * 1000
         )
 
     def condition(self, condition_type: ConditionType) -> Condition | None:

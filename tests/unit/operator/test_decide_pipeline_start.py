@@ -33,6 +33,8 @@ from snapshotjob_contract import (
     ConditionReason,
     ConditionStatus,
     ConditionType,
+    ExecutionRecord,
+    ExecutionRecordStatus,
     Phase,
     PipelineStartedStatus,
 )
@@ -478,3 +480,26 @@ def test_executor_pods_are_read_with_their_owner_and_problem() -> None:
     assert "executable file not found" in start_error.problem.message
     assert backoff is not None and backoff.problem == PodProblem("ImagePullBackOff", "Back-off")
     assert parse_executor_pod({"metadata": {"name": "x", "labels": {}}}) is None
+
+
+def test_a_driver_that_never_reports_but_takes_snapshots_is_not_ended() -> None:
+    """A driver of a release before status.pipelineStarted, under an upgraded operator."""
+    observation = _starting(seconds_ago=TIMEOUT + 60)
+    execution = observation.status.execution
+    assert execution is not None
+    started_ms = int(execution.started_at.timestamp() * 1000)
+    earlier = ExecutionRecord().start_new_snapshot(now=started_ms - 1_000)
+    since = ExecutionRecord().start_new_snapshot(now=started_ms + 20_000)
+
+    def with_record(record: ExecutionRecord) -> Observation:
+        status = observation.status.model_copy(
+            update={"execution_record": ExecutionRecordStatus.of(record)}
+        )
+        return replace(observation, status=status)
+
+    old_snapshot = decide(with_record(earlier))
+    new_snapshot = decide(with_record(since))
+
+    assert of_type(old_snapshot, DeleteDriverPod), "a previous execution's snapshot proves nothing"
+    assert of_type(new_snapshot, DeleteDriverPod) == []
+    assert status_after(observation.status, new_snapshot).phase is Phase.RUNNING
