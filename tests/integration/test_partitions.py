@@ -5,10 +5,12 @@ Real components: three Hazelcast members, each in a network host of its own
 split-brain protection at a majority (``minimum-cluster-size`` 2, the chart's default), and
 real PySpark drivers in local mode as processes in their own hosts
 (``python -m spark_runtime run --split-brain-protection``). The execution record is a record
-file each execution claims, so the test plays the operator: it starts the next execution, on
-the side of a partition the operator's start gate would allow (the operator's gate itself,
-``BelowQuorum``, is tested in ``tests/unit/operator/test_decide_endings.py`` and
-``test_operator.py``).
+file each execution claims, except in the API server test, where the driver runs in
+Kubernetes mode against the session's real API server (reached through a forwarder on the
+network's root address, :mod:`testbed.tcp_proxy`). Either way the test plays the operator:
+it starts the next execution, on the side of a partition the operator's start gate would
+allow (the operator's gate itself, ``BelowQuorum``, is tested in
+``tests/unit/operator/test_decide_endings.py`` and ``test_operator.py``).
 
 The pipeline (:mod:`tests.integration.driver_pipeline`) sums a gated sequence by key into
 files and appends every number it reads to an events sink: each test ends with every event
@@ -21,19 +23,29 @@ import json
 import logging
 import os
 import re
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 from snapshotjob_contract import DriverExit
-from testbed.driver_process import DriverHarness
+from testbed.controlplane import KubeAPI
+from testbed.driver_process import REPO, DriverHarness
 from testbed.hazelcast import HazelcastCluster
-from testbed.netns import Network
-from testbed.processes import wait_until
+from testbed.netns import ROOT, Network
+from testbed.processes import start_in_own_session, wait_until
+from testbed.snapshotjob_crd import create_job, install_crd
+from testbed.tcp_proxy import TcpForwarder
 from tests.fixtures.netns import NetworkFactory
+from tests.integration.test_driver_kubernetes import _claim
+from tests.integration.test_driver_kubernetes import _record as _record_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 log = logging.getLogger(__name__)
@@ -141,34 +153,43 @@ class Job:
 
     def events(self) -> list[int]:
         """Every committed event, in published order (a repeat shows twice)."""
-        values = []
-        for part in sorted((self.work / "events").glob("events-*/part-*.json")):
-            values.extend(int(json.loads(line)["value"]) for line in part.read_text().splitlines())
-        return values
+        return committed_events(self.work)
 
     def check_exact(self) -> None:
         """Every event 0 .. end-1 exactly once, and the last sums of every key exact."""
-        events = self.events()
-        assert len(events) == len(set(events)), "an event was committed twice"
-        assert sorted(events) == list(range(self.end)), (
-            f"missing={sorted(set(range(self.end)) - set(events))[:20]}"
-        )
-        latest: dict[int, tuple[int, int]] = {}
-        for part in sorted((self.work / "out").glob("files-*/part-*.json")):
-            for line in part.read_text().splitlines():
-                row = json.loads(line)
-                key, count, total = int(row["key"]), int(row["count"]), int(row["total"])
-                if key not in latest or count > latest[key][0]:
-                    latest[key] = (count, total)
-        assert latest == {
-            key: (len(range(key, self.end, KEYS)), sum(range(key, self.end, KEYS)))
-            for key in range(KEYS)
-        }
+        check_exact(self.work, self.end)
 
     def stop(self) -> None:
         """Kills the current execution if it still runs."""
         if self.harness.running():
             self.harness.kill()
+
+
+def committed_events(work: Path) -> list[int]:
+    """Every event the job's events sink published, in published order."""
+    values: list[int] = []
+    for part in sorted((work / "events").glob("events-*/part-*.json")):
+        values.extend(int(json.loads(line)["value"]) for line in part.read_text().splitlines())
+    return values
+
+
+def check_exact(work: Path, end: int) -> None:
+    """Every event 0 .. end-1 exactly once, and the last sums of every key exact."""
+    events = committed_events(work)
+    assert len(events) == len(set(events)), "an event was committed twice"
+    assert sorted(events) == list(range(end)), (
+        f"missing={sorted(set(range(end)) - set(events))[:20]}"
+    )
+    latest: dict[int, tuple[int, int]] = {}
+    for part in sorted((work / "out").glob("files-*/part-*.json")):
+        for line in part.read_text().splitlines():
+            row = json.loads(line)
+            key, count, total = int(row["key"]), int(row["count"]), int(row["total"])
+            if key not in latest or count > latest[key][0]:
+                latest[key] = (count, total)
+    assert latest == {
+        key: (len(range(key, end, KEYS)), sum(range(key, end, KEYS))) for key in range(KEYS)
+    }
 
 
 def _restored_from(text: str) -> int:
@@ -324,3 +345,132 @@ def test_snapshots_complete_over_a_slow_and_lossy_link(
         job.check_exact()
     finally:
         job.stop()
+
+
+def _allow(work: Path, limit: int) -> None:
+    (work / ".limit").write_text(str(limit))
+    os.replace(work / ".limit", work / "limit")
+
+
+def _kubeconfig_through(kube_api: KubeAPI, forwarder: TcpForwarder, path: Path) -> Path:
+    """The admin kubeconfig, pointed at the forwarder; the certificate still names 127.0.0.1."""
+    config = yaml.safe_load(kube_api.kubeconfig.read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = "https://{}:{}".format(*forwarder.address)
+        cluster["cluster"]["tls-server-name"] = "127.0.0.1"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.kube
+def test_a_driver_cut_off_from_the_api_server_is_replaced_and_fenced(
+    partitioned: Network, store: HazelcastCluster, kube_api: KubeAPI, tmp_path: Path
+) -> None:
+    """The driver loses the API server (the execution record) but keeps the store.
+
+    Driver A runs in Kubernetes mode in ``d0`` and reaches the API server through a forwarder
+    on the network's root address. Cut from it, A cannot write the record: every snapshot
+    fails at its step 2, before any data, and nothing more is committed. The test plays the
+    operator replacing a driver whose Pod is known gone: it claims the job for execution B
+    and starts B in ``d1``, which restores the last snapshot and completes. After the heal,
+    A's first record write finds B's execution id and A stops (exit 77) without a trace in
+    the output: every event exactly once.
+    """
+    api = kube_api.api_client()
+    install_crd(api)
+    forwarder = TcpForwarder(
+        partitioned.root_ip, ("127.0.0.1", int(urlsplit(kube_api.server).port or 443))
+    ).start()
+    work = tmp_path / "job"
+    work.mkdir()
+    end = 1500
+    spec = {
+        "image": "snapshotjob/runtime:dev",
+        "pipeline": {
+            "module": "tests.integration.driver_pipeline",
+            "args": {
+                "limit_file": str(work / "limit"),
+                "out": str(work / "out"),
+                "events_out": str(work / "events"),
+                "end": end,
+                "keys": KEYS,
+                "rows_per_epoch": 50,
+            },
+        },
+        "processingGuarantee": "EXACTLY_ONCE",
+        "snapshotIntervalSeconds": 1,
+        "statePartitions": 2,
+        "splitBrainProtection": True,
+        "spark": {
+            "master": "local[2]",
+            "conf": {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"},
+        },
+        "hazelcast": {
+            "address": ",".join(m.address for m in store.nodes),
+            "clusterName": store.cluster_name,
+        },
+    }
+    first = f"a-{uuid.uuid4().hex[:8]}"
+    name: str = create_job(api, spec=spec, execution_id=first)["metadata"]["name"]
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(_kubeconfig_through(kube_api, forwarder, tmp_path / "kubeconfig")),
+        "PYSPARK_PYTHON": sys.executable,
+        "SJ_FAILPOINTS": "",
+    }
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    drivers: list[subprocess.Popen[bytes]] = []
+
+    def start(host: str, execution_id: str) -> tuple[subprocess.Popen[bytes], Path]:
+        log_path = tmp_path / f"driver-{execution_id}.log"
+        argv = [sys.executable, "-m", "spark_runtime", "run", "--kubernetes"]
+        argv += ["--namespace", "default", "--name", name, "--execution-id", execution_id]
+        with log_path.open("wb") as out:
+            process = start_in_own_session(
+                f"driver-{execution_id}",
+                partitioned[host].argv(argv),
+                out,
+                env=env,
+                cwd=REPO,
+                tie_to_parent=False,
+            )
+        drivers.append(process)
+        return process, log_path
+
+    try:
+        _allow(work, 300)
+        a, a_log = start("d0", first)
+        wait_until(lambda: len(committed_events(work)) >= 300, 180, "A's first events")
+        partitioned.cut(["d0"], [ROOT])
+        _allow(work, 600)
+        wait_until(
+            lambda: a_log.read_text(errors="replace").count("Snapshot failed to start") >= 2,
+            120,
+            "A's snapshots failing without the API server",
+        )
+        assert a.poll() is None, "A goes on processing without snapshots"
+        committed = committed_events(work)
+        restore_point = int(_record_of(api, name)["snapshotId"])
+
+        # The operator's part: A's Pod is known gone, a new execution takes the job.
+        second = f"b-{uuid.uuid4().hex[:8]}"
+        _claim(api, name, second, 2)
+        _allow(work, end)
+        b, b_log = start("d1", second)
+        assert b.wait(300) == DriverExit.COMPLETED, b_log.read_text()[-3000:]
+        assert _restored_from(b_log.read_text()) == restore_point
+        assert set(committed) <= set(committed_events(work))
+
+        partitioned.heal()
+        code = a.wait(120)
+        log.info("Driver cut from the API server ended after the heal code=%d", code)
+        assert code == DriverExit.FENCED, a_log.read_text()[-3000:]
+        check_exact(work, end)
+        assert int(_record_of(api, name)["snapshotId"]) > restore_point
+    finally:
+        for process in drivers:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        forwarder.close()
+        api.close()
