@@ -149,13 +149,10 @@ class HazelcastSnapshotStore:
         connections to members behind a cut after :data:`HEARTBEAT_TIMEOUT_S` and takes the
         list from a member it still reaches. (:class:`~snapshot_protocol.ports.StoreMembership`.)
         """
-        client = self._client
-        if not client.lifecycle_service.is_running():
-            return 0
         # Connections are only visible privately; without one, the member list is stale.
-        if not client._connection_manager.active_connections:
+        if not self.running or not self._client._connection_manager.active_connections:
             return 0
-        return len(client.cluster_service.get_members())
+        return len(self._client.cluster_service.get_members())
 
     @property
     def running(self) -> bool:

@@ -84,6 +84,28 @@ def store(partitioned: Network, tmp_path: Path) -> Iterator[HazelcastCluster]:
         cluster.stop()
 
 
+SPARK_IN_HOST = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+"""Spark's driver binds to the host's own loopback inside a network host."""
+
+
+def _pipeline_args(work: Path, end: int) -> dict[str, object]:
+    """The pipeline's arguments: gated by ``work/limit``, sums and events under ``work``."""
+    return {
+        "limit_file": str(work / "limit"),
+        "out": str(work / "out"),
+        "events_out": str(work / "events"),
+        "end": end,
+        "keys": KEYS,
+        "rows_per_epoch": 50,
+    }
+
+
+def _allow(work: Path, limit: int) -> None:
+    """Lets the job read up to ``limit``."""
+    (work / ".limit").write_text(str(limit))
+    os.replace(work / ".limit", work / "limit")
+
+
 class Job:
     """One local-mode job whose executions the test starts in network hosts."""
 
@@ -100,24 +122,11 @@ class Job:
             cluster_name=cluster.cluster_name,
             job_uid=f"part-{uuid.uuid4().hex[:8]}",
             pipeline="tests.integration.driver_pipeline",
-            args={
-                "limit_file": str(work / "limit"),
-                "out": str(work / "out"),
-                "events_out": str(work / "events"),
-                "end": end,
-                "keys": KEYS,
-                "rows_per_epoch": 50,
-            },
+            args=_pipeline_args(work, end),
             snapshot_interval_ms=1000,
         )
-        self.base_args = [
-            # Spark's driver binds to the host's own loopback inside a network host.
-            "--conf",
-            "spark.driver.host=127.0.0.1",
-            "--conf",
-            "spark.driver.bindAddress=127.0.0.1",
-            *extra,
-        ]
+        conf = [arg for key, value in SPARK_IN_HOST.items() for arg in ("--conf", f"{key}={value}")]
+        self.base_args = [*conf, *extra]
 
     def start_in(self, host: str, *extra: str) -> None:
         """Starts the next execution in ``host`` (the test plays the operator), with the
@@ -128,8 +137,7 @@ class Job:
 
     def allow(self, limit: int) -> None:
         """Lets the job read up to ``limit``."""
-        (self.work / ".limit").write_text(str(limit))
-        os.replace(self.work / ".limit", self.work / "limit")
+        _allow(self.work, limit)
 
     def snapshots_done(self) -> int:
         """Successful snapshots of the current execution."""
@@ -347,11 +355,6 @@ def test_snapshots_complete_over_a_slow_and_lossy_link(
         job.stop()
 
 
-def _allow(work: Path, limit: int) -> None:
-    (work / ".limit").write_text(str(limit))
-    os.replace(work / ".limit", work / "limit")
-
-
 def _kubeconfig_through(kube_api: KubeAPI, forwarder: TcpForwarder, path: Path) -> Path:
     """The admin kubeconfig, pointed at the forwarder; the certificate still names 127.0.0.1."""
     config = yaml.safe_load(kube_api.kubeconfig.read_text())
@@ -388,14 +391,7 @@ def test_a_driver_cut_off_from_the_api_server_is_replaced_and_fenced(
         "image": "snapshotjob/runtime:dev",
         "pipeline": {
             "module": "tests.integration.driver_pipeline",
-            "args": {
-                "limit_file": str(work / "limit"),
-                "out": str(work / "out"),
-                "events_out": str(work / "events"),
-                "end": end,
-                "keys": KEYS,
-                "rows_per_epoch": 50,
-            },
+            "args": _pipeline_args(work, end),
         },
         "processingGuarantee": "EXACTLY_ONCE",
         "snapshotIntervalSeconds": 1,
@@ -403,7 +399,7 @@ def test_a_driver_cut_off_from_the_api_server_is_replaced_and_fenced(
         "splitBrainProtection": True,
         "spark": {
             "master": "local[2]",
-            "conf": {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"},
+            "conf": SPARK_IN_HOST,
         },
         "hazelcast": {
             "address": ",".join(m.address for m in store.nodes),
