@@ -137,7 +137,10 @@ class HazelcastSnapshotStore:
         self._window = window
 
     def _map(self, map_name: str) -> Any:
-        return self._client.get_map(map_name)
+        # Opening a map not seen before is a remote call; a client that lost its members
+        # (a driver stopped past the heartbeat timeout) fails it like any other operation.
+        with _translated(map_name, "open map"):
+            return self._client.get_map(map_name)
 
     # --- membership ---------------------------------------------------------------------------
 
@@ -335,10 +338,15 @@ class HazelcastSnapshotStore:
                 if first_error is None:
                     first_error = _translate(exc, map_name, f"{what} '{key}'")
 
-        for operation in operations:
-            in_flight.append(operation)
-            if len(in_flight) >= self._window:
-                drain_one()
+        try:
+            # Issuing an operation can fail at once (a client that has shut down), before
+            # it has a future; the ones already issued are still waited for.
+            for operation in operations:
+                in_flight.append(operation)
+                if len(in_flight) >= self._window:
+                    drain_one()
+        except Exception as exc:
+            first_error = first_error or _translate(exc, map_name, what)
         while in_flight:
             drain_one()
         if first_error is not None:

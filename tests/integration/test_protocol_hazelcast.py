@@ -26,6 +26,7 @@ from kubernetes import client
 
 from snapshot_protocol import (
     ChunkDescriptor,
+    ChunkKey,
     ChunkReader,
     ChunkWriter,
     CoordinatorConfig,
@@ -35,6 +36,7 @@ from snapshot_protocol import (
     SnapshotCoordinator,
     SnapshotCorrupted,
     SnapshotRef,
+    SnapshotStoreError,
     TerminationMode,
     ZombieExecution,
 )
@@ -463,3 +465,39 @@ def test_an_automatic_snapshot_costs_two_status_writes(kube_api: KubeAPI, job: J
     print(f"API calls per automatic snapshot: writes={writes / 5} reads={reads / 5}")
     assert (reads, writes) == (10, 10)
     api.close()
+
+
+def test_a_store_whose_client_lost_the_cluster_raises_store_errors(
+    healthy_hazelcast: HazelcastCluster,
+) -> None:
+    """Every operation of a client that lost its connections fails as SnapshotStoreError.
+
+    The protocol fails a snapshot on a store error and goes on; any other exception ends the
+    driver with exit 1. A driver stopped longer than the heartbeat timeout (a zombie, a
+    frozen Pod) comes back to a client that dropped its connections and may have shut down,
+    and must then be fenced at its next record write, not crash on a raw Hazelcast error.
+    """
+    hz = connect([m.address for m in healthy_hazelcast.nodes], healthy_hazelcast.cluster_name)
+    store = HazelcastSnapshotStore(hz)
+    hz.shutdown()
+    name = f"lost-{uuid.uuid4().hex[:6]}"
+    key = ChunkKey(1, "state", 0, 0)
+    operations: list[tuple[str, Callable[[], object]]] = [
+        ("discard", lambda: store.discard(name, 3)),
+        ("put_chunks", lambda: store.put_chunks(name, [(key, b"x")])),
+        ("read_chunks", lambda: store.read_chunks(name, [key])),
+        ("latest_snapshot_id", lambda: store.latest_snapshot_id(name)),
+        ("missing_chunks", lambda: store.missing_chunks(name, [key])),
+        ("get_validation_record", lambda: store.get_validation_record(name, 1)),
+    ]
+    raised: dict[str, str] = {}
+    for what, operation in operations:
+        try:
+            operation()
+        except SnapshotStoreError:
+            raised[what] = "SnapshotStoreError"
+        except Exception as error:
+            raised[what] = type(error).__name__
+        else:
+            raised[what] = "nothing"
+    assert raised == {what: "SnapshotStoreError" for what, _ in operations}
