@@ -12,7 +12,7 @@ The driver runs as a separate process against the session's real Hazelcast membe
 PostgreSQL, with the record in a local record file, and is faulted in five phases:
 
 1. SIGKILLed at random moments (JVM start, restore, epochs, snapshots), ``SJ_CHAOS_KILLS``
-   times (6 in ``make test``; 20 for a longer run).
+   times (3 in ``make test``; 20 for a longer run).
 2. Crashed at every failpoint of the taking and restore procedures (``os._exit``); three of
    the 30 are the crashes that end the replacements of phase 4.
 3. Member faults while snapshots are taken: ``SJ_CHAOS_MEMBER_KILLS`` (3) members SIGKILLed
@@ -37,8 +37,8 @@ between snapshots.
 Run time: each restart costs a Spark JVM start and a restore (10-20 s on a 2-core machine).
 With 20 random kills the exactly-once test took 17.7 minutes (1064 s, 55 executions) on a
 2-core machine, the AT_LEAST_ONCE test 1.5 more; each zombie episode costs two driver starts
-(about a minute), the member kills about a minute together. ``make test`` runs 6 random kills
-(about 13 minutes). Reduced runs for development:
+(about a minute), the member kills about a minute together. ``make test`` runs 3 random kills
+(about 10 minutes). Reduced runs for development:
 ``SJ_CHAOS_KILLS``, ``SJ_CHAOS_FAILPOINTS`` (comma-separated names; default all),
 ``SJ_CHAOS_MEMBER_KILLS``, ``SJ_CHAOS_ZOMBIES``, ``SJ_CHAOS_SEED`` (the random kills'
 timing), and ``SJ_CHAOS_ZOMBIE_PAUSE`` (one failpoint for every zombie to stop at instead of
@@ -75,9 +75,9 @@ ROWS_PER_EPOCH = 1000
 FINAL_ROWS_PER_EPOCH = 200_000
 # Each random kill costs a driver start and about 17 s of run before the kill. The failpoint
 # crashes of phase 2 hit every step of taking and restoring on purpose; the random ones add
-# moments between the steps. Six keep ``make test`` within its budget; ``SJ_CHAOS_KILLS=20``
-# for a longer run (about 4.5 minutes more).
-RANDOM_KILLS = int(os.environ.get("SJ_CHAOS_KILLS", "6"))
+# moments between the steps. Three keep ``make test`` within its budget; ``SJ_CHAOS_KILLS=20``
+# for a longer run (about 6 minutes more).
+RANDOM_KILLS = int(os.environ.get("SJ_CHAOS_KILLS", "3"))
 MEMBER_KILLS = int(os.environ.get("SJ_CHAOS_MEMBER_KILLS", "3"))
 ZOMBIES = int(os.environ.get("SJ_CHAOS_ZOMBIES", "3"))
 CRASH_POINTS = [fp.name for fp in FAILPOINTS if FailpointAction.CRASH in fp.actions]
