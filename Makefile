@@ -30,6 +30,7 @@ bench: install ## Run every benchmark (each prints its figures and ends with one
 	@$(PY) bench/snapshot_store.py
 	@$(PY) -m bench.overhead
 	@$(PY) bench/reconcile_latency.py
+	@$(PY) bench/driver_start.py
 
 run-operator: install ## Run the operator against the current kubeconfig (see docs/operator.md for flags)
 	@$(PY) -m snapshot_operator $(OPERATOR_ARGS)

@@ -5,7 +5,9 @@ session time zone is UTC, and keyed state is laid out by ``spark.sql.shuffle.par
 A test or benchmark that built its session by hand could drift from the driver's and
 measure or check something the driver never runs, so every session comes from
 :func:`spark_session`, and what differs between them (the master, the shuffle partitions,
-the driver's memory, the UI, Arrow, the JDBC drivers, extra conf) is an argument.
+the driver's memory, the UI, Arrow, the JDBC drivers, extra conf) is an argument. Every
+session's JVM maps its classes from the class data sharing archive when there is one
+(:mod:`spark_runtime.cds`), which makes a driver start about 5 s shorter.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+
+from spark_runtime import cds
 
 JAR_DIR = Path(os.environ.get("SJ_CACHE", Path.home() / ".cache" / "snapshotjob")) / "jars"
 """Where ``hack/install.sh`` puts JDBC drivers for :func:`spark_session` to load."""
@@ -41,6 +45,7 @@ def spark_session(
     arrow: bool = False,
     jdbc_drivers: bool = False,
     conf: Mapping[str, str] | None = None,
+    class_data_sharing: bool = True,
 ) -> SparkSession:
     """Starts (or returns the running) session: small, quiet, in UTC.
 
@@ -55,6 +60,10 @@ def spark_session(
         jdbc_drivers: Whether the JDBC driver jars of :func:`jdbc_driver_jars` go on the
             classpath.
         conf: Further settings, applied last so they override everything above.
+        class_data_sharing: Whether the driver's JVM maps its classes from this machine's
+            archive (:mod:`spark_runtime.cds`) if there is a valid one; a JVM with
+            ``spark.driver.extraClassPath`` in ``conf`` never does (the archive is only
+            valid for PySpark's own classpath).
 
     Returns:
         The session, with Spark's own logging at ERROR.
@@ -76,7 +85,10 @@ def spark_session(
     jars = jdbc_driver_jars() if jdbc_drivers else []
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
-    for key, value in (conf or {}).items():
+    settings = dict(conf or {})
+    if class_data_sharing and "spark.driver.extraClassPath" not in settings:
+        settings = cds.with_archive(settings, cds.java_options())
+    for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -125,11 +125,18 @@ wheelhouse() {
   echo "${dir}"
 }
 
+# The drivers' class data sharing archive (spark_runtime/cds.py) depends only on Java and
+# PySpark, so it is built here, with the two modules that build it mounted from the
+# repository, and kept while those stay the same; SJ_CDS_DIR in runtime.Dockerfile names it.
+CDS_DIR=/opt/snapshotjob/cds
+CDS_SOURCES=(spark_runtime/__init__.py spark_runtime/cds.py spark_runtime/session.py)
+
 build_deps() {
   local dir inputs
   dir="$(wheelhouse)"
-  inputs="$(printf '%s\n%s\n%s' "$(image_id "${SYSTEM_IMAGE}")" "${dir##*/}" \
-    "$(declare -f build_deps)" | sha256sum | cut -d' ' -f1)"
+  inputs="$(printf '%s\n%s\n%s\n%s' "$(image_id "${SYSTEM_IMAGE}")" "${dir##*/}" \
+    "$(declare -f build_deps)" \
+    "$(cd "${REPO_ROOT}" && sha256sum "${CDS_SOURCES[@]}")" | sha256sum | cut -d' ' -f1)"
   if image_fresh "${DEPS_IMAGE}" "${inputs}"; then
     log "Image up to date image=${DEPS_IMAGE}"
     return 0
@@ -140,7 +147,14 @@ build_deps() {
       --constraint /wheelhouse/constraints.txt /wheels/*.whl
     find /opt/venv -name __pycache__ -prune -exec rm -rf {} +
     /opt/venv/bin/python -m compileall -q /opt/venv/lib >/dev/null || true
-  " -v "${dir}/wheels:/wheels:ro" -v "${dir}:/wheelhouse:ro"
+    mkdir -p /cds-src/spark_runtime
+    cp /repo/spark_runtime/__init__.py /repo/spark_runtime/cds.py /repo/spark_runtime/session.py \
+      /cds-src/spark_runtime/
+    SJ_CDS_DIR=${CDS_DIR} PYTHONPATH=/cds-src PYTHONDONTWRITEBYTECODE=1 \
+      /opt/venv/bin/python -m spark_runtime.cds
+    rm -rf /cds-src /tmp/* /root/.cache
+  " -v "${dir}/wheels:/wheels:ro" -v "${dir}:/wheelhouse:ro" \
+    -v "${REPO_ROOT}/spark_runtime:/repo/spark_runtime:ro"
   log "Built image=${DEPS_IMAGE}"
 }
 

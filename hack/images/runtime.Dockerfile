@@ -15,7 +15,8 @@ ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     HOME=/home/app \
-    LANG=C.UTF-8
+    LANG=C.UTF-8 \
+    SJ_CDS_DIR=/opt/snapshotjob/cds
 WORKDIR /home/app
 USER @UID@:@UID@
 LABEL snapshotjob.inputs=@INPUTS@

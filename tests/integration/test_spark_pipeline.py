@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from snapshotjob_contract.spec import ProcessingGuarantee
+from spark_runtime import cds
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import Sink
@@ -78,3 +79,19 @@ def test_job_without_windows_gets_no_closing_epoch(spark: SparkSession) -> None:
     pipeline, sink, build = _pipeline(spark, window=False)
     assert _run_all(pipeline, build) == [False, False, False]
     assert len(sink.writes) == 3
+
+
+def test_the_drivers_jvm_maps_its_classes_from_the_archive(spark: SparkSession) -> None:
+    """``make install`` builds the archive and every session's JVM maps it (spark_runtime/cds.py).
+
+    ``UseSharedSpaces`` is what the JVM decided: false if it refused the archive.
+    """
+    archive = cds.archive_path()
+    assert archive is not None and cds.java_options(), f"no valid archive at {archive}"
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    )
+    assert bean.getVMOption("SharedArchiveFile").getValue() == str(archive)
+    assert bean.getVMOption("UseSharedSpaces").getValue() == "true"
