@@ -82,6 +82,43 @@ if [ ! -s "$CACHE/jars/postgresql-$POSTGRES_JDBC_VERSION.jar" ]; then
 fi
 step "PostgreSQL JDBC driver $POSTGRES_JDBC_VERSION in $CACHE/jars"
 
+# --- A Kafka broker for the tests: KRaft, from Maven Central's jars (testbed/kafka.py) ------
+# The broker's jar and its runtime dependencies, resolved by Maven from a throwaway POM, plus
+# a log4j binding for its SLF4J logging; a stamp marks a complete download.
+KAFKA_VERSION=${KAFKA_VERSION:-4.4.0}
+KAFKA_LIBS=$CACHE/kafka/$KAFKA_VERSION/libs
+if [ ! -f "$KAFKA_LIBS/.complete" ]; then
+    step "Fetching org.apache.kafka:kafka_2.13:$KAFKA_VERSION and its dependencies into $KAFKA_LIBS"
+    pom_dir=$(mktemp -d)
+    cat >"$pom_dir/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.snapshotjob.testbed</groupId>
+  <artifactId>kafka-broker</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka_2.13</artifactId>
+      <version>$KAFKA_VERSION</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-slf4j-impl</artifactId>
+      <version>2.25.5</version>
+    </dependency>
+  </dependencies>
+</project>
+POM
+    rm -rf "$KAFKA_LIBS"
+    (cd "$pom_dir" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
+        "-DoutputDirectory=$KAFKA_LIBS") || fail "Maven could not fetch the Kafka broker"
+    rm -rf "$pom_dir"
+    touch "$KAFKA_LIBS/.complete"
+fi
+step "Kafka broker $KAFKA_VERSION in $KAFKA_LIBS"
+
 # --- The drivers' class data sharing archive (spark_runtime/cds.py) ------------------------
 # Every local driver start maps Spark's classes from it instead of loading them: about 4 s
 # less per start (bench/driver_start.py). Built once per virtualenv and Java, about 40 s.

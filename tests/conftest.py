@@ -18,6 +18,7 @@ settings.load_profile("snapshotjob")
 pytest_plugins = [
     "tests.fixtures.hazelcast",
     "tests.fixtures.postgres",
+    "tests.fixtures.kafka",
     "tests.fixtures.spark",
     "tests.fixtures.kube",
     "tests.fixtures.netns",

@@ -12,11 +12,17 @@ import time
 from pathlib import Path
 
 from testbed.hazelcast import HazelcastCluster
+from testbed.kafka import KafkaBroker
 from testbed.postgres import PostgresServer
 
 
-def test_wait_for_interrupt(hazelcast_cluster: HazelcastCluster, postgres: PostgresServer) -> None:
-    pids = [m.process.pid for m in hazelcast_cluster.nodes] + [postgres.process.pid]
+def test_wait_for_interrupt(
+    hazelcast_cluster: HazelcastCluster, postgres: PostgresServer, kafka: KafkaBroker
+) -> None:
+    pids = [m.process.pid for m in hazelcast_cluster.nodes] + [
+        postgres.process.pid,
+        kafka.process.pid,
+    ]
     target = Path(os.environ["SJ_INTERRUPT_PIDS"])
     partial = target.with_suffix(".tmp")
     partial.write_text(json.dumps(pids))

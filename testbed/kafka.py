@@ -1,0 +1,190 @@
+"""A real Kafka broker for the tests: one KRaft node from Maven Central's jars.
+
+Why a real broker: the Kafka source's exactly-once rests on offsets a broker assigns and on
+``read_committed`` hiding aborted and open transactions, and the sink's on transactions the
+broker's coordinator commits or aborts; a stand-in would prove nothing about either. The
+broker runs as one process in combined mode (``process.roles=broker,controller``), from the
+jars ``make install`` fetched into ``~/.cache/snapshotjob/kafka/<version>/libs``: the storage
+is formatted with ``kafka.tools.StorageTool``, then ``kafka.Kafka`` starts on two free
+loopback ports (clients, controller). Its internal topics have one replica, so transactions
+and consumer groups work on a single node.
+
+Like every server of the test bed it is a :class:`~testbed.processes.ManagedProcess`, so an
+interrupted run leaves no broker behind; :meth:`KafkaBroker.kill` and
+:meth:`KafkaBroker.restart` are the faults the tests use.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from testbed.ports import free_port
+from testbed.processes import ManagedProcess, wait_until
+
+KAFKA_VERSION = os.environ.get("KAFKA_VERSION", "4.4.0")
+"""The broker's version; ``hack/install.sh`` fetches the same one (``KAFKA_VERSION``)."""
+
+_CACHE = Path(os.environ.get("SJ_CACHE", Path.home() / ".cache" / "snapshotjob"))
+
+LOG4J2_CONFIG = """\
+Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        Pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: INFO
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: org.apache.kafka.common.config
+        level: WARN
+"""
+
+
+def kafka_libs(version: str = KAFKA_VERSION) -> Path:
+    """The directory with the broker's jars.
+
+    Raises:
+        FileNotFoundError: If ``make install`` has not fetched them.
+    """
+    libs = _CACHE / "kafka" / version / "libs"
+    if not (libs / ".complete").is_file():
+        raise FileNotFoundError(f"No Kafka {version} broker jars in {libs}: run `make install`")
+    return libs
+
+
+class KafkaBroker:
+    """One KRaft broker-and-controller with its own log directory.
+
+    Args:
+        workdir: Directory for the configuration, the data and the log.
+        heap: The JVM's heap (``-Xmx``).
+        partitions: ``num.partitions`` for topics created without a count.
+    """
+
+    def __init__(self, workdir: Path, heap: str = "512m", partitions: int = 4) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.datadir = workdir / "data"
+        self.config = workdir / "server.properties"
+        self.partitions = partitions
+        libs = kafka_libs()
+        self._java = [
+            "java",
+            f"-Xmx{heap}",
+            "-XX:+UseG1GC",
+            "-cp",
+            f"{libs}/*",
+            f"-Dlog4j2.configurationFile={workdir / 'log4j2.yaml'}",
+        ]
+        self.process = ManagedProcess(
+            "kafka",
+            [*self._java, "kafka.Kafka", str(self.config)],
+            workdir / "kafka.log",
+        )
+
+    @property
+    def bootstrap(self) -> str:
+        """``bootstrap.servers`` for clients."""
+        return f"127.0.0.1:{self.port}"
+
+    def _properties(self) -> str:
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": (
+                f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
+            ),
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.datadir),
+            "num.partitions": str(self.partitions),
+            # One node: the internal topics of transactions and groups get one replica.
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+    def start(self, timeout: float = 90.0) -> None:
+        """Format the storage (first start only) and start the broker; wait until it serves."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "log4j2.yaml").write_text(LOG4J2_CONFIG)
+        self.config.write_text(self._properties())
+        if not (self.datadir / "meta.properties").is_file():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            formatted = subprocess.run(
+                [
+                    *self._java,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "--cluster-id",
+                    cluster_id,
+                    "--config",
+                    str(self.config),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            if formatted.returncode != 0:
+                raise RuntimeError(
+                    f"Kafka storage format failed rc={formatted.returncode}:\n"
+                    f"{formatted.stdout[-3000:]}\n{formatted.stderr[-3000:]}"
+                )
+        self.process.start()
+        wait_until(self._serves, timeout, f"Kafka broker on {self.bootstrap}", interval=0.5)
+
+    def _serves(self) -> bool:
+        if not self.process.running():
+            raise RuntimeError(
+                f"Kafka exited; log {self.process.log_path}:\n{self.process.log_tail()}"
+            )
+        try:
+            metadata = self.admin().list_topics(timeout=2)
+        except Exception:  # any failure means "not yet"
+            return False
+        return bool(metadata.brokers)
+
+    def admin(self) -> AdminClient:
+        """An admin client of this broker."""
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+
+    def create_topic(self, prefix: str = "t", partitions: int | None = None) -> str:
+        """Create a topic with a fresh name and return the name."""
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        topic = NewTopic(name, partitions or self.partitions, 1)
+        admin = self.admin()  # referenced until the futures are done: its handle serves them
+        for future in admin.create_topics([topic]).values():
+            future.result(timeout=30)
+        return name
+
+    def stop(self) -> None:
+        """Stop the broker (SIGTERM is its controlled shutdown; then SIGKILL)."""
+        self.process.stop(timeout=30)
+
+    def kill(self) -> None:
+        """SIGKILL the broker: a crash."""
+        self.process.kill()
+
+    def restart(self, timeout: float = 90.0) -> None:
+        """Start the broker again on the same ports and data, after :meth:`kill` or :meth:`stop`."""
+        self.start(timeout)
