@@ -82,6 +82,39 @@ if [ ! -s "$CACHE/jars/postgresql-$POSTGRES_JDBC_VERSION.jar" ]; then
 fi
 step "PostgreSQL JDBC driver $POSTGRES_JDBC_VERSION in $CACHE/jars"
 
+# Spark's own Kafka connector, for the runtime's KafkaSource: the connector and the three jars
+# it needs that PySpark does not ship. Maven Central serves no 4.3 connector yet; the 4.2 one
+# runs on PySpark 4.3 (tests/integration/test_kafka_source.py).
+SPARK_KAFKA_VERSION=${SPARK_KAFKA_VERSION:-4.2.0}
+SPARK_KAFKA_DIR=$CACHE/jars/spark-kafka-$SPARK_KAFKA_VERSION
+if [ ! -f "$SPARK_KAFKA_DIR/.complete" ]; then
+    step "Fetching org.apache.spark:spark-sql-kafka-0-10_2.13:$SPARK_KAFKA_VERSION into $SPARK_KAFKA_DIR"
+    pom_dir=$(mktemp -d)
+    cat >"$pom_dir/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.snapshotjob.runtime</groupId>
+  <artifactId>spark-kafka</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.spark</groupId>
+      <artifactId>spark-sql-kafka-0-10_2.13</artifactId>
+      <version>$SPARK_KAFKA_VERSION</version>
+    </dependency>
+  </dependencies>
+</project>
+POM
+    rm -rf "$SPARK_KAFKA_DIR"
+    (cd "$pom_dir" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
+        -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
+        "-DoutputDirectory=$SPARK_KAFKA_DIR") || fail "Maven could not fetch Spark's Kafka connector"
+    rm -rf "$pom_dir"
+    touch "$SPARK_KAFKA_DIR/.complete"
+fi
+step "Spark Kafka connector $SPARK_KAFKA_VERSION in $SPARK_KAFKA_DIR"
+
 # --- A Kafka broker for the tests: KRaft, from Maven Central's jars (testbed/kafka.py) ------
 # The broker's jar and its runtime dependencies, resolved by Maven from a throwaway POM, plus
 # a log4j binding for its SLF4J logging; a stamp marks a complete download.

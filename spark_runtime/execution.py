@@ -140,7 +140,8 @@ def load_build(module_name: str) -> Build:
 
 
 def start_spark(config: JobConfig, app_name: str) -> SparkSession:
-    """Starts the driver's session, with Arrow and the cached JDBC drivers on the classpath.
+    """Starts the driver's session, with Arrow, the cached JDBC drivers and Spark's Kafka
+    connector on the classpath.
 
     The shuffle partitions are the state partitions, so a shuffle by key lands where the
     state is; the job's own Spark settings come last and win.
@@ -151,6 +152,7 @@ def start_spark(config: JobConfig, app_name: str) -> SparkSession:
         shuffle_partitions=config.settings.state_partitions,
         arrow=True,
         jdbc_drivers=True,
+        kafka=True,
         conf=config.spark_conf,
     )
 

@@ -35,6 +35,15 @@ def jdbc_driver_jars() -> list[str]:
     return sorted(str(path) for path in JAR_DIR.glob("postgresql-*.jar"))
 
 
+def kafka_connector_jars() -> list[str]:
+    """Spark's Kafka connector and the jars it needs beyond PySpark's (``make install`` puts
+    them in ``JAR_DIR/spark-kafka-<version>``), sorted; none if they are missing."""
+    complete = sorted(JAR_DIR.glob("spark-kafka-*/.complete"))
+    if not complete:
+        return []
+    return sorted(str(path) for path in complete[-1].parent.glob("*.jar"))
+
+
 def spark_session(
     app_name: str,
     *,
@@ -44,6 +53,7 @@ def spark_session(
     ui: bool = False,
     arrow: bool = False,
     jdbc_drivers: bool = False,
+    kafka: bool = False,
     conf: Mapping[str, str] | None = None,
     class_data_sharing: bool = True,
 ) -> SparkSession:
@@ -59,6 +69,8 @@ def spark_session(
         arrow: Whether Arrow carries data between the JVM and Python workers.
         jdbc_drivers: Whether the JDBC driver jars of :func:`jdbc_driver_jars` go on the
             classpath.
+        kafka: Whether Spark's Kafka connector (:func:`kafka_connector_jars`) goes on the
+            classpath, for :class:`~spark_runtime.sources.KafkaSource`.
         conf: Further settings, applied last so they override everything above.
         class_data_sharing: Whether the driver's JVM maps its classes from this machine's
             archive (:mod:`spark_runtime.cds`) if there is a valid one; a JVM with
@@ -82,7 +94,7 @@ def spark_session(
         builder = builder.config("spark.driver.memory", driver_memory)
     if arrow:
         builder = builder.config(ARROW_CONF, "true")
-    jars = jdbc_driver_jars() if jdbc_drivers else []
+    jars = (jdbc_driver_jars() if jdbc_drivers else []) + (kafka_connector_jars() if kafka else [])
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     settings = dict(conf or {})

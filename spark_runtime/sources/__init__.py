@@ -5,6 +5,8 @@
 - :mod:`~spark_runtime.sources.sequence`: ``SequenceSource``
 - :mod:`~spark_runtime.sources.files`: ``FileSource``, ``FILE_FORMATS``
 - :mod:`~spark_runtime.sources.postgres`: ``PostgresSource``, ``jdbc_url`` (needs psycopg)
+- :mod:`~spark_runtime.sources.kafka`: ``KafkaSource``, ``KAFKA_SCHEMA`` (needs confluent-kafka
+  and Spark's Kafka connector)
 
 The names are imported on first use (:mod:`spark_runtime.lazy_exports`), so
 ``from spark_runtime.sources import FileSource`` does not import psycopg.
@@ -19,13 +21,16 @@ from spark_runtime.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from spark_runtime.sources.base import Offset, Source
     from spark_runtime.sources.files import FILE_FORMATS, FileSource
+    from spark_runtime.sources.kafka import KAFKA_SCHEMA, KafkaSource
     from spark_runtime.sources.participant import SourceParticipant
     from spark_runtime.sources.postgres import PostgresSource, jdbc_url
     from spark_runtime.sources.sequence import SequenceSource
 
 __all__ = [
     "FILE_FORMATS",
+    "KAFKA_SCHEMA",
     "FileSource",
+    "KafkaSource",
     "Offset",
     "PostgresSource",
     "SequenceSource",
@@ -42,6 +47,8 @@ if not TYPE_CHECKING:
         {
             "FILE_FORMATS": "files",
             "FileSource": "files",
+            "KAFKA_SCHEMA": "kafka",
+            "KafkaSource": "kafka",
             "Offset": "base",
             "PostgresSource": "postgres",
             "SequenceSource": "sequence",

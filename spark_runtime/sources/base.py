@@ -42,3 +42,10 @@ class Source(ABC):
     @abstractmethod
     def read(self, spark: SparkSession, start: Offset, end: Offset) -> DataFrame:
         """The rows after ``start`` up to and including ``end``; the same every time."""
+
+    def committed(self, offset: Offset) -> None:  # noqa: B027 - optional, no-op by default
+        """Told after a snapshot's second phase that ``offset`` is in a completed snapshot.
+
+        For acknowledging upstream for monitoring (a Kafka consumer group's offsets); a
+        restore never depends on it. Must not raise.
+        """

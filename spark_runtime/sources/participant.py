@@ -30,6 +30,7 @@ class SourceParticipant:
         self._name = name
         self.source = source
         self.offset: Offset = source.initial_offset()
+        self._saved: dict[int, Offset] = {}
 
     @property
     def name(self) -> str:
@@ -40,11 +41,15 @@ class SourceParticipant:
         self, snapshot_id: int, writer: ChunkWriter, export_only: bool
     ) -> Sequence[ChunkDescriptor]:
         """Saves the offset reached by the last epoch."""
+        if not export_only:
+            self._saved = {snapshot_id: self.offset}
         return [writer.write(0, 0, json.dumps({"offset": self.offset}).encode(), 1)]
 
     def commit_finish(self, snapshot_id: int, success: bool) -> None:
-        """A source has nothing to commit (it does not acknowledge upstream)."""
-        return
+        """Tells the source the offset of a completed snapshot (:meth:`Source.committed`)."""
+        saved = self._saved.pop(snapshot_id, None)
+        if success and saved is not None:
+            self.source.committed(saved)
 
     def restore(
         self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int

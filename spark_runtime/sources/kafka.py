@@ -1,0 +1,241 @@
+"""Kafka topics as a replayable source: per-partition offsets in the snapshot, Spark reads.
+
+A Kafka partition is replayable by construction: an offset range always holds the same
+records. So the source's offset is the position reached in every partition (the next offset
+to read, Kafka's own convention, in the JSON shape of Spark's ``startingOffsets``), it goes
+into every snapshot with the rest of the job's state, and each epoch reads one offset range
+per partition with Spark's own Kafka connector (``spark-sql-kafka``), so executors read the
+partitions in parallel. Where the next range ends is decided in the driver from the brokers'
+*last stable offsets* (``read_committed``): records of open transactions are never in a
+range, and aborted ones are skipped by the reader, so a transactional producer upstream is
+read exactly once too.
+
+Restores never look at the consumer group: after each snapshot's second phase the offsets of
+that snapshot are committed to ``group_id`` for monitoring (consumer lag in the usual tools)
+only. A partition added to a topic while the job runs is picked up at the next epoch, from
+its earliest offset.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, IsolationLevel, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec  # re-exported there, untyped
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from spark_runtime.sources.base import Offset, Source
+
+_log = logging.getLogger(__name__)
+
+KAFKA_SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+)
+"""The rows' schema: Spark's Kafka source's, without headers."""
+
+_TIMEOUT_S = 30.0
+_LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+"""With READ_COMMITTED: each partition's last stable offset."""
+_EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+
+Positions = dict[str, dict[str, int]]
+"""topic -> partition (as a string, as in JSON) -> the next offset to read."""
+
+
+class KafkaSource(Source):
+    """One or more Kafka topics, read in offset ranges per partition.
+
+    Args:
+        bootstrap_servers: The brokers' ``host:port`` list.
+        topics: The topics to read, every partition of each.
+        max_rows_per_epoch: Records per epoch at most, shared evenly by the partitions that
+            have new records (one record each if there are more such partitions).
+        group_id: The consumer group the offsets of each completed snapshot are committed to,
+            for monitoring; None commits nothing.
+        bounded: End the job once every committed record present has been read, instead of
+            waiting for more (for tests and backfills).
+        options: More Kafka client settings (``security.protocol``, ``sasl.*``, ...), given
+            to the driver's admin client and, prefixed with ``kafka.``, to Spark's reader.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topics: Sequence[str],
+        *,
+        max_rows_per_epoch: int = 10_000,
+        group_id: str | None = None,
+        bounded: bool = False,
+        options: Mapping[str, str] | None = None,
+    ) -> None:
+        if not topics:
+            raise ValueError("KafkaSource needs at least one topic")
+        if max_rows_per_epoch <= 0:
+            raise ValueError(f"max_rows_per_epoch must be positive, got {max_rows_per_epoch}")
+        self.bootstrap_servers = bootstrap_servers
+        self.topics = list(topics)
+        self.max_rows_per_epoch = max_rows_per_epoch
+        self.group_id = group_id
+        self.bounded = bounded
+        self.options = dict(options or {})
+        self._admin: AdminClient | None = None
+        self._group_consumer: Consumer | None = None
+
+    # --- the driver's view of the brokers ----------------------------------------------------
+
+    def _client_settings(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap_servers, "log_level": 3, **self.options}
+
+    def admin(self) -> AdminClient:
+        """The driver's admin client (created on first use, then kept)."""
+        if self._admin is None:
+            self._admin = AdminClient(self._client_settings())
+        return self._admin
+
+    def _partitions(self) -> list[TopicPartition]:
+        metadata = self.admin().list_topics(timeout=_TIMEOUT_S)
+        found: list[TopicPartition] = []
+        for topic in self.topics:
+            described = metadata.topics.get(topic)
+            if described is None or described.error is not None:
+                error = "not found" if described is None else str(described.error)
+                raise RuntimeError(f"Kafka topic {topic} cannot be read: {error}")
+            found.extend(TopicPartition(topic, p) for p in sorted(described.partitions))
+        return found
+
+    def _list_offsets(self, partitions: Sequence[TopicPartition], spec: OffsetSpec) -> Positions:
+        requests = {tp: spec for tp in partitions}
+        futures = self.admin().list_offsets(
+            requests, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=_TIMEOUT_S
+        )
+        positions: Positions = {}
+        for tp, future in futures.items():
+            positions.setdefault(tp.topic, {})[str(tp.partition)] = int(
+                future.result(timeout=_TIMEOUT_S).offset
+            )
+        return positions
+
+    # --- Source -----------------------------------------------------------------------------
+
+    def schema(self, spark: SparkSession) -> StructType:
+        """Spark's Kafka record schema (:data:`KAFKA_SCHEMA`)."""
+        return KAFKA_SCHEMA
+
+    def initial_offset(self) -> Offset:
+        """No partition yet: each is taken from its earliest offset when first seen."""
+        return {topic: {} for topic in self.topics}
+
+    def next_offset(self, offset: Offset) -> Offset | None:
+        """Up to ``max_rows_per_epoch`` committed records further, spread over the partitions.
+
+        A partition seen for the first time enters at its earliest offset with an empty range,
+        so every range the job ever reads has both ends in a snapshot.
+        """
+        current: Positions = {t: dict(p) for t, p in offset.items()}
+        partitions = self._partitions()
+        stable = self._list_offsets(partitions, _LATEST)
+        new = [tp for tp in partitions if str(tp.partition) not in current.get(tp.topic, {})]
+        earliest = self._list_offsets(new, _EARLIEST) if new else {}
+        end: Positions = {t: dict(p) for t, p in current.items()}
+        for tp in new:
+            start = earliest[tp.topic][str(tp.partition)]
+            end.setdefault(tp.topic, {})[str(tp.partition)] = start
+            _log.info(
+                "Kafka partition found topic=%s partition=%d offset=%d",
+                tp.topic,
+                tp.partition,
+                start,
+            )
+        # Only partitions the offset already has: a new one's range starts at the next epoch.
+        behind = [
+            (topic, part, stable[topic][part] - pos)
+            for topic, parts in current.items()
+            for part, pos in parts.items()
+            if stable.get(topic, {}).get(part, pos) > pos
+        ]
+        if not behind and not new:
+            return None
+        # An even share each (at least one record), the remainder to the first partitions.
+        share, extra = divmod(self.max_rows_per_epoch, len(behind)) if behind else (0, 0)
+        for index, (topic, part, lag) in enumerate(behind):
+            end[topic][part] += min(lag, max(1, share + (1 if index < extra else 0)))
+        return end
+
+    def is_exhausted(self, offset: Offset) -> bool:
+        """A bounded source ends when no committed record is left unread; else never."""
+        return self.bounded and self.next_offset(offset) is None
+
+    def read(self, spark: SparkSession, start: Offset, end: Offset) -> DataFrame:
+        """The records in ``[start, end)`` of every partition whose range is not empty."""
+        starting: Positions = {}
+        ending: Positions = {}
+        for topic, parts in end.items():
+            for part, stop in parts.items():
+                begin = start.get(topic, {}).get(part, stop)
+                if stop > begin:
+                    starting.setdefault(topic, {})[part] = begin
+                    ending.setdefault(topic, {})[part] = stop
+        if not starting:
+            return spark.createDataFrame([], KAFKA_SCHEMA)
+        assign = {topic: sorted(int(p) for p in parts) for topic, parts in starting.items()}
+        reader = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", self.bootstrap_servers)
+            .option("kafka.isolation.level", "read_committed")
+            .option("assign", json.dumps(assign))
+            .option("startingOffsets", json.dumps(starting))
+            .option("endingOffsets", json.dumps(ending))
+            .option("failOnDataLoss", "true")
+        )
+        for key, value in self.options.items():
+            reader = reader.option(f"kafka.{key}", value)
+        return reader.load().select(*(field.name for field in KAFKA_SCHEMA.fields))
+
+    def committed(self, offset: Offset) -> None:
+        """Commits a completed snapshot's offsets to ``group_id``, for monitoring only.
+
+        A failure is logged, never raised: restores never read the group's offsets.
+        """
+        if self.group_id is None:
+            return
+        try:
+            if self._group_consumer is None:
+                self._group_consumer = Consumer(
+                    {
+                        **self._client_settings(),
+                        "group.id": self.group_id,
+                        "enable.auto.commit": False,
+                    }
+                )
+            positions = [
+                TopicPartition(topic, int(part), int(pos))
+                for topic, parts in offset.items()
+                for part, pos in parts.items()
+            ]
+            if positions:
+                self._group_consumer.commit(offsets=positions, asynchronous=False)
+        except Exception as error:  # monitoring only: never fail a snapshot over it
+            _log.warning(
+                "Kafka offsets not committed to the group group=%s error=%s", self.group_id, error
+            )

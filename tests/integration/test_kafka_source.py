@@ -1,0 +1,123 @@
+"""KafkaSource on a real broker, read by Spark's own Kafka connector (issue 15, item 2).
+
+What the snapshot protocol needs of a source: a range, once decided, reads the same records
+every time; the ranges of successive epochs cover every committed record once; nothing of an
+open or aborted transaction is ever in them. And what a Kafka user expects: partitions added
+while the job runs are read too, and the consumer group shows the snapshotted offsets.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import NewPartitions
+from pyspark.sql import SparkSession
+
+from spark_runtime.sources import KafkaSource
+from spark_runtime.sources.base import Offset
+from testbed.kafka import KafkaBroker
+
+pytestmark = pytest.mark.integration
+
+
+def _produce(broker: KafkaBroker, topic: str, values: range, transactional_id: str) -> Producer:
+    """Commits ``values`` in one transaction, round-robin over the partitions 0..2."""
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "transactional.id": transactional_id,
+            "log_level": 3,
+        }
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for n in values:
+        producer.produce(topic, value=str(n).encode(), partition=n % 3)
+    producer.commit_transaction(30)
+    return producer
+
+
+def _drain(spark: SparkSession, source: KafkaSource, offset: Offset) -> tuple[list[int], Offset]:
+    """Reads epoch after epoch until nothing is new; returns the values and the last offset."""
+    values: list[int] = []
+    while (end := source.next_offset(offset)) is not None:
+        rows = source.read(spark, offset, end).collect()
+        assert len(rows) <= max(source.max_rows_per_epoch, 3)
+        values.extend(int(row["value"].decode()) for row in rows)
+        offset = end
+    return values, offset
+
+
+def test_epochs_read_every_committed_record_once_and_never_an_open_or_aborted_one(
+    spark: SparkSession, kafka: KafkaBroker
+) -> None:
+    topic = kafka.create_topic(partitions=3)
+    _produce(kafka, topic, range(0, 300), f"a-{topic}")
+    aborting = _produce(kafka, topic, range(300, 300), f"b-{topic}")
+    aborting.begin_transaction()
+    for n in range(1000, 1050):
+        aborting.produce(topic, value=str(n).encode(), partition=n % 3)
+    aborting.abort_transaction(30)
+    holding = _produce(kafka, topic, range(300, 300), f"c-{topic}")
+    holding.begin_transaction()
+    for n in range(2000, 2030):
+        holding.produce(topic, value=str(n).encode(), partition=n % 3)
+    holding.flush(30)  # on the broker, not committed: its offsets are past the stable ones
+
+    source = KafkaSource(kafka.bootstrap, [topic], max_rows_per_epoch=70)
+    values, offset = _drain(spark, source, source.initial_offset())
+    assert sorted(values) == list(range(300)), "each committed record once, nothing else"
+
+    holding.commit_transaction(30)
+    _produce(kafka, topic, range(300, 330), f"a-{topic}")
+    more, last = _drain(spark, source, offset)
+    assert sorted(more) == [*range(300, 330), *range(2000, 2030)]
+
+    # A range is fixed once decided: reading it again gives the same records.
+    replay = source.read(spark, offset, last).collect()
+    assert sorted(int(r["value"].decode()) for r in replay) == sorted(more)
+    assert source.is_exhausted(last) is False  # unbounded: waits for more
+    assert KafkaSource(kafka.bootstrap, [topic], bounded=True).is_exhausted(last)
+
+
+def test_a_partition_added_while_running_is_read_from_its_start(
+    spark: SparkSession, kafka: KafkaBroker
+) -> None:
+    topic = kafka.create_topic(partitions=3)
+    _produce(kafka, topic, range(0, 30), f"a-{topic}")
+    source = KafkaSource(kafka.bootstrap, [topic], max_rows_per_epoch=1000)
+    values, offset = _drain(spark, source, source.initial_offset())
+    assert sorted(values) == list(range(30))
+
+    admin = kafka.admin()
+    for future in admin.create_partitions([NewPartitions(topic, 4)]).values():
+        future.result(timeout=30)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "log_level": 0})
+    for n in range(30, 40):
+        producer.produce(topic, value=str(n).encode(), partition=3)
+    producer.flush(30)
+
+    values, offset = _drain(spark, source, offset)
+    assert sorted(values) == list(range(30, 40))
+    assert offset[topic]["3"] == 10
+
+
+def test_completed_snapshot_offsets_go_to_the_consumer_group(kafka: KafkaBroker) -> None:
+    topic = kafka.create_topic(partitions=3)
+    _produce(kafka, topic, range(0, 30), f"a-{topic}")
+    source = KafkaSource(kafka.bootstrap, [topic], group_id=f"g-{topic}")
+    first = source.next_offset(source.initial_offset())
+    assert first is not None
+    end = source.next_offset(first)
+    assert end is not None
+
+    source.committed(end)
+
+    reader = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"g-{topic}"})
+    try:
+        committed = reader.committed([TopicPartition(topic, p) for p in range(3)], timeout=30)
+    finally:
+        reader.close()
+    assert {tp.partition: tp.offset for tp in committed} == {
+        int(p): pos for p, pos in end[topic].items()
+    }
