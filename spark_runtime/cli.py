@@ -84,6 +84,13 @@ def parser() -> argparse.ArgumentParser:
         default=30.0,
         help="stop (a transient failure) after reaching no store member for this long",
     )
+    run.add_argument(
+        "--source-lost-seconds",
+        type=float,
+        default=60.0,
+        help="stop (a transient failure) after failing this long to find where the next "
+        "epoch's range of a source ends (a Kafka cluster that is down)",
+    )
     run.add_argument("--log-level", default="INFO")
     return root
 

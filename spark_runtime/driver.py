@@ -124,6 +124,8 @@ class DriverSettings:
         split_brain_protection: Run only while the store members the driver reaches are a
             quorum (``spec.splitBrainProtection``).
         store_lost_s: Stop after reaching no store member for this long.
+        source_lost_s: Stop (exit 69) after this long of failing to find where the next
+            epoch's range ends, e.g. a Kafka cluster that is down; retried until then.
     """
 
     job: JobIdentity
@@ -136,6 +138,7 @@ class DriverSettings:
     initial_snapshot_name: str | None = None
     split_brain_protection: bool = False
     store_lost_s: float = 30.0
+    source_lost_s: float = 60.0
 
 
 class StopSignals:
@@ -227,6 +230,7 @@ class Driver:
         self.coordinator: SnapshotCoordinator | None = None
         self.exit_message: str | None = None
         """Why the execution ended, for the operator, when it did not end as asked."""
+        self._source_failing_since: float | None = None
         self.pipeline_reported = False
         """Whether the operator has been told that the pipeline runs (or needs not be)."""
         self._requested: TerminationMode | None = None
@@ -297,7 +301,13 @@ class Driver:
                 self._export(coordinator, export)
                 if coordinator.state is not CoordinatorState.RUNNING:
                     return self._exit_code()
-            plan = self.pipeline.plan_epoch()
+            try:
+                plan = self.pipeline.plan_epoch()
+            except Exception as error:
+                if not self._source_retry(error):
+                    return DriverExit.TRANSIENT_FAILURE
+                continue
+            self._source_failing_since = None
             if plan is None:
                 self._report_running(ran_epoch=False)
                 if self.pipeline.exhausted():
@@ -346,6 +356,24 @@ class Driver:
                 self._snapshot(coordinator)
                 if coordinator.state is not CoordinatorState.RUNNING:
                     return self._exit_code()
+
+    def _source_retry(self, error: Exception) -> bool:
+        """Whether to try planning the epoch again after ``error``; False once it has failed
+        for ``source_lost_s`` (the exit message then names the error)."""
+        now = time.monotonic()
+        if self._source_failing_since is None:
+            self._source_failing_since = now
+        failing_s = now - self._source_failing_since
+        if failing_s >= self._settings.source_lost_s:
+            _log.error("Source unavailable seconds=%.0f error=%s", failing_s, error)
+            self.exit_message = (
+                f"A source has been unavailable for {failing_s:.0f} s "
+                f"(sourceLostSeconds={self._settings.source_lost_s:.0f}): {error}"
+            )
+            return False
+        _log.warning("Source unavailable, retrying seconds=%.0f error=%s", failing_s, error)
+        time.sleep(min(5.0, max(self._settings.idle_sleep_s, 1.0)))
+        return True
 
     def _members_suffice(self, coordinator: SnapshotCoordinator) -> bool:
         """Whether the store members the driver reaches let the execution go on (M9)."""

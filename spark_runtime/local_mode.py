@@ -72,6 +72,7 @@ def local_config(ns: argparse.Namespace) -> JobConfig:
         initial_snapshot_name=ns.initial_snapshot_name or None,
         split_brain_protection=ns.split_brain_protection,
         store_lost_s=ns.store_lost_seconds,
+        source_lost_s=ns.source_lost_seconds,
     )
     return JobConfig(ns.pipeline, args, settings, ns.master, key_value_pairs(ns.conf, "--conf"))
 

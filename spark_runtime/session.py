@@ -21,8 +21,12 @@ from pyspark.sql import SparkSession
 
 from spark_runtime import cds
 
-JAR_DIR = Path(os.environ.get("SJ_CACHE", Path.home() / ".cache" / "snapshotjob")) / "jars"
-"""Where ``hack/install.sh`` puts JDBC drivers for :func:`spark_session` to load."""
+JAR_DIR = Path(
+    os.environ.get("SJ_JARS_DIR")
+    or Path(os.environ.get("SJ_CACHE", Path.home() / ".cache" / "snapshotjob")) / "jars"
+)
+"""Where ``hack/install.sh`` puts the JDBC driver and Spark's Kafka connector for
+:func:`spark_session` to load; ``SJ_JARS_DIR`` in the project image."""
 
 ARROW_CONF = "spark.sql.execution.arrow.pyspark.enabled"
 """Arrow between the JVM and Python workers (``toPandas``, ``createDataFrame`` from pandas)."""

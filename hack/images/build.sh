@@ -29,6 +29,8 @@ source "${REPO_ROOT}/hack/kube/lib.sh"
 SJ_CACHE="${SJ_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/snapshotjob}"
 HAZELCAST_VERSION="${HAZELCAST_VERSION:-5.6.0}"
 HAZELCAST_JAR="${SJ_HAZELCAST_JAR:-${SJ_CACHE}/jars/hazelcast-${HAZELCAST_VERSION}.jar}"
+# Spark's Kafka connector for the drivers' KafkaSource (fetched by hack/install.sh).
+SPARK_KAFKA_DIR="${SJ_CACHE}/jars/spark-kafka-${SPARK_KAFKA_VERSION:-4.2.0}"
 WHEEL_ROOT="${SJ_CACHE}/wheels"
 VENV_PY="${REPO_ROOT}/${VENV:-.venv}/bin/python"
 
@@ -165,13 +167,16 @@ app_inputs() {
     image_id "${DEPS_IMAGE}"
     (cd "${REPO_ROOT}" && find snapshotjob_contract snapshot_protocol snapshot_store operator/snapshot_operator spark_runtime examples \
       -name '*.py' -type f | LC_ALL=C sort | xargs sha256sum)
-    sha256sum "${REPO_ROOT}/pyproject.toml" "${HAZELCAST_JAR}" "${IMAGES_DIR}"/*
+    sha256sum "${REPO_ROOT}/pyproject.toml" "${HAZELCAST_JAR}" "${IMAGES_DIR}"/* \
+      "${SPARK_KAFKA_DIR}"/*.jar
   } | sha256sum | cut -d' ' -f1
 }
 
 build_app() {
   local inputs ctx
   [[ -f "${HAZELCAST_JAR}" ]] || die "Hazelcast jar missing jar=${HAZELCAST_JAR}: run 'make install'"
+  [[ -f "${SPARK_KAFKA_DIR}/.complete" ]] \
+    || die "Spark's Kafka connector missing dir=${SPARK_KAFKA_DIR}: run 'make install'"
   build_system
   build_deps
   inputs="$(app_inputs)"
@@ -189,6 +194,8 @@ build_app() {
   cp -r "${REPO_ROOT}/examples" "${ctx}/app/examples"
   find "${ctx}/app" -name __pycache__ -prune -exec rm -rf {} +
   cp "${HAZELCAST_JAR}" "${ctx}/hazelcast.jar"
+  mkdir -p "${ctx}/jars"
+  cp -r "${SPARK_KAFKA_DIR}" "${ctx}/jars/"
   cp "${IMAGES_DIR}/hazelcast-member" "${IMAGES_DIR}/executor" "${ctx}/"
   sed "s/@INPUTS@/${inputs}/; s/@UID@/${APP_UID}/g; s|@DEPS_IMAGE@|${DEPS_IMAGE}|" \
     "${IMAGES_DIR}/runtime.Dockerfile" >"${ctx}/Dockerfile"

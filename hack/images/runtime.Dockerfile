@@ -7,6 +7,8 @@ RUN /opt/venv/bin/pip install --quiet --no-deps --no-index --no-cache-dir /tmp/w
     && rm -rf /tmp/wheel
 COPY app/ /opt/snapshotjob/app/
 COPY hazelcast.jar /opt/snapshotjob/jars/hazelcast.jar
+# Spark's Kafka connector, loaded by every driver session (SJ_JARS_DIR).
+COPY jars/ /opt/snapshotjob/jars/
 COPY hazelcast-member /usr/local/bin/hazelcast-member
 # Spark starts executor Pods with the argument `executor` and no command of its own.
 COPY executor /usr/local/bin/executor
@@ -16,7 +18,8 @@ ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
     PYTHONDONTWRITEBYTECODE=1 \
     HOME=/home/app \
     LANG=C.UTF-8 \
-    SJ_CDS_DIR=/opt/snapshotjob/cds
+    SJ_CDS_DIR=/opt/snapshotjob/cds \
+    SJ_JARS_DIR=/opt/snapshotjob/jars
 WORKDIR /home/app
 USER @UID@:@UID@
 LABEL snapshotjob.inputs=@INPUTS@

@@ -54,7 +54,8 @@ KAFKA_SCHEMA = StructType(
 )
 """The rows' schema: Spark's Kafka source's, without headers."""
 
-_TIMEOUT_S = 30.0
+_TIMEOUT_S = 10.0
+"""How long one admin call (metadata, offsets) may take; the epoch loop retries a failure."""
 _LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 """With READ_COMMITTED: each partition's last stable offset."""
 _EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
