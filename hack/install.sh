@@ -82,74 +82,48 @@ if [ ! -s "$CACHE/jars/postgresql-$POSTGRES_JDBC_VERSION.jar" ]; then
 fi
 step "PostgreSQL JDBC driver $POSTGRES_JDBC_VERSION in $CACHE/jars"
 
+# fetch_maven_deps DIR WHAT MVN_ARGS... < DEPENDENCIES: resolve the <dependency> elements read
+# from stdin with Maven from a throwaway POM and copy their runtime jars into DIR; a stamp
+# file marks a complete download, so an interrupted one is fetched again.
+fetch_maven_deps() {
+    local dir=$1 what=$2 pom_dir
+    shift 2
+    [ -f "$dir/.complete" ] && return 0
+    step "Fetching $what into $dir"
+    pom_dir=$(mktemp -d)
+    {
+        echo '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        echo '<groupId>io.snapshotjob</groupId><artifactId>fetch</artifactId><version>1</version>'
+        echo '<packaging>pom</packaging><dependencies>'
+        cat
+        echo '</dependencies></project>'
+    } >"$pom_dir/pom.xml"
+    rm -rf "$dir"
+    (cd "$pom_dir" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
+        "-DoutputDirectory=$dir" "$@") || fail "Maven could not fetch $what"
+    rm -rf "$pom_dir"
+    touch "$dir/.complete"
+}
+
 # Spark's own Kafka connector, for the runtime's KafkaSource: the connector and the three jars
 # it needs that PySpark does not ship. Maven Central serves no 4.3 connector yet; the 4.2 one
 # runs on PySpark 4.3 (tests/integration/test_kafka_source.py).
 SPARK_KAFKA_VERSION=${SPARK_KAFKA_VERSION:-4.2.0}
 SPARK_KAFKA_DIR=$CACHE/jars/spark-kafka-$SPARK_KAFKA_VERSION
-if [ ! -f "$SPARK_KAFKA_DIR/.complete" ]; then
-    step "Fetching org.apache.spark:spark-sql-kafka-0-10_2.13:$SPARK_KAFKA_VERSION into $SPARK_KAFKA_DIR"
-    pom_dir=$(mktemp -d)
-    cat >"$pom_dir/pom.xml" <<POM
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>io.snapshotjob.runtime</groupId>
-  <artifactId>spark-kafka</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.spark</groupId>
-      <artifactId>spark-sql-kafka-0-10_2.13</artifactId>
-      <version>$SPARK_KAFKA_VERSION</version>
-    </dependency>
-  </dependencies>
-</project>
-POM
-    rm -rf "$SPARK_KAFKA_DIR"
-    (cd "$pom_dir" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
-        -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
-        "-DoutputDirectory=$SPARK_KAFKA_DIR") || fail "Maven could not fetch Spark's Kafka connector"
-    rm -rf "$pom_dir"
-    touch "$SPARK_KAFKA_DIR/.complete"
-fi
+fetch_maven_deps "$SPARK_KAFKA_DIR" "org.apache.spark:spark-sql-kafka-0-10_2.13:$SPARK_KAFKA_VERSION" \
+    -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 <<DEPS
+<dependency><groupId>org.apache.spark</groupId><artifactId>spark-sql-kafka-0-10_2.13</artifactId><version>$SPARK_KAFKA_VERSION</version></dependency>
+DEPS
 step "Spark Kafka connector $SPARK_KAFKA_VERSION in $SPARK_KAFKA_DIR"
 
 # --- A Kafka broker for the tests: KRaft, from Maven Central's jars (testbed/kafka.py) ------
-# The broker's jar and its runtime dependencies, resolved by Maven from a throwaway POM, plus
-# a log4j binding for its SLF4J logging; a stamp marks a complete download.
+# The broker's jar and its runtime dependencies, plus a log4j binding for its SLF4J logging.
 KAFKA_VERSION=${KAFKA_VERSION:-4.4.0}
 KAFKA_LIBS=$CACHE/kafka/$KAFKA_VERSION/libs
-if [ ! -f "$KAFKA_LIBS/.complete" ]; then
-    step "Fetching org.apache.kafka:kafka_2.13:$KAFKA_VERSION and its dependencies into $KAFKA_LIBS"
-    pom_dir=$(mktemp -d)
-    cat >"$pom_dir/pom.xml" <<POM
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>io.snapshotjob.testbed</groupId>
-  <artifactId>kafka-broker</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.kafka</groupId>
-      <artifactId>kafka_2.13</artifactId>
-      <version>$KAFKA_VERSION</version>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId>
-      <artifactId>log4j-slf4j-impl</artifactId>
-      <version>2.25.5</version>
-    </dependency>
-  </dependencies>
-</project>
-POM
-    rm -rf "$KAFKA_LIBS"
-    (cd "$pom_dir" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
-        "-DoutputDirectory=$KAFKA_LIBS") || fail "Maven could not fetch the Kafka broker"
-    rm -rf "$pom_dir"
-    touch "$KAFKA_LIBS/.complete"
-fi
+fetch_maven_deps "$KAFKA_LIBS" "org.apache.kafka:kafka_2.13:$KAFKA_VERSION and its dependencies" <<DEPS
+<dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
+<dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.25.5</version></dependency>
+DEPS
 step "Kafka broker $KAFKA_VERSION in $KAFKA_LIBS"
 
 # --- The drivers' class data sharing archive (spark_runtime/cds.py) ------------------------
