@@ -63,6 +63,26 @@ def kafka_libs(version: str = KAFKA_VERSION) -> Path:
     return libs
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id: 16 random bytes, URL-safe base64, unpadded.
+
+    Like Kafka's own ``Uuid.randomUuid``, it never starts with ``-``: one id in 64 would,
+    and a command line reads such an id as an option.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def storage_format_args(cluster_id: str, config: Path) -> list[str]:
+    """The arguments of ``StorageTool format`` after the JVM's: ``--cluster-id=<id>`` in one.
+
+    One argument, so that no cluster id can be taken for an option.
+    """
+    return ["kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", f"--config={config}"]
+
+
 class KafkaBroker:
     """One KRaft broker-and-controller with its own log directory.
 
@@ -123,33 +143,35 @@ class KafkaBroker:
         }
         return "".join(f"{key}={value}\n" for key, value in settings.items())
 
+    def format_storage(self, cluster_id: str) -> None:
+        """Format the log directory for a new cluster (``StorageTool format``).
+
+        Raises:
+            RuntimeError: The tool failed; the message carries its output.
+        """
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "log4j2.yaml").write_text(LOG4J2_CONFIG)
+        self.config.write_text(self._properties())
+        formatted = subprocess.run(
+            [*self._java, *storage_format_args(cluster_id, self.config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if formatted.returncode != 0:
+            raise RuntimeError(
+                f"Kafka storage format failed rc={formatted.returncode} cluster_id={cluster_id}:\n"
+                f"{formatted.stdout[-3000:]}\n{formatted.stderr[-3000:]}"
+            )
+
     def start(self, timeout: float = 90.0) -> None:
         """Format the storage (first start only) and start the broker; wait until it serves."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "log4j2.yaml").write_text(LOG4J2_CONFIG)
         self.config.write_text(self._properties())
         if not (self.datadir / "meta.properties").is_file():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            formatted = subprocess.run(
-                [
-                    *self._java,
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "--cluster-id",
-                    cluster_id,
-                    "--config",
-                    str(self.config),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
-            if formatted.returncode != 0:
-                raise RuntimeError(
-                    f"Kafka storage format failed rc={formatted.returncode}:\n"
-                    f"{formatted.stdout[-3000:]}\n{formatted.stderr[-3000:]}"
-                )
+            self.format_storage(new_cluster_id())
         self.process.start()
         wait_until(self._serves, timeout, f"Kafka broker on {self.bootstrap}", interval=0.5)
 

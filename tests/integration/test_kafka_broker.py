@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from testbed.kafka import KafkaBroker
+from testbed.kafka import KafkaBroker, new_cluster_id
 
 pytestmark = pytest.mark.integration
 
@@ -111,3 +111,15 @@ def test_a_killed_broker_keeps_committed_records_and_a_new_producer_fences_the_o
         assert sorted(values) == sorted([*(f"kept{n}" for n in range(10)), "after"])
     finally:
         broker.stop()
+
+
+def test_a_cluster_id_that_starts_with_a_dash_formats_the_storage(tmp_path: Path) -> None:
+    """One random id in 64 starts with ``-``; the tool must not read it as an option.
+
+    CI once failed on exactly that (``--cluster-id: expected one argument``).
+    """
+    broker = KafkaBroker(tmp_path / "kafka")
+    cluster_id = "-" + new_cluster_id()[1:]
+    broker.format_storage(cluster_id)
+    meta = (broker.datadir / "meta.properties").read_text()
+    assert f"cluster.id={cluster_id}\n" in meta
