@@ -13,8 +13,11 @@ PostgreSQL, with the record in a local record file, and is faulted in five phase
 
 1. SIGKILLed at random moments (JVM start, restore, epochs, snapshots), ``SJ_CHAOS_KILLS``
    times (3 in ``make test``; 20 for a longer run).
-2. Crashed at every failpoint of the taking and restore procedures (``os._exit``); three of
-   the 30 are the crashes that end the replacements of phase 4.
+2. Crashed (``os._exit``) at each distinct crash point of the taking and restore procedures:
+   each procedure's start and the end of each of its steps, 17 of the 30 failpoints (a crash
+   before step N + 1 is the same as one after step N: nothing runs between them); three are
+   the crashes that end the replacements of phase 4. ``SJ_CHAOS_FAILPOINTS=all`` crashes at
+   all 30.
 3. Member faults while snapshots are taken: ``SJ_CHAOS_MEMBER_KILLS`` (3) members SIGKILLed
    one after the other, each started again and the cluster safe again before the next (the
    maps have one backup, so one member at a time may go), then one member paused (SIGSTOP)
@@ -39,7 +42,8 @@ With 20 random kills the exactly-once test took 17.7 minutes (1064 s, 55 executi
 2-core machine, the AT_LEAST_ONCE test 1.5 more; each zombie episode costs two driver starts
 (about a minute), the member kills about a minute together. ``make test`` runs 3 random kills
 (about 10 minutes). Reduced runs for development:
-``SJ_CHAOS_KILLS``, ``SJ_CHAOS_FAILPOINTS`` (comma-separated names; default all),
+``SJ_CHAOS_KILLS``, ``SJ_CHAOS_FAILPOINTS`` (comma-separated names, or ``all``; default
+the 17 distinct ones),
 ``SJ_CHAOS_MEMBER_KILLS``, ``SJ_CHAOS_ZOMBIES``, ``SJ_CHAOS_SEED`` (the random kills'
 timing), and ``SJ_CHAOS_ZOMBIE_PAUSE`` (one failpoint for every zombie to stop at instead of
 the three above, e.g. ``take.before_step_7``, after which a zombie writes
@@ -81,9 +85,20 @@ RANDOM_KILLS = int(os.environ.get("SJ_CHAOS_KILLS", "3"))
 MEMBER_KILLS = int(os.environ.get("SJ_CHAOS_MEMBER_KILLS", "3"))
 ZOMBIES = int(os.environ.get("SJ_CHAOS_ZOMBIES", "3"))
 CRASH_POINTS = [fp.name for fp in FAILPOINTS if FailpointAction.CRASH in fp.actions]
+# A crash before step N + 1 leaves the store, the sinks and the record as a crash after step N:
+# nothing is called between the two (test_coordinator.py's
+# test_nothing_reaches_a_store_or_a_participant_between_two_steps). The distinct crash states
+# are then each procedure's start and the end of each of its steps: 17 of the 30 points.
+DISTINCT_CRASH_POINTS = [
+    name for name in CRASH_POINTS if ".after_step_" in name or name.endswith(".before_step_1")
+]
 SELECTED_POINTS = [
     name.strip()
-    for name in os.environ.get("SJ_CHAOS_FAILPOINTS", ",".join(CRASH_POINTS)).split(",")
+    for name in (
+        ",".join(CRASH_POINTS)
+        if os.environ.get("SJ_CHAOS_FAILPOINTS") == "all"
+        else os.environ.get("SJ_CHAOS_FAILPOINTS", ",".join(DISTINCT_CRASH_POINTS))
+    ).split(",")
     if name.strip()
 ]
 # (where the zombie stops, more failpoints for it, where its replacement crashes): each

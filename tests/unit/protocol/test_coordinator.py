@@ -435,6 +435,80 @@ def test_every_failpoint_is_passed_in_order() -> None:
     ]
 
 
+def test_nothing_reaches_a_store_or_a_participant_between_two_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A crash after step N leaves the world as a crash before step N + 1 does.
+
+    The chaos test (``tests/integration/test_exactly_once_chaos.py``) crashes a real driver
+    only at the distinct ones of those points, and rests on this: between one step's
+    ``after`` failpoint and the next step's ``before`` failpoint of the same procedure no
+    store, database or participant is called (taking step 8 to 9 included: the driver calls
+    ``finish_snapshot`` right after ``take_snapshot``, as ``snapshot()`` here does).
+    """
+    events: list[str] = []
+
+    class Recording(Failpoints):
+        def hit(self, name: str) -> None:
+            events.append(name)
+
+    def recorded(cls: type, method: str) -> None:
+        original = getattr(cls, method)
+
+        def wrapper(self: object, *args: object, **kwargs: object) -> object:
+            events.append(f"call {cls.__name__}.{method}")
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, method, wrapper)
+
+    from . import fakes
+
+    for cls, methods in (
+        (fakes.FakeRecordStore, ("read", "write_safe", "write_standard")),
+        (
+            fakes.FakeSnapshotStore,
+            (
+                "discard",
+                "put_chunk",
+                "put_chunks",
+                "put_validation_record",
+                "get_validation_record",
+                "latest_snapshot_id",
+                "missing_chunks",
+                "read_chunk",
+            ),
+        ),
+        (fakes.TransactionalDatabase, ("prepare", "commit", "rollback")),
+    ):
+        for method in methods:
+            recorded(cls, method)
+    for participant in (fakes.FakeSource, fakes.FakeKeyedState, fakes.FakeTransactionalSink):
+        for method in ("save_and_prepare", "commit_finish", "restore"):
+            recorded(participant, method)
+
+    cluster, driver = running(failpoints=Recording())
+    snapshot(driver)
+    snapshot(driver)
+    cluster.start_driver(failpoints=Recording()).coordinator.restore()
+
+    assert any(event.startswith("call ") for event in events), "the recording records nothing"
+    between: list[str] = []
+    for index, event in enumerate(events):
+        if "after_step" not in event:
+            continue
+        procedure = event.split(".")[0]
+        following = events[index + 1 :]
+        upto = next(
+            (n for n, later in enumerate(following) if later.startswith(f"{procedure}.")),
+            len(following),
+        )
+        calls = [later for later in following[:upto] if later.startswith("call ")]
+        last_step = {"take": "10", "restore": "5"}[procedure]
+        if not event.endswith(f"_step_{last_step}"):
+            between.extend(f"{event} -> {call}" for call in calls)
+    assert between == []
+
+
 # The state machine
 
 
