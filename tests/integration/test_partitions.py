@@ -455,9 +455,10 @@ def test_a_driver_cut_off_from_the_api_server_is_replaced_and_fenced(
         partitioned.cut(["d0"], [ROOT])
         _allow(work, 600)
         wait_until(
-            lambda: a_log.read_text(errors="replace").count("Snapshot failed to start") >= 2,
+            # One is enough to show it: each waits out the record write's timeouts (about 40 s).
+            lambda: a_log.read_text(errors="replace").count("Snapshot failed to start") >= 1,
             120,
-            "A's snapshots failing without the API server",
+            "A's snapshot failing without the API server",
         )
         assert a.poll() is None, "A goes on processing without snapshots"
         committed = committed_events(work)
