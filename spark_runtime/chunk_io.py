@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql.types import StructType
 
 from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey, verify_chunk
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
@@ -162,6 +163,13 @@ def descriptors_batch(descriptors: Sequence[ChunkDescriptor], writer: str) -> pa
         },
         schema=DESCRIPTOR_SCHEMA,
     )
+
+
+def descriptor_struct() -> StructType:
+    """:data:`DESCRIPTOR_SCHEMA` as the Spark schema of a ``mapInArrow`` that writes chunks."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(DESCRIPTOR_SCHEMA)
 
 
 def descriptor_of_row(row: Mapping[str, Any]) -> ChunkDescriptor:

@@ -23,8 +23,9 @@ from pyspark.sql.types import StructType
 from snapshot_protocol.chunks import PipelineShape
 from snapshot_protocol.ports import Participant
 from snapshotjob_contract.spec import ProcessingGuarantee
-from spark_runtime.sinks.base import Sink
+from spark_runtime.sinks.base import Sink, StagedSink
 from spark_runtime.sinks.participant import SinkParticipant
+from spark_runtime.sinks.staged import StagedSinkParticipant
 from spark_runtime.sources.base import Offset, Source
 from spark_runtime.sources.participant import SourceParticipant
 from spark_runtime.state import (
@@ -84,7 +85,7 @@ class Pipeline:
         self._job_uid = job_uid
         self._sources: dict[str, SourceParticipant] = {}
         self._states: dict[str, KeyedState] = {}
-        self._sinks: dict[str, SinkParticipant] = {}
+        self._sinks: dict[str, SinkParticipant | StagedSinkParticipant] = {}
         self._participants: list[Participant] = []
         self._counters: dict[str, int] = {}
         self._discovering = True
@@ -203,7 +204,12 @@ class Pipeline:
         key = self._name("sink", name)
         if self._discovering:
             sink.open(frame.schema, self._job_uid, key)
-            self._register(self._sinks, key, SinkParticipant(key, sink, self._guarantee))
+            participant = (
+                StagedSinkParticipant(key, sink, self._guarantee, self._state_context)
+                if isinstance(sink, StagedSink)
+                else SinkParticipant(key, sink, self._guarantee)
+            )
+            self._register(self._sinks, key, participant)
             return
         self._lookup(self._sinks, key).accept(self._epoch, frame)
 
@@ -230,7 +236,7 @@ class Pipeline:
                 )
             elif isinstance(participant, SourceParticipant):
                 described[participant.name] = type(participant.source).__name__
-            elif isinstance(participant, SinkParticipant):
+            elif isinstance(participant, SinkParticipant | StagedSinkParticipant):
                 described[participant.name] = type(participant.sink).__name__
             else:
                 described[participant.name] = type(participant).__name__
@@ -327,7 +333,9 @@ class Pipeline:
         if key in self._all_names():
             raise ValueError(f"Two operators are named {key!r}; give each a unique name=")
         registry[key] = node
-        assert isinstance(node, SourceParticipant | KeyedState | SinkParticipant)
+        assert isinstance(
+            node, SourceParticipant | KeyedState | SinkParticipant | StagedSinkParticipant
+        )
         self._participants.append(node)
 
     def _all_names(self) -> set[str]:

@@ -1,8 +1,12 @@
 """Sinks, one module per backend, and their part in the snapshot protocol.
 
-- :mod:`~spark_runtime.sinks.base`: ``Sink``, ``TransactionalSink``, ``EPOCH_COLUMN``
+- :mod:`~spark_runtime.sinks.base`: ``Sink``, ``TransactionalSink``, ``StagedSink``,
+  ``EPOCH_COLUMN``
 - :mod:`~spark_runtime.sinks.participant`: ``SinkParticipant``, which buffers output and
   takes part in phase 1, phase 2 and restore for a sink
+- :mod:`~spark_runtime.sinks.staged`: ``StagedSinkParticipant``, the same for a staged sink
+  (output staged in the snapshot, published in phase 2)
+- :mod:`~spark_runtime.sinks.kafka`: ``KafkaSink`` (needs confluent-kafka)
 - :mod:`~spark_runtime.sinks.file`: ``FileSink``
 - :mod:`~spark_runtime.sinks.postgres`: ``PostgresSink``, ``MaxPreparedTransactionsDisabled``
   (needs psycopg)
@@ -21,22 +25,27 @@ from typing import TYPE_CHECKING
 from spark_runtime.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from spark_runtime.sinks.base import EPOCH_COLUMN, Sink, TransactionalSink
+    from spark_runtime.sinks.base import EPOCH_COLUMN, Sink, StagedSink, TransactionalSink
     from spark_runtime.sinks.console import ConsoleSink
     from spark_runtime.sinks.file import FileSink
     from spark_runtime.sinks.hazelcast_map import HazelcastMapSink
+    from spark_runtime.sinks.kafka import KafkaSink
     from spark_runtime.sinks.participant import SinkParticipant
     from spark_runtime.sinks.postgres import MaxPreparedTransactionsDisabled, PostgresSink
+    from spark_runtime.sinks.staged import StagedSinkParticipant
 
 __all__ = [
     "EPOCH_COLUMN",
     "ConsoleSink",
     "FileSink",
     "HazelcastMapSink",
+    "KafkaSink",
     "MaxPreparedTransactionsDisabled",
     "PostgresSink",
     "Sink",
     "SinkParticipant",
+    "StagedSink",
+    "StagedSinkParticipant",
     "TransactionalSink",
 ]
 
@@ -50,10 +59,13 @@ if not TYPE_CHECKING:
             "ConsoleSink": "console",
             "FileSink": "file",
             "HazelcastMapSink": "hazelcast_map",
+            "KafkaSink": "kafka",
             "MaxPreparedTransactionsDisabled": "postgres",
             "PostgresSink": "postgres",
             "Sink": "base",
             "SinkParticipant": "participant",
+            "StagedSink": "base",
+            "StagedSinkParticipant": "staged",
             "TransactionalSink": "base",
         },
     )

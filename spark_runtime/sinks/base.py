@@ -9,16 +9,22 @@ snapshot; phase 2 commits them; a restore commits the ids of the restored snapsh
 case" and rolls back every other prepared transaction of the job (``docs/protocol.md``, restore
 step 5). One transaction per sink partition per snapshot means transactions never overlap.
 
-Sinks that cannot take part (console) or need not (the idempotent Hazelcast map) write every
-epoch. How a sink's output is buffered and handed to these methods is the business of
-:mod:`spark_runtime.sinks.participant`.
+A sink whose destination cannot keep a prepared transaction across a restart of its client
+(Kafka: no client available here can resume one) is a :class:`StagedSink` instead: phase 1
+stages its output *in the snapshot*, as checksummed chunks, and phase 2 publishes them in one
+destination transaction per sink partition together with a marker that says so; restore
+publishes the restore point's staged output again unless its marker is there. Sinks that
+cannot take part (console) or need not (the idempotent Hazelcast map) write every epoch. How
+a sink's output is buffered and handed to these methods is the business of
+:mod:`spark_runtime.sinks.participant` and :mod:`spark_runtime.sinks.staged`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
@@ -79,4 +85,37 @@ class TransactionalSink(Sink):
 
         Returns:
             The ids committed and the ids rolled back.
+        """
+
+
+class StagedSink(Sink):
+    """A sink whose exactly-once output is staged in the snapshot and published in phase 2.
+
+    Each sink partition's output of a snapshot is published atomically with a marker naming
+    the snapshot, and only if no marker for that snapshot or a later one is there yet: so a
+    publish may run any number of times (phase 2, then restore step 5 "just in case") and the
+    output appears once. Instances are pickled into the executors' tasks, so they hold
+    settings, never clients.
+
+    Attributes:
+        partitions: Sink partitions: a snapshot's output is staged and published as this many
+            parts, in parallel.
+    """
+
+    partitions: int
+
+    def partition_columns(self) -> Sequence[str]:
+        """Columns whose hash picks a row's sink partition (none: spread evenly)."""
+        return ()
+
+    @abstractmethod
+    def publish(self, snapshot_id: int, partition: int, batches: Iterator[pa.RecordBatch]) -> int:
+        """Publishes one sink partition's staged output of ``snapshot_id``, once.
+
+        Runs inside a Spark task. Does nothing if the partition's marker already names
+        ``snapshot_id`` or a later snapshot; otherwise writes the rows and the marker in one
+        transaction, after fencing any earlier writer of the same partition.
+
+        Returns:
+            The rows published; 0 if they had been already.
         """

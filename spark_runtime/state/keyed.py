@@ -31,11 +31,11 @@ from pyspark.sql.types import StructType
 from snapshot_protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
 from snapshot_protocol.ports import ChunkReader
 from spark_runtime.chunk_io import (
-    DESCRIPTOR_SCHEMA,
     StoreAddress,
     chunk_writer,
     decode_batches,
     descriptor_of_row,
+    descriptor_struct,
     descriptors_batch,
     read_chunks,
     write_partition,
@@ -155,9 +155,7 @@ class KeyedState(ABC):
             )
             yield descriptors_batch(written, chunk_writer())
 
-        rows = [
-            row.asDict() for row in self.state.mapInArrow(write, _descriptor_struct()).collect()
-        ]
+        rows = [row.asDict() for row in self.state.mapInArrow(write, descriptor_struct()).collect()]
         descriptors = [descriptor_of_row(row) for row in rows]
         _log.info(
             "Snapshot chunks written snapshot_id=%d operator=%s writers=%s",
@@ -283,9 +281,3 @@ class KeyedState(ABC):
     @abstractmethod
     def update(self, batch: DataFrame) -> DataFrame:
         """Merges one epoch's batch into the state and returns the epoch's output, materialised."""
-
-
-def _descriptor_struct() -> StructType:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(DESCRIPTOR_SCHEMA)
