@@ -1,15 +1,18 @@
-"""Kafka sum: integer events from a Kafka topic, a running sum per key, PostgreSQL with 2PC.
+"""Kafka sum: integer events from a Kafka topic, a running sum per key, PostgreSQL and Kafka.
 
 The Kafka twin of :mod:`examples.sequence_sum`: each record's value is an event id ``n`` (as
 text), keyed by ``n % keys``; the running sum and count per key are upserted into ``table``
 and, with ``events_table``, every event is appended as one row ``(id)`` to a table without a
 unique constraint, so a replayed event is a second row and a lost one a missing id. Checked
-with :func:`examples.sequence_sum.check_event_ids` and ``expected_sums``.
+with :func:`examples.sequence_sum.check_event_ids` and ``expected_sums``. With ``out_topic``
+every event also goes to that Kafka topic (key ``n % keys``, value ``n``) through the
+exactly-once :class:`~spark_runtime.sinks.KafkaSink`, for ``read_committed`` consumers.
 
 Arguments (``--arg key=value``): ``bootstrap`` and ``topic`` (required), ``dsn`` (required),
 ``table`` [sums], ``keys`` [10], ``events_table`` [none], ``max_rows_per_epoch`` [5000],
 ``group_id`` [none]: the consumer group the snapshotted offsets are committed to (monitoring
-only), ``bounded`` [false]: complete once every committed record has been read.
+only), ``bounded`` [false]: complete once every committed record has been read,
+``out_topic`` [none].
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ from __future__ import annotations
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from spark_runtime.pipeline import Pipeline
-from spark_runtime.sinks import PostgresSink
+from spark_runtime.sinks import KafkaSink, PostgresSink
 from spark_runtime.sources import KafkaSource
 
 
 def build(p: Pipeline) -> None:
-    """Kafka -> key = value % keys -> running sum and count -> PostgreSQL."""
+    """Kafka -> key = value % keys -> running sum and count -> PostgreSQL (and Kafka)."""
     args = p.args
     keys = int(args.get("keys", 10))
     group = args.get("group_id")
@@ -48,3 +51,9 @@ def build(p: Pipeline) -> None:
     if events_table:
         events = numbers.select(F.col("value").alias("id"))
         p.write(events, PostgresSink(str(args["dsn"]), str(events_table)), name="events")
+    out_topic = args.get("out_topic")
+    if out_topic:
+        out = keyed.select(
+            F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value")
+        )
+        p.write(out, KafkaSink(str(args["bootstrap"]), str(out_topic)), name="kafka-out")

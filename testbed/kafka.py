@@ -22,6 +22,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -198,6 +199,39 @@ class KafkaBroker:
         for future in admin.create_topics([topic]).values():
             future.result(timeout=30)
         return name
+
+    def read_committed(self, topic: str) -> list[tuple[str | None, str]]:
+        """Every committed record of ``topic`` as ``(key, value)`` text, partition after
+        partition, each in offset order (what a ``read_committed`` consumer sees)."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"check-{uuid.uuid4().hex[:8]}",
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "enable.auto.commit": False,
+                "log_level": 3,
+            }
+        )
+        try:
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            records: list[tuple[str | None, str]] = []
+            for partition in sorted(partitions):
+                consumer.assign([TopicPartition(topic, partition, 0)])
+                while True:
+                    message = consumer.poll(20)
+                    if message is None:
+                        raise TimeoutError(f"No end of {topic}[{partition}] in 20 s")
+                    error = message.error()
+                    if error is not None:
+                        if error.code() != KafkaError._PARTITION_EOF:
+                            raise RuntimeError(f"Reading {topic}[{partition}] failed: {error}")
+                        break
+                    key, value = message.key(), message.value()
+                    records.append((key.decode() if key else None, (value or b"").decode()))
+            return records
+        finally:
+            consumer.close()
 
     def stop(self) -> None:
         """Stop the broker (SIGTERM is its controlled shutdown; then SIGKILL)."""

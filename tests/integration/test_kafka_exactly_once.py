@@ -1,16 +1,19 @@
 """Exactly-once from Kafka: a real driver reading a real broker, faulted, publishes every event
-once (issue 15, item 5, with the PostgreSQL sink).
+once to PostgreSQL and to Kafka (issue 15, item 5).
 
 The pipeline is :mod:`examples.kafka_sum`: each Kafka record is an event id, summed per key
 and appended as one row per event to a PostgreSQL table without a unique constraint, both
-sinks with two-phase commit. The input is written by transactional producers, with aborted
-transactions of ids that must never appear, in two halves: one before the job starts and one
-while it runs. The driver is faulted in turn: SIGKILLed at random moments; its broker
-SIGKILLed once the driver has read everything and waits for more (the driver retries for
-``--source-lost-seconds``, exits 69, and a new execution restores once the broker is back);
-a Hazelcast member SIGKILLed while snapshots are taken. Then every id must be in the events
-table exactly once, the sums exact, no prepared transaction left, and the consumer group at
-the topic's end (the offsets of the last snapshot, committed for monitoring).
+sinks with two-phase commit, and written as one record per event to an output topic by the
+Kafka sink (staged in the snapshot, published in one transaction per partition). The input
+is written by transactional producers, with aborted transactions of ids that must never
+appear, in two halves: one before the job starts and one while it runs. The driver is
+faulted in turn: SIGKILLed at random moments; its broker SIGKILLed once the driver has read
+everything and waits for more (the driver retries for ``--source-lost-seconds``, exits 69,
+and a new execution restores once the broker is back); a Hazelcast member SIGKILLed while
+snapshots are taken. Then every id must be in the events table and in the output topic
+(read ``read_committed``) exactly once, the sums exact, no prepared transaction left, and
+the consumer group at the topic's end (the offsets of the last snapshot, committed for
+monitoring).
 """
 
 from __future__ import annotations
@@ -113,6 +116,7 @@ def test_kafka_to_postgres_exactly_once_under_driver_broker_and_member_faults(
     tmp_path: Path,
 ) -> None:
     topic = broker.create_topic("events", partitions=PARTITIONS)
+    out_topic = broker.create_topic("out", partitions=PARTITIONS)
     (tmp_path / "driver").mkdir()
     group = f"sj-{topic}"
     harness = DriverHarness(
@@ -129,6 +133,7 @@ def test_kafka_to_postgres_exactly_once_under_driver_broker_and_member_faults(
             "events_table": "events",
             "max_rows_per_epoch": 3000,
             "group_id": group,
+            "out_topic": out_topic,
         },
         snapshot_interval_ms=1000,
         extra_args=["--source-lost-seconds", "15"],
@@ -179,6 +184,9 @@ def test_kafka_to_postgres_exactly_once_under_driver_broker_and_member_faults(
         rows = conn.execute("SELECT key, total, count FROM sums ORDER BY key").fetchall()
     assert {key: (total, count) for key, total, count in rows} == expected_sums(END, KEYS)
     assert prepared_transactions(postgres_dsn) == []
+    published = [int(value) for _, value in broker.read_committed(out_topic)]
+    assert len(published) == len(set(published)), "an event was published twice to Kafka"
+    assert sorted(published) == list(range(END)), f"Kafka output lacks {END - len(published)}"
 
     # The last snapshot's offsets went to the consumer group: the end of every partition.
     reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "log_level": 0})

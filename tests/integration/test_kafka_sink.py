@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from pyspark.sql.types import StructType
@@ -46,36 +46,6 @@ def runner(
     result = Runner(spark, healthy_hazelcast, tmp_path)
     yield result
     result.client.shutdown()
-
-
-def read_committed(broker: KafkaBroker, topic: str) -> list[tuple[str | None, str]]:
-    """Every committed record of ``topic``, partition after partition, in offset order."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": f"check-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        records: list[tuple[str | None, str]] = []
-        for partition in sorted(partitions):
-            consumer.assign([TopicPartition(topic, partition, 0)])
-            while True:
-                message = consumer.poll(20)
-                assert message is not None, f"no end of {topic}[{partition}] in 20 s"
-                error = message.error()
-                if error is not None:
-                    assert error.code() == KafkaError._PARTITION_EOF, error
-                    break
-                key = message.key()
-                records.append((key.decode() if key else None, message.value().decode()))
-        return records
-    finally:
-        consumer.close()
 
 
 def check_exactly_once(records: list[tuple[str | None, str]], end: int) -> None:
@@ -112,7 +82,7 @@ def test_interrupted_runs_publish_every_record_once_in_key_order(
     topic = kafka.create_topic(partitions=4)
     build = _build(kafka.bootstrap, topic, 3000)
     runner.interrupted(build, f"ksink-{uuid.uuid4().hex[:8]}", ProcessingGuarantee.EXACTLY_ONCE)
-    check_exactly_once(read_committed(kafka, topic), 3000)
+    check_exactly_once(kafka.read_committed(topic), 3000)
 
 
 def test_at_least_once_writes_every_epoch_with_sparks_writer(
@@ -121,7 +91,7 @@ def test_at_least_once_writes_every_epoch_with_sparks_writer(
     topic = kafka.create_topic(partitions=2)
     build = _build(kafka.bootstrap, topic, 900)
     runner.clean(build, f"ksink-{uuid.uuid4().hex[:8]}", ProcessingGuarantee.AT_LEAST_ONCE)
-    check_exactly_once(read_committed(kafka, topic), 900)
+    check_exactly_once(kafka.read_committed(topic), 900)
 
 
 def _participant(
@@ -161,7 +131,7 @@ def test_restores_publish_staged_output_once_where_phase_2_did_not(
     staged = first.save_and_prepare(1, ChunkWriter(runner.store, map_name, 1, "out"), False)
     assert {chunk.key.partition for chunk in staged} == {0, 1}
     assert sum(chunk.num_keys for chunk in staged) == 600
-    assert read_committed(kafka, topic) == [], "phase 1 publishes nothing"
+    assert kafka.read_committed(topic) == [], "phase 1 publishes nothing"
     ref = SnapshotRef(map_name, 1, tuple(staged))
 
     # The driver crashed here. Half of a phase 2 first: partition 0 only.
@@ -181,7 +151,7 @@ def test_restores_publish_staged_output_once_where_phase_2_did_not(
 
     second = _participant(spark, runner, kafka, topic, job)
     second.restore(ref, runner.store, 1)
-    records = read_committed(kafka, topic)
+    records = kafka.read_committed(topic)
     check_exactly_once(records, 600)
     with pytest.raises(KafkaException):
         zombie.commit_transaction(30)
@@ -193,7 +163,7 @@ def test_restores_publish_staged_output_once_where_phase_2_did_not(
     more = third.save_and_prepare(2, ChunkWriter(runner.store, map_name, 2, "out"), False)
     third.commit_finish(2, True)
     assert sum(chunk.num_keys for chunk in more) == 100
-    check_exactly_once(read_committed(kafka, topic), 700)
+    check_exactly_once(kafka.read_committed(topic), 700)
 
 
 def test_a_missing_topic_or_value_column_is_refused_when_the_job_starts(
