@@ -236,7 +236,7 @@ class KafkaSink(StagedSink):
                 self.commit_topic,
                 key=txn_id,
                 value=marker_value(snapshot_id, rows),
-                partition=partition,
+                partition=self._marker_partition(partition),
             )
             producer.commit_transaction(_TIMEOUT_S)
         except Exception:
@@ -247,6 +247,12 @@ class KafkaSink(StagedSink):
                 _log.warning("Could not abort transaction id=%s error=%s", txn_id, error)
             raise
         return rows
+
+    def _marker_partition(self, partition: int) -> int:
+        """Where a partition's markers go: its own commit-topic partition, unless a snapshot
+        taken with more sink partitions than this sink has is being published; markers are
+        told apart by key anyway."""
+        return partition % self.partitions
 
     def _latest_marker(self, partition: int, txn_id: str) -> int | None:
         """The partition's latest committed marker, read back from the end of its partition."""
@@ -260,13 +266,14 @@ class KafkaSink(StagedSink):
             }
         )
         try:
+            marker_partition = self._marker_partition(partition)
             low, high = consumer.get_watermark_offsets(
-                TopicPartition(self.commit_topic, partition), timeout=_TIMEOUT_S
+                TopicPartition(self.commit_topic, marker_partition), timeout=_TIMEOUT_S
             )
             window = MARKER_WINDOW
             while True:
                 start = max(low, high - window)
-                records = _read_range(consumer, self.commit_topic, partition, start)
+                records = _read_range(consumer, self.commit_topic, marker_partition, start)
                 found = latest_marker(records, txn_id)
                 if found is not None or start == low:
                     return found

@@ -127,9 +127,13 @@ class StagedSinkParticipant:
         if not success:
             self._pending = frames + self._pending
             return
-        rows = self._publish(ref)
-        for frame in frames:
-            frame.release()
+        try:
+            rows = self._publish(ref)
+        finally:
+            # Published, or left to the restore that a failed phase 2 leads to: either way
+            # the staged chunks, not these frames, are what gets published.
+            for frame in frames:
+                frame.release()
         _log.info(
             "Published sink output name=%s snapshotId=%d rows=%d", self._name, snapshot_id, rows
         )

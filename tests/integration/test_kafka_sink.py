@@ -80,9 +80,9 @@ def test_interrupted_runs_publish_every_record_once_in_key_order(
     runner: Runner, kafka: KafkaBroker
 ) -> None:
     topic = kafka.create_topic(partitions=4)
-    build = _build(kafka.bootstrap, topic, 3000)
+    build = _build(kafka.bootstrap, topic, 1800)
     runner.interrupted(build, f"ksink-{uuid.uuid4().hex[:8]}", ProcessingGuarantee.EXACTLY_ONCE)
-    check_exactly_once(kafka.read_committed(topic), 3000)
+    check_exactly_once(kafka.read_committed(topic), 1800)
 
 
 def test_at_least_once_writes_every_epoch_with_sparks_writer(
