@@ -31,6 +31,7 @@ bench: install ## Run every benchmark (each prints its figures and ends with one
 	@$(PY) -m bench.overhead
 	@$(PY) bench/reconcile_latency.py
 	@$(PY) bench/driver_start.py
+	@$(PY) -m bench.kafka_pipeline
 
 run-operator: install ## Run the operator against the current kubeconfig (see docs/operator.md for flags)
 	@$(PY) -m snapshot_operator $(OPERATOR_ARGS)

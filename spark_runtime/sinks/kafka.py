@@ -263,6 +263,8 @@ class KafkaSink(StagedSink):
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 "enable.partition.eof": True,
+                # The end is reached with an empty fetch; the default waits 500 ms for one.
+                "fetch.wait.max.ms": 10,
             }
         )
         try:
