@@ -91,6 +91,17 @@ def _wait_snapshots(harness: DriverHarness, more: int, timeout: float = 180.0) -
         time.sleep(0.2)
 
 
+def _wait_published(
+    broker: KafkaBroker, topic: str, rows: int, harness: DriverHarness, timeout: float = 120
+) -> None:
+    """Waits until ``topic`` holds ``rows`` committed records (the Kafka sink's phase 2)."""
+    deadline = time.monotonic() + timeout
+    while len(broker.read_committed(topic)) < rows:
+        assert harness.running(), f"driver ended:\n{harness.log_tail()}"
+        assert time.monotonic() < deadline, f"{rows} records not published in {timeout}s"
+        time.sleep(0.5)
+
+
 def _wait_committed(dsn: str, rows: int, harness: DriverHarness, timeout: float = 240) -> None:
     """Waits until the events table holds ``rows`` rows (published by snapshots' 2nd phase)."""
     deadline = time.monotonic() + timeout
@@ -154,6 +165,9 @@ def test_kafka_to_postgres_exactly_once_under_driver_broker_and_member_faults(
         # retries for --source-lost-seconds, then exits 69 naming the outage.
         harness.start()
         _wait_committed(postgres_dsn, END // 2, harness)
+        # Both sinks done, so the outage finds the driver idle, not publishing (a publish cut
+        # short is a failed phase 2, exit 69 too, which the driver kills above already cover).
+        _wait_published(broker, out_topic, END // 2, harness)
         broker.kill()
         codes.append(harness.wait(timeout=180))
         assert codes[-1] == DriverExit.TRANSIENT_FAILURE, harness.log_tail()
