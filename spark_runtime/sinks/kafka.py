@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -287,13 +288,22 @@ class KafkaSink(StagedSink):
 def _produce(
     producer: Producer, topic: str, key: str | bytes | None, value: str | bytes | None
 ) -> None:
-    """Queues one record, waiting for room when the producer's queue is full."""
+    """Queues one record, waiting for room when the producer's queue is full.
+
+    Raises:
+        TimeoutError: The queue stayed full for :data:`_TIMEOUT_S` (the broker takes nothing).
+    """
+    deadline = time.monotonic() + _TIMEOUT_S
     while True:
         try:
             producer.produce(topic, value=value, key=key)
             producer.poll(0)
             return
         except BufferError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"The producer's queue for topic {topic} stayed full for {_TIMEOUT_S:.0f} s"
+                ) from None
             producer.poll(0.1)
 
 
