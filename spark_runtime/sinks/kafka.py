@@ -16,7 +16,9 @@ Under AT_LEAST_ONCE and NONE every epoch is written at once with Spark's own Kaf
 
 The commit topic (``sj-commits-<job uid>-<sink>`` unless named) has a partition per sink
 partition, so each partition's markers sit alone in one topic partition and the latest is
-among its last few records; it is created compacted when the job starts.
+among its last few records; it is created compacted when the job starts. It must not be
+shared: another producer's open transaction in a partition would hold back
+``read_committed`` reads below the latest marker.
 """
 
 from __future__ import annotations
@@ -111,7 +113,9 @@ class KafkaSink(StagedSink):
         topic: The topic written; it must exist.
         partitions: Sink partitions: transactional producers publishing in parallel.
         commit_topic: The topic for the markers; by default ``sj-commits-<job uid>-<sink>``.
-            Created (compacted, one partition per sink partition) if missing.
+            Created (compacted, one partition per sink partition) if missing. It must be
+            this sink's alone: each of its partitions must see no producer but the sink
+            partition's own.
         options: More producer settings (``security.protocol``, ``sasl.*``,
             ``compression.type``, ...).
     """
@@ -135,6 +139,7 @@ class KafkaSink(StagedSink):
         self._job_uid = ""
         self._name = ""
         self._keyed = False
+        self._commit_partitions = partitions
 
     def _settings(self) -> dict[str, Any]:
         return {"bootstrap.servers": self.bootstrap_servers, **self.options}
@@ -178,6 +183,7 @@ class KafkaSink(StagedSink):
             )
             topics = admin.list_topics(timeout=_TIMEOUT_S).topics
         have = len(topics[self.commit_topic].partitions)
+        self._commit_partitions = have
         if have < self.partitions:
             raise ValueError(
                 f"Commit topic {self.commit_topic} has {have} partitions, fewer than the "
@@ -250,10 +256,19 @@ class KafkaSink(StagedSink):
         return rows
 
     def _marker_partition(self, partition: int) -> int:
-        """Where a partition's markers go: its own commit-topic partition, unless a snapshot
-        taken with more sink partitions than this sink has is being published; markers are
-        told apart by key anyway."""
-        return partition % self.partitions
+        """Where a partition's markers go: its own commit-topic partition, so that no other
+        producer's open transaction can hold back the read of its latest marker.
+
+        Raises:
+            ValueError: A snapshot staged with more partitions than the commit topic has.
+        """
+        if partition >= self._commit_partitions:
+            raise ValueError(
+                f"Staged output of sink partition {partition} has no partition of its own in "
+                f"commit topic {self.commit_topic} ({self._commit_partitions} partitions); "
+                "add partitions to the commit topic (kafka-topics.sh --alter)"
+            )
+        return partition
 
     def _latest_marker(self, partition: int, txn_id: str) -> int | None:
         """The partition's latest committed marker, read back from the end of its partition."""
