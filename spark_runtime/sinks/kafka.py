@@ -181,8 +181,7 @@ class KafkaSink(StagedSink):
             _log.info(
                 "Created commit topic topic=%s partitions=%d", self.commit_topic, self.partitions
             )
-            topics = admin.list_topics(timeout=_TIMEOUT_S).topics
-        have = len(topics[self.commit_topic].partitions)
+        have = self._partitions_of(admin, self.commit_topic)
         self._commit_partitions = have
         if have < self.partitions:
             raise ValueError(
@@ -190,6 +189,22 @@ class KafkaSink(StagedSink):
                 f"sink's {self.partitions}; give the sink partitions={have} or a new "
                 "commit_topic"
             )
+
+    def _partitions_of(self, admin: AdminClient, topic: str) -> int:
+        """The partition count of ``topic``, once the broker's metadata has it: a topic just
+        created may be missing from it for a moment.
+
+        Raises:
+            TimeoutError: The topic was not in the metadata for :data:`_TIMEOUT_S`.
+        """
+        deadline = time.monotonic() + _TIMEOUT_S
+        while True:
+            found = admin.list_topics(topic=topic, timeout=_TIMEOUT_S).topics.get(topic)
+            if found is not None and found.error is None and found.partitions:
+                return len(found.partitions)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Kafka topic {topic} not in the brokers' metadata")
+            time.sleep(0.2)
 
     def partition_columns(self) -> Sequence[str]:
         """Rows with the same key share a partition, so their order is kept."""

@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 
 from snapshot_protocol import ChunkWriter, SnapshotRef
 from snapshotjob_contract.spec import ProcessingGuarantee
-from spark_runtime.chunk_io import read_chunks
+from spark_runtime.chunk_io import decode_batches
 from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import KafkaSink, StagedSinkParticipant
 from spark_runtime.sinks.kafka import transactional_id
@@ -137,7 +137,11 @@ def test_restores_publish_staged_output_once_where_phase_2_did_not(
     # The driver crashed here. Half of a phase 2 first: partition 0 only.
     sink = first.sink
     part_0 = sorted((c for c in staged if c.key.partition == 0), key=lambda c: c.key.seq)
-    published_0 = sink.publish(1, 0, read_chunks(runner.address, map_name, 1, part_0))
+    # Read with the test's own client: chunk_io's would outlive the session's members.
+    batches = (
+        batch for c in part_0 for batch in decode_batches(runner.store.read_chunk(map_name, c.key))
+    )
+    published_0 = sink.publish(1, 0, batches)
     assert 0 < published_0 < 600
 
     # A zombie publisher of partition 1 with a transaction open: the next publish fences it.
