@@ -192,21 +192,12 @@ cmd_kubeconfig() {
   "${KIND}" get kubeconfig --name "${KIND_CLUSTER_NAME}"
 }
 
-# cmd_load IMAGE...: into the nodes Pods can be scheduled on. A control plane with workers
-# carries kubeadm's NoSchedule taint, so no workload Pod runs there; leaving it out saves a
-# third of the import work for the 1.6 GB runtime image (every node imports it at once).
+# cmd_load IMAGE...: into every node. Not only the workers: the kind values
+# (examples/kubernetes/values-kind.yaml) put the operator and the Hazelcast members on the
+# control plane, tolerating its taint, so the project image is needed there too.
 cmd_load() {
   [[ $# -gt 0 ]] || die "usage: cluster.sh load IMAGE..."
-  local nodes
-  [[ -f "${KUBECONFIG_FILE}" ]] || "${KIND}" get kubeconfig --name "${KIND_CLUSTER_NAME}" >"${KUBECONFIG_FILE}"
-  nodes="$(kctl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.spec.taints[*].key}{"\n"}{end}' \
-    | awk '$0 !~ /node-role\.kubernetes\.io\/control-plane/ {print $1}' | paste -sd, -)"
-  if [[ -n "${nodes}" ]]; then
-    log "Loading images into nodes=${nodes} images=$*"
-    "${KIND}" load docker-image --name "${KIND_CLUSTER_NAME}" --nodes "${nodes}" "$@"
-  else
-    "${KIND}" load docker-image --name "${KIND_CLUSTER_NAME}" "$@"
-  fi
+  "${KIND}" load docker-image --name "${KIND_CLUSTER_NAME}" "$@"
 }
 
 case "${1:-}" in
