@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Generic, TypeVar
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
@@ -26,7 +27,48 @@ from spark_runtime.sinks.base import EPOCH_COLUMN, Sink, TransactionalSink
 _log = logging.getLogger(__name__)
 
 
-class SinkParticipant:
+SinkT = TypeVar("SinkT", bound=Sink)
+
+
+class EpochOutput(Generic[SinkT]):
+    """What every sink participant does with an epoch's output: buffer it, or write it now.
+
+    Args:
+        name: The sink's operator name (chunk keys).
+        sink: The sink.
+        buffered: Whether output waits for a snapshot (materialised in the executors, tagged
+            with its epoch) instead of being written every epoch.
+    """
+
+    def __init__(self, name: str, sink: SinkT, buffered: bool) -> None:
+        self._name = name
+        self.sink = sink
+        self.buffered = buffered
+        self._pending: list[Checkpointed] = []
+
+    @property
+    def name(self) -> str:
+        """The operator name in chunk keys."""
+        return self._name
+
+    def accept(self, epoch: int, frame: DataFrame) -> None:
+        """Takes one epoch's output: buffers it, or writes it now."""
+        if self.buffered:
+            self._pending.append(checkpoint(frame.withColumn(EPOCH_COLUMN, F.lit(epoch))))
+        else:
+            self.sink.write(frame)
+
+    def _drop_buffers(self, held: Iterable[Sequence[Checkpointed]]) -> None:
+        """Releases the pending output and every list in ``held`` (restore step 5)."""
+        for frame in self._pending:
+            frame.release()
+        for frames in held:
+            for frame in frames:
+                frame.release()
+        self._pending = []
+
+
+class SinkParticipant(EpochOutput[Sink]):
     """A sink in the snapshot protocol.
 
     Under EXACTLY_ONCE a transactional sink's output is buffered (materialised in the
@@ -42,25 +84,12 @@ class SinkParticipant:
     """
 
     def __init__(self, name: str, sink: Sink, guarantee: ProcessingGuarantee) -> None:
-        self._name = name
-        self.sink = sink
-        self.buffered = guarantee is ProcessingGuarantee.EXACTLY_ONCE and isinstance(
-            sink, TransactionalSink
+        super().__init__(
+            name,
+            sink,
+            guarantee is ProcessingGuarantee.EXACTLY_ONCE and isinstance(sink, TransactionalSink),
         )
-        self._pending: list[Checkpointed] = []
         self._prepared: dict[int, tuple[list[str], list[Checkpointed]]] = {}
-
-    @property
-    def name(self) -> str:
-        """The operator name in chunk keys."""
-        return self._name
-
-    def accept(self, epoch: int, frame: DataFrame) -> None:
-        """Takes one epoch's output: buffers it, or writes it now."""
-        if self.buffered:
-            self._pending.append(checkpoint(frame.withColumn(EPOCH_COLUMN, F.lit(epoch))))
-        else:
-            self.sink.write(frame)
 
     def save_and_prepare(
         self, snapshot_id: int, writer: ChunkWriter, export_only: bool
@@ -72,7 +101,7 @@ class SinkParticipant:
         assert isinstance(sink, TransactionalSink)
         frames, self._pending = self._pending, []
         try:
-            gids = sink.prepare(_union(frames), snapshot_id) if frames else []
+            gids = sink.prepare(union_frames(frames), snapshot_id) if frames else []
         except Exception:
             # Some partitions may have prepared: undo them now, the buffer keeps the output.
             self._pending = frames + self._pending
@@ -124,12 +153,8 @@ class SinkParticipant:
     ) -> None:
         """Drops buffered output and settles this sink's prepared transactions (restore step 5)
         of snapshots up to ``through_snapshot_id``."""
-        for frame in self._pending:
-            frame.release()
-        for _gids, frames in self._prepared.values():
-            for frame in frames:
-                frame.release()
-        self._pending, self._prepared = [], {}
+        self._drop_buffers(frames for _gids, frames in self._prepared.values())
+        self._prepared = {}
         if not isinstance(self.sink, TransactionalSink):
             return
         committed: list[str] = []
@@ -144,7 +169,8 @@ class SinkParticipant:
         )
 
 
-def _union(frames: Sequence[Checkpointed]) -> DataFrame:
+def union_frames(frames: Sequence[Checkpointed]) -> DataFrame:
+    """The buffered epochs' output as one DataFrame (``frames`` must not be empty)."""
     result = frames[0].frame
     for other in frames[1:]:
         result = result.unionByName(other.frame)

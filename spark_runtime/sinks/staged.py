@@ -29,8 +29,6 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from snapshot_protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
 from snapshot_protocol.ports import ChunkReader
@@ -44,14 +42,15 @@ from spark_runtime.chunk_io import (
     write_partition,
     writer_counts,
 )
-from spark_runtime.lineage import Checkpointed, checkpoint
+from spark_runtime.lineage import Checkpointed
 from spark_runtime.sinks.base import EPOCH_COLUMN, StagedSink
+from spark_runtime.sinks.participant import EpochOutput, union_frames
 from spark_runtime.state.keyed import StateContext
 
 _log = logging.getLogger(__name__)
 
 
-class StagedSinkParticipant:
+class StagedSinkParticipant(EpochOutput[StagedSink]):
     """A :class:`~spark_runtime.sinks.base.StagedSink` in the snapshot protocol.
 
     Under EXACTLY_ONCE the output is buffered (materialised in the executors) until the next
@@ -73,24 +72,9 @@ class StagedSinkParticipant:
         guarantee: ProcessingGuarantee,
         context: StateContext,
     ) -> None:
-        self._name = name
-        self.sink = sink
+        super().__init__(name, sink, guarantee is ProcessingGuarantee.EXACTLY_ONCE)
         self._context = context
-        self.buffered = guarantee is ProcessingGuarantee.EXACTLY_ONCE
-        self._pending: list[Checkpointed] = []
         self._staged: dict[int, tuple[SnapshotRef, list[Checkpointed]]] = {}
-
-    @property
-    def name(self) -> str:
-        """The operator name in chunk keys."""
-        return self._name
-
-    def accept(self, epoch: int, frame: DataFrame) -> None:
-        """Takes one epoch's output: buffers it, or writes it now."""
-        if self.buffered:
-            self._pending.append(checkpoint(frame.withColumn(EPOCH_COLUMN, F.lit(epoch))))
-        else:
-            self.sink.write(frame)
 
     def save_and_prepare(
         self, snapshot_id: int, writer: ChunkWriter, export_only: bool
@@ -143,12 +127,8 @@ class StagedSinkParticipant:
     ) -> None:
         """Restore step 5: drops buffered output, publishes the restore point's staged output
         wherever its marker is missing."""
-        for frame in self._pending:
-            frame.release()
-        for _ref, frames in self._staged.values():
-            for frame in frames:
-                frame.release()
-        self._pending, self._staged = [], {}
+        self._drop_buffers(frames for _ref, frames in self._staged.values())
+        self._staged = {}
         if snapshot is None or not snapshot.chunks:
             return
         rows = self._publish(snapshot)
@@ -163,9 +143,7 @@ class StagedSinkParticipant:
         self, snapshot_id: int, map_name: str, frames: Sequence[Checkpointed]
     ) -> list[ChunkDescriptor]:
         sink = self.sink
-        output = frames[0].frame
-        for other in frames[1:]:
-            output = output.unionByName(other.frame)
+        output = union_frames(frames)
         columns = list(sink.partition_columns())
         spread = (
             output.repartition(sink.partitions, *columns)
