@@ -43,8 +43,9 @@ from confluent_kafka import Producer
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
+from bench.servers import snapshot_store
 from snapshot_protocol import JobIdentity
-from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
+from snapshot_store.hazelcast import HazelcastSnapshotStore
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
@@ -53,7 +54,6 @@ from spark_runtime.file_record_store import FileRecordStore
 from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import KafkaSink
 from spark_runtime.sources import KafkaSource
-from testbed.hazelcast import HazelcastCluster
 from testbed.kafka import KafkaBroker
 from testbed.spark import local_session
 
@@ -76,26 +76,13 @@ class Servers:
 def servers() -> Iterator[Servers]:
     """Three Hazelcast members and one Kafka broker; stopped and removed afterwards."""
     workdir = Path(tempfile.mkdtemp(prefix="sj-bench-kafka-"))
-    (workdir / "hazelcast").mkdir()
-    cluster = HazelcastCluster(workdir / "hazelcast", size=3, heap="1g")
     broker = KafkaBroker(workdir / "kafka", heap="1g")
-    client = None
     try:
-        cluster.start()
-        broker.start()
-        members = [node.address for node in cluster.nodes]
-        client = connect(members, cluster.cluster_name)
-        yield Servers(
-            workdir,
-            broker,
-            StoreAddress(tuple(members), cluster.cluster_name),
-            HazelcastSnapshotStore(client),
-        )
+        with snapshot_store(workdir) as (address, store):
+            broker.start()
+            yield Servers(workdir, broker, address, store)
     finally:
-        if client is not None:
-            client.shutdown()
         broker.stop()
-        cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -41,8 +41,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
+from bench.servers import snapshot_store
 from snapshot_protocol import ChunkWriter, JobIdentity, SnapshotRef
-from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
+from snapshot_store.hazelcast import HazelcastSnapshotStore
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
@@ -52,7 +53,6 @@ from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import PostgresSink, Sink, TransactionalSink
 from spark_runtime.sources import SequenceSource
 from spark_runtime.state import RunningAggregate, StateContext
-from testbed.hazelcast import HazelcastCluster
 from testbed.postgres import PostgresServer
 from testbed.spark import local_session
 
@@ -270,25 +270,12 @@ class BenchServers:
 def bench_servers(prefix: str) -> Iterator[BenchServers]:
     """Starts 3 Hazelcast members and PostgreSQL; stops them and removes their files after."""
     workdir = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
-    (workdir / "hazelcast").mkdir()
-    cluster = HazelcastCluster(workdir / "hazelcast", size=3, heap="1g")
     postgres = PostgresServer(Path(tempfile.mkdtemp(prefix=f"{prefix}-postgres-")))
-    client = None
     try:
-        cluster.start()
-        postgres.start()
-        members = [node.address for node in cluster.nodes]
-        client = connect(members, cluster.cluster_name)
-        yield BenchServers(
-            workdir,
-            postgres.create_database("bench"),
-            StoreAddress(tuple(members), cluster.cluster_name),
-            HazelcastSnapshotStore(client),
-        )
+        with snapshot_store(workdir) as (address, store):
+            postgres.start()
+            yield BenchServers(workdir, postgres.create_database("bench"), address, store)
     finally:
-        if client is not None:
-            client.shutdown()
-        cluster.stop()
         postgres.stop()
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(postgres.workdir, ignore_errors=True)
