@@ -17,6 +17,7 @@ settings.load_profile("snapshotjob")
 
 pytest_plugins = [
     "tests.fixtures.hazelcast",
+    "tests.fixtures.in_process_driver",
     "tests.fixtures.postgres",
     "tests.fixtures.kafka",
     "tests.fixtures.spark",

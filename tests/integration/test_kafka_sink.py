@@ -12,8 +12,6 @@ and each key's output in epoch order.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, Producer
@@ -29,23 +27,13 @@ from spark_runtime.sinks import KafkaSink, StagedSinkParticipant
 from spark_runtime.sinks.kafka import transactional_id
 from spark_runtime.sources import SequenceSource
 from spark_runtime.state import StateContext
-from testbed.hazelcast import HazelcastCluster
 from testbed.kafka import KafkaBroker
-from tests.integration.test_runtime_restore import Build, Runner
+from tests.fixtures.in_process_driver import Build, Runner
 
 pytestmark = pytest.mark.integration
 
 KEYS = 5
 ROWS_PER_EPOCH = 300
-
-
-@pytest.fixture
-def runner(
-    spark: SparkSession, healthy_hazelcast: HazelcastCluster, tmp_path: Path
-) -> Iterator[Runner]:
-    result = Runner(spark, healthy_hazelcast, tmp_path)
-    yield result
-    result.client.shutdown()
 
 
 def check_exactly_once(records: list[tuple[str | None, str]], end: int) -> None:

@@ -14,83 +14,25 @@ import glob
 import json
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import psycopg
 import pytest
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from examples.sequence_sum import expected_sums
-from snapshot_protocol import ChunkWriter, JobIdentity, SnapshotRef
-from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
+from snapshot_protocol import ChunkWriter, SnapshotRef
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spec import ProcessingGuarantee
-from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.driver import Driver, DriverSettings
-from spark_runtime.file_record_store import FileRecordStore
 from spark_runtime.pipeline import Pipeline
 from spark_runtime.session import JAR_DIR
 from spark_runtime.sinks import ConsoleSink, FileSink, HazelcastMapSink, PostgresSink
 from spark_runtime.sources import FileSource, PostgresSource, SequenceSource
 from spark_runtime.state import RunningAggregate, StateContext
 from spark_runtime.state import keyed as state_module
-from testbed.hazelcast import HazelcastCluster
-
-Build = Callable[[Pipeline], None]
-
-
-class Runner:
-    """Runs executions of pipelines in-process, each job with its own record file."""
-
-    def __init__(self, spark: SparkSession, cluster: HazelcastCluster, workdir: Path) -> None:
-        self.spark = spark
-        self.cluster = cluster
-        self.workdir = workdir
-        members = [node.address for node in cluster.nodes]
-        self.address = StoreAddress(tuple(members), cluster.cluster_name)
-        self.client = connect(members, cluster.cluster_name)
-        self.store = HazelcastSnapshotStore(self.client)
-
-    def run(
-        self,
-        build: Build,
-        job: str,
-        interval_ms: int,
-        max_epochs: int | None = None,
-        guarantee: ProcessingGuarantee = ProcessingGuarantee.EXACTLY_ONCE,
-    ) -> DriverExit:
-        settings = DriverSettings(
-            job=JobIdentity(job, "test", 1),
-            guarantee=guarantee,
-            snapshot_interval_ms=interval_ms,
-            state_partitions=4,
-            store=self.address,
-            idle_sleep_s=0.05,
-        )
-        records = FileRecordStore.claim(self.workdir / f"{job}.json", uuid.uuid4().hex)
-        driver = Driver(self.spark, build, {}, settings, records, self.store)
-        return driver.run(max_epochs)
-
-    def interrupted(self, build: Build, job: str, guarantee: ProcessingGuarantee) -> None:
-        """Runs ``job`` with two interruptions, the second after epochs without snapshot."""
-        assert self.run(build, job, 0, 3, guarantee) is DriverExit.INTERRUPTED
-        assert self.run(build, job, 10**9, 2, guarantee) is DriverExit.INTERRUPTED
-        assert self.run(build, job, 0, None, guarantee) is DriverExit.COMPLETED
-
-    def clean(self, build: Build, job: str, guarantee: ProcessingGuarantee) -> None:
-        """Runs ``job`` once, uninterrupted."""
-        assert self.run(build, job, 10**9, None, guarantee) is DriverExit.COMPLETED
-
-
-@pytest.fixture
-def runner(spark: SparkSession, healthy_hazelcast: HazelcastCluster, tmp_path: Path) -> Runner:
-    result = Runner(spark, healthy_hazelcast, tmp_path)
-    yield result
-    result.client.shutdown()
+from tests.fixtures.in_process_driver import Build, Runner
 
 
 def _job() -> str:
