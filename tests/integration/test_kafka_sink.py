@@ -7,6 +7,11 @@ partition published, the other not); a restore of an already published snapshot 
 in case" publish writes nothing); and a zombie publisher of the same partition, whose open
 transaction the next publish aborts. Output is checked record by record: every value once,
 and each key's output in epoch order.
+
+The interrupted and at-least-once tests run the real driver in-process. The restore test
+plays the driver: it calls the participant's phase 1, phase 2 and restore by hand, to stop
+between them where a crash would. The driver as a separate process, killed for real, runs
+the sink in ``test_kafka_exactly_once.py``.
 """
 
 from __future__ import annotations
