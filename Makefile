@@ -64,7 +64,7 @@ format: install ## Apply ruff's fixes and formatting
 
 typecheck: install ## mypy --strict on the packages, the test bed and its pytest plugins
 	@echo "==> mypy"
-	@$(VENV)/bin/mypy $(PACKAGES) testbed tests/fixtures
+	@$(VENV)/bin/mypy $(PACKAGES) testbed tests/fixtures examples tests/e2e/pipelines
 
 contracts: install ## Import-layer contracts (import-linter)
 	@echo "==> import-linter"

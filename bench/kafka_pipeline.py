@@ -4,7 +4,7 @@ Both read the same input topic with Spark's own Kafka connector, in micro-batche
 size, keep a running sum per key, and write every updated sum to an output topic of their
 own as a Kafka record (key, JSON value). They differ in what a crash would cost:
 
-- **runtime, EXACTLY_ONCE**: ``KafkaSource`` -> ``running_aggregate`` -> ``KafkaSink``, a
+- **runtime, EXACTLY_ONCE**: ``KafkaSource`` -> ``groupBy().agg(F.sum)`` -> ``KafkaSink``, a
   snapshot every second into three Hazelcast members; the sink stages each snapshot's output
   in the snapshot and publishes it in one Kafka transaction per sink partition (exactly once
   for ``read_committed`` consumers).
@@ -51,9 +51,9 @@ from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import KafkaSink
 from spark_runtime.sources import KafkaSource
+from spark_runtime.streaming import Pipeline
 from testbed.kafka import KafkaBroker
 from testbed.spark import local_session
 
@@ -125,12 +125,17 @@ def run_runtime(
     bootstrap = servers.broker.bootstrap
 
     def build(p: Pipeline) -> None:
-        records = p.read(
+        records = p.readStream(
             KafkaSource(bootstrap, [topic], max_rows_per_epoch=rows_per_epoch, bounded=True),
             name="in",
         )
-        sums = p.running_aggregate(_keyed_values(records), "key", {"total": ("sum", "value")})
-        p.write(_as_records(sums), KafkaSink(bootstrap, out, partitions=PARTITIONS), name="out")
+        # The same DataFrame functions as the Structured Streaming query below.
+        sums = (
+            records.transformEpoch(_keyed_values).groupBy("key").agg(F.sum("value").alias("total"))
+        )
+        sums.transformEpoch(_as_records).writeStream(
+            KafkaSink(bootstrap, out, partitions=PARTITIONS), name="out"
+        )
 
     job = f"bench-{uuid.uuid4().hex[:8]}"
     settings = DriverSettings(

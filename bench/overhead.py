@@ -49,10 +49,10 @@ from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import PostgresSink, Sink, TransactionalSink
 from spark_runtime.sources import SequenceSource
 from spark_runtime.state import RunningAggregate, StateContext
+from spark_runtime.streaming import Pipeline
 from testbed.postgres import PostgresServer
 from testbed.spark import local_session
 
@@ -132,10 +132,10 @@ def run_pipeline(
     sink: Sink = PostgresSink(dsn, table, ["key"]) if dsn is not None else CountingSink()
 
     def build(p: Pipeline) -> None:
-        numbers = p.read(SequenceSource(rows_per_epoch=rows_per_epoch, end=rows))
+        numbers = p.readStream(SequenceSource(rows_per_epoch=rows_per_epoch, end=rows))
         keyed = numbers.select((F.col("value") % KEYS).alias("key"), "value")
-        sums = p.running_aggregate(keyed, "key", {"total": ("sum", "value")})
-        p.write(sums, sink)
+        sums = keyed.groupBy("key").agg(F.sum("value").alias("total"))
+        sums.writeStream(sink)
 
     job = f"bench-{uuid.uuid4().hex[:8]}"
     settings = DriverSettings(

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import KafkaSink, PostgresSink
 from spark_runtime.sources import KafkaSource
+from spark_runtime.streaming import Pipeline
 
 
-def build(p: Pipeline) -> None:
+def define_pipeline(p: Pipeline) -> None:
     """Kafka -> key = value % keys -> running sum and count -> PostgreSQL (and Kafka)."""
     args = p.args
     keys = int(args.get("keys", 10))
@@ -36,24 +36,23 @@ def build(p: Pipeline) -> None:
         group_id=str(group) if group else None,
         bounded=str(args.get("bounded", "false")).lower() == "true",
     )
-    records = p.read(source, name="kafka")
+    records = p.readStream(source, name="kafka")
     numbers = records.select(F.col("value").cast("string").cast("long").alias("value"))
-    keyed = numbers.select((F.col("value") % keys).alias("key"), F.col("value"))
-    sums = p.running_aggregate(
-        keyed, "key", {"total": ("sum", "value"), "count": ("count", None)}, name="sums"
+    keyed = numbers.withColumn("key", F.col("value") % keys)
+    sums = keyed.groupBy("key").agg(
+        F.sum("value").alias("total"), F.count("*").alias("count"), name="sums"
     )
-    p.write(
-        sums,
+    sums.writeStream(
         PostgresSink(str(args["dsn"]), str(args.get("table", "sums")), ["key"]),
         name="postgres",
     )
     events_table = args.get("events_table")
     if events_table:
         events = numbers.select(F.col("value").alias("id"))
-        p.write(events, PostgresSink(str(args["dsn"]), str(events_table)), name="events")
+        events.writeStream(PostgresSink(str(args["dsn"]), str(events_table)), name="events")
     out_topic = args.get("out_topic")
     if out_topic:
         out = keyed.select(
             F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value")
         )
-        p.write(out, KafkaSink(str(args["bootstrap"]), str(out_topic)), name="kafka-out")
+        out.writeStream(KafkaSink(str(args["bootstrap"]), str(out_topic)), name="kafka-out")

@@ -27,9 +27,9 @@ import psycopg
 from psycopg import sql
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import PostgresSink
 from spark_runtime.sources import SequenceSource
+from spark_runtime.streaming import Pipeline
 
 
 def expected_sums(end: int, keys: int) -> dict[int, tuple[int, int]]:
@@ -91,7 +91,7 @@ def check_event_ids(dsn: str, table: str, end: int) -> EventIds:
     )
 
 
-def build(p: Pipeline) -> None:
+def define_pipeline(p: Pipeline) -> None:
     """Sequence -> key = value % keys -> running sum and count -> PostgreSQL."""
     args = p.args
     keys = int(args.get("keys", 10))
@@ -106,16 +106,17 @@ def build(p: Pipeline) -> None:
         if rate
         else SequenceSource(rows_per_epoch=int(args.get("rows_per_epoch", 1000)), end=end)
     )
-    numbers = p.read(source, name="numbers")
-    keyed = numbers.select((F.col("value") % keys).alias("key"), F.col("value"))
-    sums = p.running_aggregate(
-        keyed, "key", {"total": ("sum", "value"), "count": ("count", None)}, name="sums"
+    numbers = p.readStream(source, name="numbers")
+    sums = (
+        numbers.select((F.col("value") % keys).alias("key"), F.col("value"))
+        .groupBy("key")
+        .agg(F.sum("value").alias("total"), F.count("*").alias("count"), name="sums")
     )
     append = args.get("sink_mode", "upsert") == "append"
     sink = PostgresSink(str(args["dsn"]), str(args.get("table", "sums")), () if append else ["key"])
-    p.write(sums, sink, name="postgres")
+    sums.writeStream(sink, name="postgres")
     events_table = args.get("events_table")
     if events_table:
         # No key: rows are appended, and the table gets no constraint that could hide a repeat.
         events = numbers.select(F.col("value").alias("id"))
-        p.write(events, PostgresSink(str(args["dsn"]), str(events_table)), name="events")
+        events.writeStream(PostgresSink(str(args["dsn"]), str(events_table)), name="events")

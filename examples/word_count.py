@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import PostgresSink
 from spark_runtime.sources import FileSource
+from spark_runtime.streaming import Pipeline
 
 
-def build(p: Pipeline) -> None:
+def define_pipeline(p: Pipeline) -> None:
     """Lines -> lower-case words -> running count per word -> PostgreSQL (upsert by word)."""
     args = p.args
-    lines = p.read(
+    lines = p.readStream(
         FileSource(
             str(args["input"]),
             "text",
@@ -31,9 +31,8 @@ def build(p: Pipeline) -> None:
     words = lines.select(
         F.explode(F.split(F.lower(F.col("value")), r"[^\p{L}\p{N}']+")).alias("word")
     ).filter(F.col("word") != "")
-    counts = p.running_aggregate(words, "word", {"count": ("count", None)}, name="counts")
-    p.write(
-        counts,
+    counts = words.groupBy("word").count(name="counts")
+    counts.writeStream(
         PostgresSink(str(args["dsn"]), str(args.get("table", "word_counts")), ["word"]),
         name="postgres",
     )

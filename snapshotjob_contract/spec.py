@@ -83,9 +83,9 @@ class PipelineSpec(ApiModel):
     model_config = ConfigDict(extra="forbid")
 
     module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-    """Dotted name of a Python module in the image with a `build(pipeline)` function."""
+    """Dotted name of a Python module in the image with a `define_pipeline(p)` function."""
     args: dict[str, Any] = Field(default_factory=dict)
-    """Free-form arguments handed to `build` as `pipeline.args`."""
+    """Free-form arguments handed to `define_pipeline` as `p.args`."""
 
 
 class DriverResources(ApiModel):

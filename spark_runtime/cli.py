@@ -45,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get(ENV_EXECUTION_ID),
         help="fencing token (local mode: a fresh one by default)",
     )
-    run.add_argument("--pipeline", help="pipeline module with build(p)")
+    run.add_argument("--pipeline", help="pipeline module with define_pipeline(p)")
     run.add_argument("--arg", action="append", default=[], help="pipeline argument key=value")
     run.add_argument("--args-json", default="{}", help="pipeline arguments as a JSON object")
     run.add_argument("--record-file", type=Path, help="local mode: execution record file")

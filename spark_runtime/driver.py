@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Any, Protocol, runtime_checkable
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from snapshot_protocol import (
@@ -57,12 +58,11 @@ from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spec import ProcessingGuarantee
 from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.pipeline import Pipeline
+from spark_runtime.pipeline import DefinePipeline, Pipeline
 from spark_runtime.state import StateContext
 
 _log = logging.getLogger(__name__)
 
-Build = Callable[[Pipeline], None]
 TerminationPoll = Callable[[], TerminationRequest | None]
 
 
@@ -172,7 +172,7 @@ class Driver:
 
     Args:
         spark: The session.
-        build: The pipeline module's ``build``.
+        define: The pipeline module's ``define_pipeline``.
         args: The pipeline's arguments.
         settings: How the job runs.
         records: The execution record store of this execution.
@@ -191,7 +191,7 @@ class Driver:
     def __init__(
         self,
         spark: SparkSession,
-        build: Build,
+        define: DefinePipeline,
         args: Mapping[str, Any],
         settings: DriverSettings,
         records: RecordStore,
@@ -206,7 +206,7 @@ class Driver:
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._spark = spark
-        self._build = build
+        self._define = define
         self._settings = settings
         self._records = records
         self._snapshots = snapshots
@@ -246,9 +246,10 @@ class Driver:
             The exit code (see :mod:`snapshotjob_contract.exits`).
         """
         try:
-            self.pipeline.discover(self._build)
-        except ValueError as error:
-            # The pipeline's structure or a sink's setup is wrong: no restart would help.
+            self.pipeline.define(self._define)
+        except (ValueError, AnalysisException) as error:
+            # The pipeline's definition (a column, a construct) or a sink's setup is wrong:
+            # no restart would help.
             _log.error("Pipeline cannot run error=%s", error)
             return DriverExit.BAD_INPUT
         coordinator = SnapshotCoordinator(
@@ -338,7 +339,7 @@ class Driver:
             else:
                 started = time.monotonic()
                 try:
-                    self.pipeline.run_epoch(self._build, self.epochs, plan)
+                    self.pipeline.run_epoch(self.epochs, plan)
                 except Exception as error:
                     _log.exception("Epoch failed epoch=%d", self.epochs)
                     coordinator.fail(f"epoch {self.epochs} failed: {error}")

@@ -33,7 +33,6 @@ from snapshot_store.hazelcast import CONNECT_TIMEOUT_S, HazelcastSnapshotStore, 
 from snapshotjob_contract.exits import DriverExit
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import (
-    Build,
     Driver,
     DriverSettings,
     ExportPoll,
@@ -41,6 +40,7 @@ from spark_runtime.driver import (
     StopSignals,
     TerminationPoll,
 )
+from spark_runtime.pipeline import DefinePipeline
 from spark_runtime.session import spark_session
 
 # The driver's own messages have always come from this logger, whichever module logs them.
@@ -122,20 +122,25 @@ class Mode(Protocol):
         ...
 
 
-def load_build(module_name: str) -> Build:
-    """Imports the pipeline module and returns its ``build``.
+def load_definition(module_name: str) -> DefinePipeline:
+    """Imports the pipeline module and returns its ``define_pipeline``.
 
     Raises:
-        BadInput: If the module cannot be imported or has no ``build``.
+        BadInput: If the module cannot be imported or has no ``define_pipeline``.
     """
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise BadInput(f"Cannot import pipeline module {module_name}: {error}") from error
-    build = getattr(module, "build", None)
-    if not callable(build):
-        raise BadInput(f"Pipeline module {module_name} has no build(p) function")
-    result: Build = build
+    define = getattr(module, "define_pipeline", None)
+    if not callable(define):
+        hint = (
+            ": build(p) was the old API; see docs/pipeline-api.md"
+            if callable(getattr(module, "build", None))
+            else ""
+        )
+        raise BadInput(f"Pipeline module {module_name} has no define_pipeline(p) function{hint}")
+    result: DefinePipeline = define
     return result
 
 
@@ -182,7 +187,7 @@ def run(mode: Mode) -> DriverExit:
         BadInput: If the pipeline module cannot be loaded.
     """
     config = mode.config
-    build = load_build(config.module)
+    define = load_definition(config.module)
     failpoints = Failpoints.from_env(os.environ, pause=pause_here)
     signals = StopSignals()
     signals.install()
@@ -191,7 +196,7 @@ def run(mode: Mode) -> DriverExit:
         with _hazelcast(config.settings.store) as snapshots:
             driver = Driver(
                 spark,
-                build,
+                define,
                 config.args,
                 config.settings,
                 mode.records,

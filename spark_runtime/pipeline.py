@@ -1,13 +1,12 @@
-"""The pipeline API user modules program against: ``build(p)`` with PySpark DataFrames.
+"""The pipeline a module defines once, and the epochs the runtime runs through it.
 
-A pipeline module defines ``build(p)``. The runtime calls it once to *discover* the pipeline
-(every source, state operator and sink becomes a snapshot participant before restore runs,
-as Jet knows its DAG before restoring it), and then once per epoch, when ``p.read`` returns
-that epoch's batch and the state operators return that epoch's output. Between those calls
-the user's code only sees ordinary DataFrames, so any PySpark transformation works.
-
-Operators are matched between calls by name: give ``name=`` or rely on the order of calls,
-which requires ``build`` to make the same calls every time.
+A pipeline module defines ``define_pipeline(p)``. The runtime calls it once per execution,
+before restore: ``p.readStream(source)`` returns an :class:`~spark_runtime.streaming.EpochStream`,
+and every transformation on it adds a node to the graph this module keeps (each source,
+state operator and sink becomes a snapshot participant there, as Jet knows its DAG before
+restoring it). Then, for every epoch, :meth:`Pipeline.run_epoch` evaluates the graph on that
+epoch's batches: each stateless node on the epoch's batch alone, each state operator merging
+the batch into the state it keeps across epochs, each sink receiving the epoch's output.
 """
 
 from __future__ import annotations
@@ -15,10 +14,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
 
 from snapshot_protocol.chunks import PipelineShape
 from snapshot_protocol.ports import Participant
@@ -28,20 +26,15 @@ from spark_runtime.sinks.participant import SinkParticipant
 from spark_runtime.sinks.staged import StagedSinkParticipant
 from spark_runtime.sources.base import Offset, Source
 from spark_runtime.sources.participant import SourceParticipant
-from spark_runtime.state import (
-    Deduplicate,
-    KeyedState,
-    PandasState,
-    RunningAggregate,
-    StateContext,
-    StateFunction,
-    TumblingWindow,
-)
+from spark_runtime.state import KeyedState, StateContext
+
+if TYPE_CHECKING:
+    from spark_runtime.streaming.stream import EpochStream
 
 _log = logging.getLogger(__name__)
 
-
-_Node = TypeVar("_Node")
+DefinePipeline = Callable[["Pipeline"], None]
+"""A pipeline module's ``define_pipeline(p)``."""
 
 
 @dataclass(frozen=True)
@@ -59,8 +52,16 @@ class EpochPlan:
     end_of_input: bool = False
 
 
+@dataclass(frozen=True)
+class _Node:
+    """One step of the graph: how an epoch's frame is made from its inputs' frames."""
+
+    inputs: tuple[int, ...]
+    compute: Callable[[list[DataFrame]], DataFrame]
+
+
 class Pipeline:
-    """The ``p`` handed to ``build(p)``.
+    """The ``p`` handed to ``define_pipeline(p)``, and the graph it defines.
 
     Args:
         spark: The session.
@@ -80,144 +81,76 @@ class Pipeline:
     ) -> None:
         self.spark = spark
         self.args = dict(args)
-        self._state_context = state
+        self.state_context = state
         self._guarantee = guarantee
         self._job_uid = job_uid
         self._sources: dict[str, SourceParticipant] = {}
         self._states: dict[str, KeyedState] = {}
-        self._sinks: dict[str, SinkParticipant | StagedSinkParticipant] = {}
+        self._sinks: dict[str, tuple[int, SinkParticipant | StagedSinkParticipant]] = {}
         self._participants: list[Participant] = []
+        self._nodes: list[_Node] = []
         self._counters: dict[str, int] = {}
-        self._discovering = True
-        self._epoch = -1
+        self._defined = False
         self._batches: dict[str, DataFrame] = {}
 
     # --- the user's API ---------------------------------------------------------------------
 
-    def read(self, source: Source, name: str | None = None) -> DataFrame:
-        """Returns this epoch's batch of ``source`` (empty if it has nothing new)."""
-        key = self._name("source", name)
-        if self._discovering:
-            self._register(self._sources, key, SourceParticipant(key, source))
-            return self.spark.createDataFrame([], source.schema(self.spark))
-        self._lookup(self._sources, key)
-        return self._batches[key]
+    def readStream(self, source: Source, *, name: str | None = None) -> EpochStream:
+        """Returns the stream of ``source``'s epoch batches, like ``spark.readStream...load()``.
 
-    def running_aggregate(
-        self,
-        frame: DataFrame,
-        key: str | Sequence[str],
-        aggs: Mapping[str, tuple[str, str | None]],
-        name: str | None = None,
-    ) -> DataFrame:
-        """Running aggregates by key, e.g. ``aggs={"total": ("sum", "value")}``.
-
-        Functions: count, sum, min, max. Returns the key and the new aggregates of every key
-        the epoch touched.
+        Args:
+            source: What to read.
+            name: The source's name in snapshots; by default ``source-<n>`` in the order the
+                sources were read. Name every operator of a job whose definition may change.
         """
-        keys = _keys(key)
-        return self._stateful(
-            "aggregate",
-            name,
-            frame,
-            lambda op_name: RunningAggregate(
-                op_name, self._state_context, keys, aggs, frame.schema
-            ),
+        from spark_runtime.streaming.stream import EpochStream
+
+        self._check_defining()
+        key = self._register_name("source", name)
+        participant = SourceParticipant(key, source)
+        self._sources[key] = participant
+        self._participants.append(participant)
+        node = self.add_node((), lambda _inputs: self._batches[key])
+        return EpochStream(self, node, self.spark.createDataFrame([], source.schema(self.spark)))
+
+    # --- what EpochStream builds with -------------------------------------------------------
+
+    def add_node(
+        self, inputs: Sequence[int], compute: Callable[[list[DataFrame]], DataFrame]
+    ) -> int:
+        """Adds a step computing an epoch's frame from its inputs'; returns its index."""
+        self._check_defining()
+        self._nodes.append(_Node(tuple(inputs), compute))
+        return len(self._nodes) - 1
+
+    def add_state(
+        self, kind: str, name: str | None, input_node: int, make: Callable[[str], KeyedState]
+    ) -> tuple[int, KeyedState]:
+        """Adds a state operator updated with ``input_node``'s frame every epoch."""
+        key = self._register_name(kind, name)
+        operator = make(key)
+        self._states[key] = operator
+        self._participants.append(operator)
+        return self.add_node((input_node,), lambda inputs: operator.update(inputs[0])), operator
+
+    def add_sink(self, sink: Sink, name: str | None, input_node: int, schema_of: DataFrame) -> None:
+        """Adds a sink that receives ``input_node``'s frame every epoch."""
+        self._check_defining()
+        key = self._register_name("sink", name)
+        sink.open(schema_of.schema, self._job_uid, key)
+        participant = (
+            StagedSinkParticipant(key, sink, self._guarantee, self.state_context)
+            if isinstance(sink, StagedSink)
+            else SinkParticipant(key, sink, self._guarantee)
         )
-
-    def deduplicate(
-        self, frame: DataFrame, key: str | Sequence[str], name: str | None = None
-    ) -> DataFrame:
-        """Returns the rows whose key was never seen before, one per key."""
-        keys = _keys(key)
-        return self._stateful(
-            "dedup",
-            name,
-            frame,
-            lambda op_name: Deduplicate(op_name, self._state_context, keys, frame.schema),
-        )
-
-    def tumbling_window(
-        self,
-        frame: DataFrame,
-        key: str | Sequence[str],
-        time_column: str,
-        window_seconds: int,
-        aggs: Mapping[str, tuple[str, str | None]],
-        watermark_delay_seconds: int = 0,
-        name: str | None = None,
-    ) -> DataFrame:
-        """Aggregates per key and tumbling event-time window; emits windows once closed.
-
-        A window closes when the watermark (latest event time minus the delay) passes its
-        end; rows arriving for a closed window are dropped. Output: key, ``window_start``,
-        aggregates, ``window_end``.
-        """
-        keys = _keys(key)
-        return self._stateful(
-            "window",
-            name,
-            frame,
-            lambda op_name: TumblingWindow(
-                op_name,
-                self._state_context,
-                keys,
-                time_column,
-                window_seconds,
-                aggs,
-                watermark_delay_seconds,
-                frame.schema,
-            ),
-        )
-
-    def map_groups_with_state(
-        self,
-        frame: DataFrame,
-        key: str | Sequence[str],
-        function: StateFunction,
-        state_schema: StructType | str,
-        output_schema: StructType | str,
-        name: str | None = None,
-    ) -> DataFrame:
-        """Runs ``function(key, batch_rows, state_rows) -> (new_state_rows, output_rows)``.
-
-        The rows are pandas DataFrames; see :data:`spark_runtime.state.StateFunction`.
-        """
-        keys = _keys(key)
-        return self._stateful(
-            "pandas",
-            name,
-            frame,
-            lambda op_name: PandasState(
-                op_name,
-                self._state_context,
-                keys,
-                function,
-                self._schema(state_schema),
-                self._schema(output_schema),
-                frame.schema,
-            ),
-        )
-
-    def write(self, frame: DataFrame, sink: Sink, name: str | None = None) -> None:
-        """Sends ``frame`` to ``sink`` (published per the processing guarantee)."""
-        key = self._name("sink", name)
-        if self._discovering:
-            sink.open(frame.schema, self._job_uid, key)
-            participant = (
-                StagedSinkParticipant(key, sink, self._guarantee, self._state_context)
-                if isinstance(sink, StagedSink)
-                else SinkParticipant(key, sink, self._guarantee)
-            )
-            self._register(self._sinks, key, participant)
-            return
-        self._lookup(self._sinks, key).accept(self._epoch, frame)
+        self._sinks[key] = (input_node, participant)
+        self._participants.append(participant)
 
     # --- the runtime's side ------------------------------------------------------------------
 
     @property
     def participants(self) -> list[Participant]:
-        """Every source, state operator and sink, in the order ``build`` made them."""
+        """Every source, state operator and sink, in the order the definition made them."""
         return list(self._participants)
 
     def shape(self, state_partitions: int) -> PipelineShape:
@@ -242,17 +175,22 @@ class Pipeline:
                 described[participant.name] = type(participant).__name__
         return PipelineShape(described, state_partitions)
 
-    def discover(self, build: Callable[[Pipeline], None]) -> None:
-        """Runs ``build`` once on empty batches to register every participant.
+    def define(self, define_pipeline: DefinePipeline) -> None:
+        """Runs the module's ``define_pipeline`` once, building the graph.
 
         Raises:
-            ValueError: If the pipeline reads no source or writes no sink.
+            ValueError: If the definition is wrong (no source or sink, a construct that is not
+                supported); the message says what to change.
         """
-        self._counters = {}
-        build(self)
-        self._discovering = False
+        if self._defined:
+            raise ValueError("The pipeline is defined once per execution")
+        define_pipeline(self)
+        self._defined = True
         if not self._sources or not self._sinks:
-            raise ValueError("A pipeline must read at least one source and write one sink")
+            raise ValueError(
+                "A pipeline must read at least one source (p.readStream) and write one sink "
+                "(stream.writeStream)"
+            )
 
     def plan_epoch(self) -> EpochPlan | None:
         """Decides the next epoch's ranges; None if no source has anything new.
@@ -278,9 +216,12 @@ class Pipeline:
         """Whether every source has reached its end."""
         return all(p.source.is_exhausted(p.offset) for p in self._sources.values())
 
-    def run_epoch(self, build: Callable[[Pipeline], None], epoch: int, plan: EpochPlan) -> None:
-        """Runs one epoch over ``plan`` and advances the sources' offsets."""
-        self._epoch = epoch
+    def run_epoch(self, epoch: int, plan: EpochPlan) -> None:
+        """Runs one epoch over ``plan`` through the graph and advances the sources' offsets.
+
+        Every node is evaluated once, in the order it was defined (inputs come first): a
+        state operator merges the epoch exactly once even when several sinks read its output.
+        """
         self._batches = {}
         for name, participant in self._sources.items():
             if name in plan.ranges:
@@ -299,63 +240,29 @@ class Pipeline:
             )
             for operator in open_states:
                 operator.end_input()
-        self._counters = {}
-        build(self)
+        frames: list[DataFrame] = []
+        for node in self._nodes:
+            frames.append(node.compute([frames[i] for i in node.inputs]))
+        for input_node, sink in self._sinks.values():
+            sink.accept(epoch, frames[input_node])
         for name, (_start, end) in plan.ranges.items():
             self._sources[name].offset = end
         self._batches = {}
 
     # --- plumbing ----------------------------------------------------------------------------
 
-    def _stateful(
-        self,
-        kind: str,
-        name: str | None,
-        frame: DataFrame,
-        make: Callable[[str], KeyedState],
-    ) -> DataFrame:
-        key = self._name(kind, name)
-        if self._discovering:
-            operator = make(key)
-            self._register(self._states, key, operator)
-            return self.spark.createDataFrame([], operator.output_schema)
-        return self._lookup(self._states, key).update(frame)
+    def _check_defining(self) -> None:
+        if self._defined:
+            raise ValueError(
+                "The pipeline is already defined: streams are built in define_pipeline(p) only"
+            )
 
-    def _name(self, kind: str, name: str | None) -> str:
+    def _register_name(self, kind: str, name: str | None) -> str:
         count = self._counters.get(kind, 0)
         self._counters[kind] = count + 1
         chosen = name if name is not None else f"{kind}-{count}"
         if "/" in chosen or not chosen:
             raise ValueError(f"Operator name {chosen!r} must be non-empty without '/'")
+        if chosen in {*self._sources, *self._states, *self._sinks}:
+            raise ValueError(f"Two operators are named {chosen!r}; give each a unique name=")
         return chosen
-
-    def _register(self, registry: dict[str, _Node], key: str, node: _Node) -> None:
-        if key in self._all_names():
-            raise ValueError(f"Two operators are named {key!r}; give each a unique name=")
-        registry[key] = node
-        assert isinstance(
-            node, SourceParticipant | KeyedState | SinkParticipant | StagedSinkParticipant
-        )
-        self._participants.append(node)
-
-    def _all_names(self) -> set[str]:
-        return {*self._sources, *self._states, *self._sinks}
-
-    def _lookup(self, registry: dict[str, _Node], key: str) -> _Node:
-        node = registry.get(key)
-        if node is None:
-            raise ValueError(
-                f"build() used operator {key!r}, which it did not make when the pipeline was "
-                "discovered; build() must make the same calls in every epoch"
-            )
-        return node
-
-    def _schema(self, schema: StructType | str) -> StructType:
-        if isinstance(schema, StructType):
-            return schema
-        parsed: StructType = self.spark.createDataFrame([], schema).schema
-        return parsed
-
-
-def _keys(key: str | Sequence[str]) -> list[str]:
-    return [key] if isinstance(key, str) else list(key)

@@ -1,5 +1,9 @@
 """Running count/sum/min/max by key, and the merge of aggregates that windows reuse.
 
+An aggregate is ``output column -> (function, argument)``, the argument being Spark SQL (a
+column name, or the resolved expression :mod:`spark_runtime.streaming.aggregation` reads from a
+user's ``F.sum(...)``); ``count`` of None counts rows.
+
 A running aggregate's state is one row per key with the aggregates so far; each epoch merges
 the batch into it with one shuffle (:func:`merge_aggregates`). A tumbling window is the same
 merge with the window's start as one more group column, so it imports the merge from here.
@@ -25,10 +29,10 @@ FLAG_COLUMN = "_sj_flag"
 
 def _aggregate(function: str, column: str | None) -> Column:
     if function == "count":
-        return F.count(F.lit(1) if column is None else F.col(column))
+        return F.count(F.lit(1) if column is None else F.expr(column))
     if column is None:
         raise ValueError(f"Aggregate {function} needs a column")
-    return {"sum": F.sum, "min": F.min, "max": F.max}[function](F.col(column))
+    return {"sum": F.sum, "min": F.min, "max": F.max}[function](F.expr(column))
 
 
 def _contribution(function: str, column: str | None) -> Column:
@@ -36,10 +40,10 @@ def _contribution(function: str, column: str | None) -> Column:
     if function == "count":
         if column is None:
             return F.lit(1)
-        return F.when(F.col(column).isNull(), F.lit(0)).otherwise(F.lit(1))
+        return F.when(F.expr(column).isNull(), F.lit(0)).otherwise(F.lit(1))
     if column is None:
         raise ValueError(f"Aggregate {function} needs a column")
-    return F.col(column)
+    return F.expr(column)
 
 
 def _combine(function: str, column: Column) -> Column:

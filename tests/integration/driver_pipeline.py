@@ -19,9 +19,9 @@ from pathlib import Path
 
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import FileSink
 from spark_runtime.sources import Offset, SequenceSource
+from spark_runtime.streaming import Pipeline
 
 
 class GatedSequence(SequenceSource):
@@ -43,11 +43,11 @@ class GatedSequence(SequenceSource):
         return {**proposed, "next": min(int(proposed["next"]), limit)}
 
 
-def build(p: Pipeline) -> None:
+def define_pipeline(p: Pipeline) -> None:
     """Gated sequence -> key = value % keys -> running sum and count -> JSON files."""
     args = p.args
     keys = int(args.get("keys", 3))
-    numbers = p.read(
+    numbers = p.readStream(
         GatedSequence(
             str(args["limit_file"]),
             rows_per_epoch=int(args.get("rows_per_epoch", 50)),
@@ -56,9 +56,9 @@ def build(p: Pipeline) -> None:
         name="numbers",
     )
     keyed = numbers.select((F.col("value") % keys).alias("key"), F.col("value"))
-    sums = p.running_aggregate(
-        keyed, "key", {"total": ("sum", "value"), "count": ("count", None)}, name="sums"
+    sums = keyed.groupBy("key").agg(
+        F.sum("value").alias("total"), F.count("*").alias("count"), name="sums"
     )
-    p.write(sums, FileSink(str(args["out"])), name="files")
+    sums.writeStream(FileSink(str(args["out"])), name="files")
     if "events_out" in args:
-        p.write(numbers, FileSink(str(args["events_out"])), name="events")
+        numbers.writeStream(FileSink(str(args["events_out"])), name="events")

@@ -27,11 +27,11 @@ from pyspark.sql.types import StructType
 from snapshot_protocol import ChunkWriter, SnapshotRef
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import decode_batches
-from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import KafkaSink, StagedSinkParticipant
 from spark_runtime.sinks.kafka import transactional_id
 from spark_runtime.sources import SequenceSource
 from spark_runtime.state import StateContext
+from spark_runtime.streaming import Pipeline
 from testbed.kafka import KafkaBroker
 from tests.fixtures.in_process_driver import Build, Runner
 
@@ -59,12 +59,14 @@ def check_exactly_once(records: list[tuple[str | None, str]], end: int) -> None:
 
 def _build(bootstrap: str, topic: str, end: int) -> Build:
     def build(p: Pipeline) -> None:
-        numbers = p.read(SequenceSource(rows_per_epoch=ROWS_PER_EPOCH, end=end), name="numbers")
+        numbers = p.readStream(
+            SequenceSource(rows_per_epoch=ROWS_PER_EPOCH, end=end), name="numbers"
+        )
         records = numbers.select(
             (F.col("value") % KEYS).cast("string").alias("key"),
             F.col("value").cast("string").alias("value"),
         )
-        p.write(records, KafkaSink(bootstrap, topic, partitions=3), name="out")
+        records.writeStream(KafkaSink(bootstrap, topic, partitions=3), name="out")
 
     return build
 

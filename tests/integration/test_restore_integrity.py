@@ -30,9 +30,9 @@ from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import PostgresSink
 from spark_runtime.sources import SequenceSource
+from spark_runtime.streaming import Pipeline
 from testbed.hazelcast import HazelcastCluster
 
 pytestmark = pytest.mark.integration
@@ -101,12 +101,12 @@ def jobs(
 
 def _sums(dsn: str, table: str, *, keys: int = 7, end: int = 7000) -> Build:
     def build(p: Pipeline) -> None:
-        numbers = p.read(SequenceSource(rows_per_epoch=end // 10, end=end), name="numbers")
+        numbers = p.readStream(SequenceSource(rows_per_epoch=end // 10, end=end), name="numbers")
         keyed = numbers.select((F.col("value") % keys).alias("key"), "value")
-        sums = p.running_aggregate(
-            keyed, "key", {"total": ("sum", "value"), "count": ("count", None)}, name="sums"
+        sums = keyed.groupBy("key").agg(
+            F.sum("value").alias("total"), F.count("*").alias("count"), name="sums"
         )
-        p.write(sums, PostgresSink(dsn, table, ["key"]), name="postgres")
+        sums.writeStream(PostgresSink(dsn, table, ["key"]), name="postgres")
 
     return build
 
@@ -192,10 +192,10 @@ def test_another_pipeline_is_refused_before_any_state_is_loaded(
     published = _rows(postgres_dsn, f"SELECT * FROM {table} ORDER BY key")
 
     def other(p: Pipeline) -> None:
-        numbers = p.read(SequenceSource(rows_per_epoch=700, end=7000), name="numbers")
+        numbers = p.readStream(SequenceSource(rows_per_epoch=700, end=7000), name="numbers")
         keyed = numbers.select((F.col("value") % 7).alias("key"), "value")
-        highs = p.running_aggregate(keyed, "key", {"high": ("max", "value")}, name="sums")
-        p.write(highs, PostgresSink(postgres_dsn, table + "_high", ["key"]), name="postgres")
+        highs = keyed.groupBy("key").agg(F.max("value").alias("high"), name="sums")
+        highs.writeStream(PostgresSink(postgres_dsn, table + "_high", ["key"]), name="postgres")
 
     assert jobs.run(other) is DriverExit.SNAPSHOT_INCOMPATIBLE
 

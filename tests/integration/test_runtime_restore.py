@@ -14,6 +14,7 @@ import glob
 import json
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +22,18 @@ import pandas as pd
 import psycopg
 import pytest
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from examples.sequence_sum import expected_sums
 from snapshot_protocol import ChunkWriter, SnapshotRef
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spec import ProcessingGuarantee
-from spark_runtime.pipeline import Pipeline
 from spark_runtime.session import JAR_DIR
 from spark_runtime.sinks import ConsoleSink, FileSink, HazelcastMapSink, PostgresSink
 from spark_runtime.sources import FileSource, PostgresSource, SequenceSource
 from spark_runtime.state import RunningAggregate, StateContext
 from spark_runtime.state import keyed as state_module
+from spark_runtime.streaming import Pipeline
 from tests.fixtures.in_process_driver import Build, Runner
 
 
@@ -52,12 +54,10 @@ def test_sequence_running_sum_to_postgres_two_phase_commit(
     runner: Runner, postgres_dsn: str
 ) -> None:
     def build(p: Pipeline) -> None:
-        numbers = p.read(SequenceSource(rows_per_epoch=700, end=7000), name="numbers")
+        numbers = p.readStream(SequenceSource(rows_per_epoch=700, end=7000), name="numbers")
         keyed = numbers.select((F.col("value") % 7).alias("key"), "value")
-        sums = p.running_aggregate(
-            keyed, "key", {"total": ("sum", "value"), "count": ("count", None)}
-        )
-        p.write(sums, PostgresSink(postgres_dsn, "sums", ["key"]))
+        sums = keyed.groupBy("key").agg(F.sum("value").alias("total"), F.count("*").alias("count"))
+        sums.writeStream(PostgresSink(postgres_dsn, "sums", ["key"]))
 
     runner.interrupted(build, _job(), ProcessingGuarantee.EXACTLY_ONCE)
     actual = {k: (t, c) for k, t, c in _rows(postgres_dsn, "SELECT key, total, count FROM sums")}
@@ -69,26 +69,31 @@ def test_min_max_and_pandas_state_to_appending_postgres_sink_exactly_once(
     runner: Runner, postgres_dsn: str
 ) -> None:
     def running_mean(
-        key: tuple[Any, ...], rows: pd.DataFrame, state: pd.DataFrame
-    ) -> tuple[pd.DataFrame, pd.DataFrame]:
-        count = len(rows) + (int(state["n"].iloc[0]) if len(state) else 0)
-        total = int(rows["value"].sum()) + (int(state["s"].iloc[0]) if len(state) else 0)
-        new_state = pd.DataFrame({"n": [count], "s": [total]})
-        return new_state, pd.DataFrame({"key": [key[0]], "n": [count], "mean": [total / count]})
+        key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        count, total = state.get if state.exists else (0, 0)
+        for rows in batches:
+            count, total = count + len(rows), total + int(rows["value"].sum())
+        state.update((count, total))
+        yield pd.DataFrame({"key": [key[0]], "n": [count], "mean": [total / count]})
 
     def build_into(dsn: str) -> Build:
         def build(p: Pipeline) -> None:
-            numbers = p.read(SequenceSource(rows_per_epoch=300, end=3000))
+            numbers = p.readStream(SequenceSource(rows_per_epoch=300, end=3000))
             keyed = numbers.select((F.col("value") % 4).alias("key"), "value")
-            extremes = p.running_aggregate(
-                keyed, "key", {"low": ("min", "value"), "high": ("max", "value")}, name="minmax"
+            extremes = keyed.groupBy("key").agg(
+                F.min("value").alias("low"), F.max("value").alias("high"), name="minmax"
             )
-            means = p.map_groups_with_state(
-                keyed, "key", running_mean, "n long, s long", "key long, n long, mean double"
+            means = keyed.groupBy("key").applyInPandasWithState(
+                running_mean,
+                "key long, n long, mean double",
+                "n long, s long",
+                "update",
+                GroupStateTimeout.NoTimeout,
             )
-            p.write(extremes, PostgresSink(dsn, "extremes", ["key"]))
+            extremes.writeStream(PostgresSink(dsn, "extremes", ["key"]))
             # Appending: a replayed epoch would show up as a duplicate row.
-            p.write(means, PostgresSink(dsn, "means"))
+            means.writeStream(PostgresSink(dsn, "means"))
 
         return build
 
@@ -130,12 +135,14 @@ def test_files_dedup_to_file_sink_with_staging(runner: Runner, tmp_path: Path, f
 
     def build_into(output: Path) -> Build:
         def build(p: Pipeline) -> None:
-            frame = p.read(FileSource(inputs, fmt, schema, max_files_per_epoch=1, bounded=True))
+            frame = p.readStream(
+                FileSource(inputs, fmt, schema, max_files_per_epoch=1, bounded=True)
+            )
             if fmt == "text":
                 parts = F.split("value", ",")
                 frame = frame.select(parts[0].cast("long").alias("id"), parts[1].alias("name"))
-            unique = p.deduplicate(frame, "id")
-            p.write(unique, FileSink(output, "json"))
+            unique = frame.dropDuplicates(["id"])
+            unique.writeStream(FileSink(output, "json"))
 
         return build
 
@@ -154,18 +161,17 @@ def test_files_dedup_to_file_sink_with_staging(runner: Runner, tmp_path: Path, f
 def test_tumbling_window_to_hazelcast_map(runner: Runner) -> None:
     def build_into(map_name: str) -> Build:
         def build(p: Pipeline) -> None:
-            numbers = p.read(SequenceSource(rows_per_epoch=45, end=450, event_time_step_ms=1000))
-            keyed = numbers.select((F.col("value") % 3).alias("key"), "value", "timestamp")
-            windows = p.tumbling_window(
-                keyed,
-                "key",
-                "timestamp",
-                60,
-                {"n": ("count", None), "total": ("sum", "value")},
-                watermark_delay_seconds=5,
+            numbers = p.readStream(
+                SequenceSource(rows_per_epoch=45, end=450, event_time_step_ms=1000)
             )
-            p.write(
-                windows,
+            keyed = numbers.select((F.col("value") % 3).alias("key"), "value", "timestamp")
+            windows = (
+                keyed.withWatermark("timestamp", "5 seconds")
+                .groupBy("key", F.window("timestamp", "1 minute"))
+                .agg(F.count("*").alias("n"), F.sum("value").alias("total"))
+                .select("key", F.col("window.start").alias("window_start"), "n", "total")
+            )
+            windows.writeStream(
                 HazelcastMapSink(
                     list(runner.address.members),
                     runner.address.cluster_name,
@@ -197,13 +203,16 @@ def test_bounded_tumbling_window_emits_open_windows_once_across_restores(
     runner: Runner, postgres_dsn: str
 ) -> None:
     def build(p: Pipeline) -> None:
-        numbers = p.read(SequenceSource(rows_per_epoch=45, end=450, event_time_step_ms=1000))
+        numbers = p.readStream(SequenceSource(rows_per_epoch=45, end=450, event_time_step_ms=1000))
         keyed = numbers.select((F.col("value") % 3).alias("key"), "value", "timestamp")
-        windows = p.tumbling_window(
-            keyed, "key", "timestamp", 60, {"n": ("count", None)}, watermark_delay_seconds=5
+        windows = (
+            keyed.withWatermark("timestamp", "5 seconds")
+            .groupBy("key", F.window("timestamp", "60 seconds"))
+            .agg(F.count("*").alias("n"))
+            .select("key", F.col("window.start").alias("window_start"), "n")
         )
         # Appending: a window emitted twice would show up as a duplicate row.
-        p.write(windows, PostgresSink(postgres_dsn, "windows"))
+        windows.writeStream(PostgresSink(postgres_dsn, "windows"))
 
     def published() -> list[tuple[Any, ...]]:
         return _rows(postgres_dsn, "SELECT key, extract(epoch FROM window_start), n FROM windows")
@@ -240,11 +249,11 @@ def test_postgres_table_source(runner: Runner, postgres_dsn: str) -> None:
         )
 
     def build(p: Pipeline) -> None:
-        orders = p.read(
+        orders = p.readStream(
             PostgresSource(postgres_dsn, "orders", max_rows_per_epoch=100, bounded=True)
         )
-        totals = p.running_aggregate(orders, "customer", {"amount": ("sum", "amount")})
-        p.write(totals, PostgresSink(postgres_dsn, "totals", ["customer"]))
+        totals = orders.groupBy("customer").agg(F.sum("amount").alias("amount"))
+        totals.writeStream(PostgresSink(postgres_dsn, "totals", ["customer"]))
 
     runner.interrupted(build, _job(), ProcessingGuarantee.EXACTLY_ONCE)
     expected = {f"c{k}": sum(i * 10 for i in range(1, 901) if i % 5 == k) for k in range(5)}
@@ -255,8 +264,8 @@ def test_console_sink_prints_every_epoch_at_least_once(
     runner: Runner, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def build(p: Pipeline) -> None:
-        numbers = p.read(SequenceSource(rows_per_epoch=10, end=100))
-        p.write(numbers.select("value"), ConsoleSink(limit=100))
+        numbers = p.readStream(SequenceSource(rows_per_epoch=10, end=100))
+        numbers.select("value").writeStream(ConsoleSink(limit=100))
 
     runner.interrupted(build, _job(), ProcessingGuarantee.AT_LEAST_ONCE)
     printed = [json.loads(line)["value"] for line in capsys.readouterr().out.splitlines()]

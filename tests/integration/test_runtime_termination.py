@@ -36,9 +36,9 @@ from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings, StopSignals
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import PostgresSink
 from spark_runtime.sources import SequenceSource
+from spark_runtime.streaming import Pipeline
 from testbed.hazelcast import HazelcastCluster
 
 EPOCH_ROWS = 100
@@ -53,10 +53,10 @@ def store(healthy_hazelcast: HazelcastCluster) -> Iterator[HazelcastSnapshotStor
 
 def _build(dsn: str) -> Callable[[Pipeline], None]:
     def build(p: Pipeline) -> None:
-        numbers = p.read(SequenceSource(rows_per_epoch=EPOCH_ROWS), name="numbers")
+        numbers = p.readStream(SequenceSource(rows_per_epoch=EPOCH_ROWS), name="numbers")
         keyed = numbers.select((F.col("value") % 3).alias("key"), "value")
-        counts = p.running_aggregate(keyed, "key", {"n": ("count", None)}, name="counts")
-        p.write(counts, PostgresSink(dsn, "counts", ["key"]), name="postgres")
+        counts = keyed.groupBy("key").agg(F.count("*").alias("n"), name="counts")
+        counts.writeStream(PostgresSink(dsn, "counts", ["key"]), name="postgres")
 
     return build
 

@@ -15,10 +15,10 @@ from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime import cds
 from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import Sink
 from spark_runtime.sources import SequenceSource
 from spark_runtime.state import StateContext
+from spark_runtime.streaming import Pipeline
 
 
 class _Collect(Sink):
@@ -31,38 +31,42 @@ class _Collect(Sink):
         self.writes.append(sorted(tuple(row) for row in frame.collect()))
 
 
-def _pipeline(spark: SparkSession, window: bool) -> tuple[Pipeline, _Collect, Any]:
+def _pipeline(spark: SparkSession, window: bool) -> tuple[Pipeline, _Collect]:
     sink = _Collect()
 
-    def build(p: Pipeline) -> None:
-        numbers = p.read(SequenceSource(rows_per_epoch=30, end=90, event_time_step_ms=1000))
+    def define_pipeline(p: Pipeline) -> None:
+        numbers = p.readStream(SequenceSource(rows_per_epoch=30, end=90, event_time_step_ms=1000))
         keyed = numbers.select((F.col("value") % 2).alias("key"), "value", "timestamp")
         if window:
-            out = p.tumbling_window(keyed, "key", "timestamp", 40, {"n": ("count", None)})
-            out = out.select("key", F.unix_timestamp("window_start").alias("start"), "n")
+            windows = (
+                keyed.withWatermark("timestamp", "0 seconds")
+                .groupBy("key", F.window("timestamp", "40 seconds"))
+                .agg(F.count("*").alias("n"))
+            )
+            out = windows.select("key", F.unix_timestamp("window.start").alias("start"), "n")
         else:
-            out = p.running_aggregate(keyed, "key", {"n": ("count", None)})
-        p.write(out, sink)
+            out = keyed.groupBy("key").agg(F.count("*").alias("n"))
+        out.writeStream(sink)
 
     context = StateContext(spark, 4, StoreAddress(("127.0.0.1:1",), "unused"))
     pipeline = Pipeline(spark, context, ProcessingGuarantee.NONE, "uid", {})
-    pipeline.discover(build)
-    return pipeline, sink, build
+    pipeline.define(define_pipeline)
+    return pipeline, sink
 
 
-def _run_all(pipeline: Pipeline, build: Any) -> list[bool]:
+def _run_all(pipeline: Pipeline) -> list[bool]:
     """Runs epochs until plan_epoch has none; returns each plan's end_of_input."""
     kinds = []
     while (plan := pipeline.plan_epoch()) is not None:
         kinds.append(plan.end_of_input)
-        pipeline.run_epoch(build, len(kinds) - 1, plan)
+        pipeline.run_epoch(len(kinds) - 1, plan)
         assert len(kinds) < 10, "plan_epoch never ran out"
     return kinds
 
 
 def test_bounded_window_job_gets_one_closing_epoch(spark: SparkSession) -> None:
-    pipeline, sink, build = _pipeline(spark, window=True)
-    assert _run_all(pipeline, build) == [False, False, False, True]
+    pipeline, sink = _pipeline(spark, window=True)
+    assert _run_all(pipeline) == [False, False, False, True]
     assert pipeline.exhausted()
     # Epochs end at 29 s, 59 s, 89 s (no delay): [0, 40) closes in epoch 1, [40, 80) in
     # epoch 2; [80, 120) only in the closing epoch.
@@ -76,8 +80,8 @@ def test_bounded_window_job_gets_one_closing_epoch(spark: SparkSession) -> None:
 
 
 def test_job_without_windows_gets_no_closing_epoch(spark: SparkSession) -> None:
-    pipeline, sink, build = _pipeline(spark, window=False)
-    assert _run_all(pipeline, build) == [False, False, False]
+    pipeline, sink = _pipeline(spark, window=False)
+    assert _run_all(pipeline) == [False, False, False]
     assert len(sink.writes) == 3
 
 

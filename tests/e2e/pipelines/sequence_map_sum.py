@@ -18,9 +18,9 @@ import os
 
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from spark_runtime.pipeline import Pipeline
 from spark_runtime.sinks import HazelcastMapSink
 from spark_runtime.sources import SequenceSource
+from spark_runtime.streaming import Pipeline
 
 
 def expected_sums(end: int, keys: int) -> dict[str, dict[str, int]]:
@@ -32,7 +32,7 @@ def expected_sums(end: int, keys: int) -> dict[str, dict[str, int]]:
     return result
 
 
-def build(p: Pipeline) -> None:
+def define_pipeline(p: Pipeline) -> None:
     """Sequence -> key = value % keys -> running sum and count -> Hazelcast map."""
     args = p.args
     keys = int(args.get("keys", 5))
@@ -41,14 +41,14 @@ def build(p: Pipeline) -> None:
         source = SequenceSource(rows_per_second=float(args["rows_per_second"]), end=end)
     else:
         source = SequenceSource(rows_per_epoch=int(args.get("rows_per_epoch", 100)), end=end)
-    numbers = p.read(source, name="numbers")
+    numbers = p.readStream(source, name="numbers")
     keyed = numbers.select((F.col("value") % keys).alias("key"), F.col("value"))
-    sums = p.running_aggregate(
-        keyed, "key", {"total": ("sum", "value"), "count": ("count", None)}, name="sums"
+    sums = keyed.groupBy("key").agg(
+        F.sum("value").alias("total"), F.count("*").alias("count"), name="sums"
     )
     members = str(args.get("members") or os.environ.get("SJ_HAZELCAST_ADDRESS", ""))
     cluster = str(args.get("cluster_name") or os.environ.get("SJ_HAZELCAST_CLUSTER", "dev"))
     if not members:
         raise ValueError("No Hazelcast members: give args.members or run under the operator")
     sink = HazelcastMapSink(members.split(","), cluster, str(args["map"]), ["key"])
-    p.write(sums, sink, name="map")
+    sums.writeStream(sink, name="map")
