@@ -271,4 +271,12 @@ class _PerKey:
         frame = pd.concat(parts, ignore_index=True)
         for name, value in zip(self.key_names, key, strict=True):
             frame[name] = value
-        return frame.reindex(columns=self.combined_names)
+        # A state row has no output values and an output row no state: those cells are None
+        # in object columns, which Arrow takes as nulls of any type (NaN would have to be
+        # cast from float, which fails for strings).
+        for name in self.combined_names:
+            if name not in frame.columns:
+                frame[name] = pd.Series([None] * len(frame), dtype=object)
+            elif frame[name].isna().any():
+                frame[name] = frame[name].astype(object).where(frame[name].notna(), None)
+        return frame[self.combined_names]

@@ -158,6 +158,75 @@ def test_files_dedup_to_file_sink_with_staging(runner: Runner, tmp_path: Path, f
     assert list((tmp_path / "out" / "_staging").iterdir()) == []
 
 
+def test_event_time_timeouts_and_the_watermark_survive_restores(
+    runner: Runner, postgres_dsn: str
+) -> None:
+    """Each key's timeout and the operator's watermark are in the snapshot: a restored run
+    times keys out in the same epochs, with the same counts, as an uninterrupted one."""
+
+    def sessions(
+        key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        if state.hasTimedOut:
+            (seen,) = state.get
+            state.remove()
+            yield pd.DataFrame({"key": [key[0]], "events": [seen]})
+            return
+        (seen,) = state.get if state.exists else (0,)
+        latest = 0
+        for rows in batches:
+            seen += len(rows)
+            latest = max(latest, int(rows["at_ms"].max()))
+        state.update((seen,))
+        state.setTimeoutTimestamp(latest + 4000)
+
+    def build_into(dsn: str) -> Build:
+        def build(p: Pipeline) -> None:
+            numbers = p.readStream(
+                SequenceSource(rows_per_epoch=30, end=300, event_time_step_ms=1000)
+            )
+            # Key k is active for values 30k .. 30k + 59: it goes quiet, then times out.
+            keyed = numbers.select(
+                (F.col("value") / 30).cast("long").alias("key"),
+                "timestamp",
+                F.unix_millis("timestamp").alias("at_ms"),
+            ).unionByName(
+                numbers.select(
+                    ((F.col("value") / 30).cast("long") - 1).alias("key"),
+                    "timestamp",
+                    F.unix_millis("timestamp").alias("at_ms"),
+                ).filter(F.col("key") >= 0)
+            )
+            quiet = (
+                keyed.withWatermark("timestamp", "2 seconds")
+                .groupBy("key")
+                .applyInPandasWithState(
+                    sessions,
+                    "key long, events long",
+                    "events long",
+                    "append",
+                    GroupStateTimeout.EventTimeTimeout,
+                    name="sessions",
+                )
+            )
+            quiet.writeStream(PostgresSink(dsn, "quiet"))
+
+        return build
+
+    server = postgres_dsn.rsplit("/", 1)[0]
+    reference_db = f"ref_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{reference_db}"')
+    reference_dsn = f"{server}/{reference_db}"
+    runner.clean(build_into(reference_dsn), _job(), ProcessingGuarantee.EXACTLY_ONCE)
+    runner.interrupted(build_into(postgres_dsn), _job(), ProcessingGuarantee.EXACTLY_ONCE)
+    query = "SELECT key, events FROM quiet ORDER BY key"
+    # Keys 0 .. 7 went quiet before the input ended (the watermark reached 297 s), each after
+    # 60 events; keys 8 and 9 were active until the end.
+    assert _rows(reference_dsn, query) == [(k, 60) for k in range(8)]
+    assert _rows(postgres_dsn, query) == _rows(reference_dsn, query)
+
+
 def test_tumbling_window_to_hazelcast_map(runner: Runner) -> None:
     def build_into(map_name: str) -> Build:
         def build(p: Pipeline) -> None:
