@@ -247,9 +247,11 @@ class Driver:
         """
         try:
             self.pipeline.define(self._define)
-        except (ValueError, AnalysisException) as error:
-            # The pipeline's definition (a column, a construct) or a sink's setup is wrong:
-            # no restart would help.
+        except (ValueError, AnalysisException, AttributeError, TypeError) as error:
+            # The pipeline's definition (a column, a construct, a method streams do not have)
+            # or a sink's setup is wrong: no restart would help. A connection error opening a
+            # sink is none of these, and the execution is retried.
+            self.exit_message = f"The pipeline cannot be defined: {type(error).__name__}: {error}"
             _log.error("Pipeline cannot run error=%s", error)
             return DriverExit.BAD_INPUT
         coordinator = SnapshotCoordinator(

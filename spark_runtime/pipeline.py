@@ -158,14 +158,17 @@ class Pipeline:
 
         Each participant is described by what its chunks hold: a source or sink by its class
         (offsets and transaction ids mean nothing to another kind), a state operator by its
-        class, keys and state schema. Restore step 4 compares this with the snapshot's.
+        class, keys, state schema and :attr:`~spark_runtime.state.KeyedState.semantics` (a
+        window's length, the aggregates' functions and arguments, the timeout kind). Restore
+        step 4 compares this with the snapshot's.
         """
         described: dict[str, str] = {}
         for participant in self._participants:
             if isinstance(participant, KeyedState):
+                semantics = f"; {participant.semantics}" if participant.semantics else ""
                 described[participant.name] = (
                     f"{type(participant).__name__}(keys={','.join(participant.keys)}; "
-                    f"{participant.state_schema.simpleString()})"
+                    f"{participant.state_schema.simpleString()}{semantics})"
                 )
             elif isinstance(participant, SourceParticipant):
                 described[participant.name] = type(participant.source).__name__

@@ -12,8 +12,10 @@
 #   snapshotjob/runtime-deps:bookworm    + /opt/venv with the third-party wheels of
 #                                         .[operator,runtime] (versions pinned to .venv's)
 #   snapshotjob/runtime:dev              + this repository's package, examples/, the
-#                                         Hazelcast jar, the `hazelcast-member` launcher
-#                                         and `executor` (Spark's executor Pods run it)
+#                                         Hazelcast jar, the `hazelcast-member` launcher,
+#                                         `executor` (Spark's executor Pods run it) and
+#                                         Kafka's jars with the `kafka-broker` launcher
+#                                         (examples/kubernetes/kafka.yaml)
 #   snapshotjob/runtime-e2e:dev          + tests/e2e/pipelines (the end-to-end tests' code)
 #   snapshotjob/postgres:dev             debian-base + Debian's postgresql, for `make demo`'s
 #                                         in-cluster database (see build_postgres)
@@ -31,6 +33,8 @@ HAZELCAST_VERSION="${HAZELCAST_VERSION:-5.6.0}"
 HAZELCAST_JAR="${SJ_HAZELCAST_JAR:-${SJ_CACHE}/jars/hazelcast-${HAZELCAST_VERSION}.jar}"
 # Spark's Kafka connector for the drivers' KafkaSource (fetched by hack/install.sh).
 SPARK_KAFKA_DIR="${SJ_CACHE}/jars/spark-kafka-${SPARK_KAFKA_VERSION:-4.2.0}"
+# The Kafka broker's jars for the `kafka-broker` launcher (fetched by hack/install.sh).
+KAFKA_LIBS="${SJ_CACHE}/kafka/${KAFKA_VERSION:-4.4.0}/libs"
 WHEEL_ROOT="${SJ_CACHE}/wheels"
 VENV_PY="${REPO_ROOT}/${VENV:-.venv}/bin/python"
 
@@ -168,7 +172,7 @@ app_inputs() {
     (cd "${REPO_ROOT}" && find snapshotjob_contract snapshot_protocol snapshot_store operator/snapshot_operator spark_runtime examples \
       -name '*.py' -type f | LC_ALL=C sort | xargs sha256sum)
     sha256sum "${REPO_ROOT}/pyproject.toml" "${HAZELCAST_JAR}" "${IMAGES_DIR}"/* \
-      "${SPARK_KAFKA_DIR}"/*.jar
+      "${SPARK_KAFKA_DIR}"/*.jar "${KAFKA_LIBS}"/*.jar
   } | sha256sum | cut -d' ' -f1
 }
 
@@ -177,6 +181,8 @@ build_app() {
   [[ -f "${HAZELCAST_JAR}" ]] || die "Hazelcast jar missing jar=${HAZELCAST_JAR}: run 'make install'"
   [[ -f "${SPARK_KAFKA_DIR}/.complete" ]] \
     || die "Spark's Kafka connector missing dir=${SPARK_KAFKA_DIR}: run 'make install'"
+  [[ -f "${KAFKA_LIBS}/.complete" ]] \
+    || die "Kafka broker jars missing dir=${KAFKA_LIBS}: run 'make install'"
   build_system
   build_deps
   inputs="$(app_inputs)"
@@ -196,7 +202,11 @@ build_app() {
   cp "${HAZELCAST_JAR}" "${ctx}/hazelcast.jar"
   mkdir -p "${ctx}/jars"
   cp -r "${SPARK_KAFKA_DIR}" "${ctx}/jars/"
-  cp "${IMAGES_DIR}/hazelcast-member" "${IMAGES_DIR}/executor" "${ctx}/"
+  mkdir -p "${ctx}/kafka"
+  cp -r "${KAFKA_LIBS}" "${ctx}/kafka/libs"
+  rm -f "${ctx}/kafka/libs/.complete"
+  cp "${IMAGES_DIR}/hazelcast-member" "${IMAGES_DIR}/executor" "${IMAGES_DIR}/kafka-broker" \
+    "${ctx}/"
   sed "s/@INPUTS@/${inputs}/; s/@UID@/${APP_UID}/g; s|@DEPS_IMAGE@|${DEPS_IMAGE}|" \
     "${IMAGES_DIR}/runtime.Dockerfile" >"${ctx}/Dockerfile"
   docker_build "${APP_IMAGE}" "${ctx}"

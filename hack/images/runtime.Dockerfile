@@ -12,6 +12,9 @@ COPY jars/ /opt/snapshotjob/jars/
 COPY hazelcast-member /usr/local/bin/hazelcast-member
 # Spark starts executor Pods with the argument `executor` and no command of its own.
 COPY executor /usr/local/bin/executor
+# A single-node KRaft broker for examples/kubernetes/kafka.yaml and the tests on kind.
+COPY kafka/libs/ /opt/kafka/libs/
+COPY kafka-broker /usr/local/bin/kafka-broker
 ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONPATH=/opt/snapshotjob/app \
     PYTHONUNBUFFERED=1 \

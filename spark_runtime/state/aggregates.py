@@ -67,6 +67,11 @@ def check_aggregates(aggs: Mapping[str, tuple[str, str | None]]) -> None:
             raise ValueError(f"Aggregate {out}: {function!r} is not one of {AGGREGATES}")
 
 
+def describe_aggregates(aggs: Mapping[str, tuple[str, str | None]]) -> str:
+    """``out=function(argument)`` of every aggregate, for the restore check."""
+    return ",".join(f"{out}={fn}({col or '*'})" for out, (fn, col) in aggs.items())
+
+
 def partial_aggregates(
     batch: DataFrame, groups: Sequence[str], aggs: Mapping[str, tuple[str, str | None]]
 ) -> DataFrame:
@@ -138,6 +143,11 @@ class RunningAggregate(KeyedState):
         self.aggs = dict(aggs)
         probe = partial_aggregates(context.spark.createDataFrame([], input_schema), keys, self.aggs)
         super().__init__(name, context, keys, probe.schema)
+
+    @property
+    def semantics(self) -> str:
+        """Each aggregate's function and argument."""
+        return describe_aggregates(self.aggs)
 
     def update(self, batch: DataFrame) -> DataFrame:
         """Adds the batch to the totals; returns ``keys + aggs`` of every key in the batch."""

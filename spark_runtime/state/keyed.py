@@ -274,6 +274,16 @@ class KeyedState(ABC):
         return
 
     @property
+    def semantics(self) -> str:
+        """What else than keys and schema gives the state its meaning, for the restore check.
+
+        A snapshot's state restored into an operator that computes it differently (another
+        window length, another aggregate of the same type) would go on silently wrong, so
+        this is part of :meth:`spark_runtime.pipeline.Pipeline.shape`. Empty by default.
+        """
+        return ""
+
+    @property
     def output_schema(self) -> StructType:
         """The schema of :meth:`update`'s output; by default the state's."""
         return self.state_schema

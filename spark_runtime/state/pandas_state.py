@@ -9,7 +9,7 @@ they are saved with every snapshot and restored with it.
 
 As in Spark, each epoch calls the function for every key of the epoch's batch, then once with
 ``hasTimedOut`` for every other key whose timeout passed: the epoch's processing time (taken on
-the driver when the epoch starts) for ``ProcessingTimeTimeout``, the watermark for
+the driver when the epoch reaches this operator) for ``ProcessingTimeTimeout``, the watermark for
 ``EventTimeTimeout``. A timeout must be set again in every call, or the key no longer times out.
 """
 
@@ -117,6 +117,11 @@ class PandasState(KeyedState):
     def output_schema(self) -> StructType:
         """The schema the function's output rows have."""
         return self._output_schema
+
+    @property
+    def semantics(self) -> str:
+        """The timeout kind: timeouts stored under one mean nothing under another."""
+        return f"timeout={self.timeout}"
 
     def driver_values(self) -> dict[str, Any]:
         """Adds the watermark (epoch milliseconds or None)."""

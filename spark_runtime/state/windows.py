@@ -13,6 +13,7 @@ from spark_runtime.lineage import Checkpointed, checkpoint
 from spark_runtime.state.aggregates import (
     FLAG_COLUMN,
     check_aggregates,
+    describe_aggregates,
     merge_aggregates,
     partial_aggregates,
 )
@@ -89,6 +90,11 @@ class TumblingWindow(KeyedState):
     def _reset_driver_values(self) -> None:
         self.watermark_s = None
         self.input_ended = False
+
+    @property
+    def semantics(self) -> str:
+        """The window's length and the aggregates (not the delay: it may change)."""
+        return f"window={self.window_s}s; {describe_aggregates(self.aggs)}"
 
     @property
     def holds_open_output(self) -> bool:

@@ -39,6 +39,19 @@ if TYPE_CHECKING:
     from spark_runtime.pipeline import Pipeline
 
 
+_STREAM_STATIC_JOINS = {
+    "inner",
+    "cross",
+    "left",
+    "leftouter",
+    "semi",
+    "leftsemi",
+    "anti",
+    "leftanti",
+}
+"""The joins of a stream (left) with a static DataFrame that Structured Streaming allows."""
+
+
 @dataclass(frozen=True)
 class Watermark:
     """A stream's event-time watermark, as ``withWatermark`` set it.
@@ -150,6 +163,13 @@ class EpochStream:
             raise ValueError(
                 "Joining two streams is not supported: join a stream with a static DataFrame, "
                 "or union the streams with unionByName and aggregate by key"
+            )
+        kind = (how or "inner").lower().replace("_", "")
+        if kind not in _STREAM_STATIC_JOINS:
+            raise ValueError(
+                f"A {how} join of a stream with a static DataFrame would output the unmatched "
+                "static rows in every epoch: use inner, left, left_semi, left_anti or cross, "
+                "as Structured Streaming does"
             )
         return self.transformEpoch(lambda batch: batch.join(other, on, how))
 

@@ -247,6 +247,27 @@ def attempt(obj: dict[str, Any]) -> int:
     return int(((obj.get("status") or {}).get("execution") or {}).get("attempt", 0))
 
 
+def next_execution(release: Release, job: str, before: dict[str, Any]) -> dict[str, Any]:
+    """Waits for a newer execution, checks its restore, and waits for its own next snapshot.
+
+    The new execution must have restored at least the last snapshot before the fault (one may
+    complete between the look and the fault), as its ``Restored snapshotId=`` line says.
+
+    Returns:
+        The job once it has a snapshot newer than the restored one.
+    """
+    old = attempt(before)
+    current = wait_for(
+        release,
+        f"job={job} execution after attempt {old}",
+        lambda: obj if (obj := release.job(job)) is not None and attempt(obj) > old else None,
+        timeout=300,
+    )
+    restored = release.restored_snapshot(current["status"]["execution"]["driverPod"])
+    assert restored >= snapshot_id(before), (restored, before["status"])
+    return wait_snapshot(release, job, restored, timeout=300)
+
+
 def wait_snapshot(release: Release, job: str, above: int, timeout: float = 240) -> dict[str, Any]:
     """Waits until the job is RUNNING with a snapshot newer than ``above``."""
     result: dict[str, Any] = wait_for(

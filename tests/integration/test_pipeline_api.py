@@ -280,6 +280,12 @@ def _define_error(spark: SparkSession, query: Callable[[EpochStream], Any]) -> s
     return str(caught.value)
 
 
+def _static_keys() -> DataFrame:
+    spark = SparkSession.getActiveSession()
+    assert spark is not None
+    return spark.range(3).withColumnRenamed("id", "key")
+
+
 def _unused_state_function(
     key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState
 ) -> Iterator[pd.DataFrame]:
@@ -319,6 +325,8 @@ def _unused_state_function(
         (lambda s: s.withWatermark("timestamp", "soon"), "is not a duration"),
         (lambda s: s.withWatermark("value", "1 minute"), "not a timestamp"),
         (lambda s: s.join(s, "key"), "Joining two streams is not supported"),
+        (lambda s: s.join(_static_keys(), "key", "right"), "unmatched static rows"),
+        (lambda s: s.join(_static_keys(), "key", "full_outer"), "unmatched static rows"),
         (lambda s: s.orderBy("value"), "cannot be sorted"),
         (lambda s: s.dropDuplicatesWithinWatermark(["key"]), "use dropDuplicates"),
         (lambda s: s.dropDuplicates(["nope"]), "is not a column of the stream"),

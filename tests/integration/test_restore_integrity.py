@@ -30,7 +30,7 @@ from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import Driver, DriverSettings
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.sinks import PostgresSink
+from spark_runtime.sinks import ConsoleSink, PostgresSink
 from spark_runtime.sources import SequenceSource
 from spark_runtime.streaming import Pipeline
 from testbed.hazelcast import HazelcastCluster
@@ -205,6 +205,37 @@ def test_another_pipeline_is_refused_before_any_state_is_loaded(
     assert "high:bigint" in message and "total:bigint" in message
     assert "upgradeMode: stateless" in message
     assert _rows(postgres_dsn, f"SELECT * FROM {table} ORDER BY key") == published
+
+
+def test_an_aggregate_of_another_argument_is_refused_though_its_type_is_the_same(
+    jobs: Jobs, postgres_dsn: str
+) -> None:
+    """Same names, keys and state schema: only the aggregates' arguments tell the state apart."""
+    table = _table()
+    assert jobs.run(_sums(postgres_dsn, table), max_epochs=2) is DriverExit.INTERRUPTED
+
+    def doubled(p: Pipeline) -> None:
+        numbers = p.readStream(SequenceSource(rows_per_epoch=700, end=7000), name="numbers")
+        keyed = numbers.select((F.col("value") % 7).alias("key"), "value")
+        sums = keyed.groupBy("key").agg(
+            F.sum(F.col("value") * 2).alias("total"), F.count("*").alias("count"), name="sums"
+        )
+        sums.writeStream(PostgresSink(postgres_dsn, table, ["key"]), name="postgres")
+
+    assert jobs.run(doubled) is DriverExit.SNAPSHOT_INCOMPATIBLE
+    message = jobs.exit_message()
+    assert "total=sum(value)" in message
+    assert "total=sum((value * CAST(2 AS BIGINT)))" in message
+
+
+def test_a_definition_the_stream_cannot_run_is_bad_input_with_its_reason(jobs: Jobs) -> None:
+    def limited(p: Pipeline) -> None:
+        numbers = p.readStream(SequenceSource(rows_per_epoch=10, end=100), name="numbers")
+        numbers.limit(5).writeStream(ConsoleSink())  # type: ignore[attr-defined]
+
+    assert jobs.run(limited) is DriverExit.BAD_INPUT
+    assert "The pipeline cannot be defined: AttributeError" in jobs.exit_message()
+    assert "'limit'" in jobs.exit_message()
 
 
 def test_a_missing_initial_snapshot_fails_the_job(jobs: Jobs, postgres_dsn: str) -> None:
