@@ -10,7 +10,7 @@ import pytest
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.cli import main, open_mode, parser
-from spark_runtime.execution import BadInput, load_build
+from spark_runtime.execution import BadInput, load_definition
 from spark_runtime.file_record_store import FileRecordStore
 from spark_runtime.local_mode import LocalMode, local_config
 
@@ -70,12 +70,19 @@ def test_malformed_pairs_are_bad_input() -> None:
         local_config(parser().parse_args(_local("--arg", "novalue")))
 
 
-def test_pipeline_modules_must_exist_and_define_build() -> None:
+def test_pipeline_modules_must_exist_and_define_the_pipeline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(BadInput, match="Cannot import"):
-        load_build("examples.no_such_pipeline")
-    with pytest.raises(BadInput, match="no build"):
-        load_build("examples")
-    assert callable(load_build("examples.sequence_sum"))
+        load_definition("examples.no_such_pipeline")
+    with pytest.raises(BadInput, match=r"no define_pipeline\(p\) function$"):
+        load_definition("examples")
+    assert callable(load_definition("examples.sequence_sum"))
+    # A module of the old API is told where to look.
+    (tmp_path / "old_pipeline.py").write_text("def build(p):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(BadInput, match=r"build\(p\) was the old API; see docs/pipeline-api.md"):
+        load_definition("old_pipeline")
 
 
 def test_local_mode_claims_the_record_file_and_hears_no_operator(tmp_path: Path) -> None:
