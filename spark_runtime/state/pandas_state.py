@@ -229,6 +229,9 @@ class _PerKey:
         if rows.empty and not timed_out:
             # Untouched key: its value and timeout stay as they are.
             return self._frame(key, [(value, old_timeout)] if value is not None else [], [])
+        # PySpark's own GroupState, built as its applyInPandasWithState runner builds it (the
+        # constructor and ``_timeout_timestamp`` are PySpark's internals; test_pipeline_api
+        # runs the same function on Structured Streaming and here, which pins them).
         state = GroupState(
             Row(*(value or [])),
             self.processing_ms,

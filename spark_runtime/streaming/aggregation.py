@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
@@ -137,23 +138,24 @@ def aggregate_functions(
     return found
 
 
-def _mergeable(expression: object, name: str) -> tuple[str, str]:
-    kind = expression.getClass().getSimpleName()  # type: ignore[attr-defined]
+def _mergeable(expression: Any, name: str) -> tuple[str, str]:
+    # ``expression`` is a py4j handle on Catalyst's resolved expression.
+    kind = expression.getClass().getSimpleName()
     if kind != "AggregateExpression":
         raise ValueError(
-            f"Aggregate column {name!r} is {expression.sql()}: an aggregate inside other "  # type: ignore[attr-defined]
+            f"Aggregate column {name!r} is {expression.sql()}: an aggregate inside other "
             "arithmetic cannot be kept per key; aggregate alone and compute on the output"
         )
-    function = expression.aggregateFunction()  # type: ignore[attr-defined]
+    function = expression.aggregateFunction()
     spark_name = function.getClass().getSimpleName()
-    distinct = bool(expression.isDistinct())  # type: ignore[attr-defined]
+    distinct = bool(expression.isDistinct())
     if spark_name not in MERGEABLE or distinct:
         advice = _ADVICE.get(spark_name, f"use one of {', '.join(MERGEABLE.values())}")
         raise ValueError(
-            f"Aggregate column {name!r} is {expression.sql()}, which the state store cannot "  # type: ignore[attr-defined]
+            f"Aggregate column {name!r} is {expression.sql()}, which the state store cannot "
             f"merge epoch by epoch: {advice}"
         )
-    if expression.filter().isDefined():  # type: ignore[attr-defined]
+    if expression.filter().isDefined():
         raise ValueError(f"Aggregate column {name!r}: FILTER clauses are not supported")
     arguments = function.children()
     if arguments.size() != 1:

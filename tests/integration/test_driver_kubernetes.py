@@ -414,7 +414,7 @@ def test_cancel_with_export_lists_the_terminal_export(
     )
     driver = Driver(
         spark,
-        driver_pipeline.build,
+        driver_pipeline.define_pipeline,
         _args(work),
         settings,
         records,
