@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,37 +24,26 @@ from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from examples.sequence_sum import expected_sums
 from snapshot_protocol import ChunkKey, ExecutionRecord, JobIdentity, SnapshotCorrupted
 from snapshot_protocol.chunks import LEGACY_VALIDATION_RECORD_KEY, validation_record_key
-from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from snapshotjob_contract.exits import DriverExit
-from snapshotjob_contract.spec import ProcessingGuarantee
-from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.driver import Driver, DriverSettings
 from spark_runtime.file_record_store import FileRecordStore
 from spark_runtime.sinks import ConsoleSink, PostgresSink
 from spark_runtime.sources import SequenceSource
 from spark_runtime.streaming import Pipeline
 from testbed.hazelcast import HazelcastCluster
+from tests.fixtures.in_process_driver import Build, Runner
 
 pytestmark = pytest.mark.integration
 
-Build = Callable[[Pipeline], None]
 
-
-class Jobs:
+class Jobs(Runner):
     """Runs executions of one job in-process; every run is a new execution of its record."""
 
     def __init__(self, spark: SparkSession, cluster: HazelcastCluster, workdir: Path) -> None:
-        self.spark = spark
-        members = [node.address for node in cluster.nodes]
-        self.address = StoreAddress(tuple(members), cluster.cluster_name)
-        self.client = connect(members, cluster.cluster_name)
-        self.store = HazelcastSnapshotStore(self.client)
-        self.workdir = workdir
+        super().__init__(spark, cluster, workdir)
         self.uid = f"integrity-{uuid.uuid4().hex[:8]}"
         self.identity = JobIdentity(self.uid, "test", 1)
-        self.last: Driver | None = None
 
-    def run(
+    def run_job(
         self,
         build: Build,
         *,
@@ -62,22 +51,19 @@ class Jobs:
         max_epochs: int | None = None,
         initial_snapshot_name: str | None = None,
     ) -> DriverExit:
-        settings = DriverSettings(
-            job=self.identity,
-            guarantee=ProcessingGuarantee.EXACTLY_ONCE,
-            snapshot_interval_ms=0,
-            state_partitions=partitions,
-            store=self.address,
-            idle_sleep_s=0.05,
+        """Runs the next execution, a snapshot at every epoch."""
+        return self.run(
+            build,
+            self.uid,
+            0,
+            max_epochs,
+            partitions=partitions,
             initial_snapshot_name=initial_snapshot_name,
         )
-        records = FileRecordStore.claim(self.workdir / "record.json", uuid.uuid4().hex)
-        self.last = Driver(self.spark, build, {}, settings, records, self.store)
-        return self.last.run(max_epochs)
 
     @property
     def record(self) -> ExecutionRecord:
-        return FileRecordStore(self.workdir / "record.json", "reader").read()
+        return FileRecordStore(self.record_path(self.uid), "reader").read()
 
     def restore_point(self) -> tuple[str, int]:
         record = self.record
@@ -131,13 +117,13 @@ def test_state_partitions_8_3_16_restore_with_exact_sums(jobs: Jobs, postgres_ds
     table = _table()
     build = _sums(postgres_dsn, table)
 
-    assert jobs.run(build, partitions=8, max_epochs=3) is DriverExit.INTERRUPTED
-    assert jobs.run(build, partitions=3, max_epochs=3) is DriverExit.INTERRUPTED
+    assert jobs.run_job(build, partitions=8, max_epochs=3) is DriverExit.INTERRUPTED
+    assert jobs.run_job(build, partitions=3, max_epochs=3) is DriverExit.INTERRUPTED
     map_name, snapshot_id = jobs.restore_point()
     record = jobs.store.get_validation_record(map_name, snapshot_id)
     assert record is not None and record.shape.state_partitions == 3
     assert {k.partition for k in record.chunk_keys if k.operator == "sums"} <= {0, 1, 2, 3}
-    assert jobs.run(build, partitions=16) is DriverExit.COMPLETED
+    assert jobs.run_job(build, partitions=16) is DriverExit.COMPLETED
 
     actual = {
         k: (t, c) for k, t, c in _rows(postgres_dsn, f"SELECT key, total, count FROM {table}")
@@ -154,7 +140,7 @@ def test_a_flipped_bit_in_a_state_chunk_fails_the_job_naming_the_chunk(
 ) -> None:
     table = _table()
     build = _sums(postgres_dsn, table, keys=keys)
-    assert jobs.run(build, partitions=32, max_epochs=3) is DriverExit.INTERRUPTED
+    assert jobs.run_job(build, partitions=32, max_epochs=3) is DriverExit.INTERRUPTED
     map_name, snapshot_id = jobs.restore_point()
     record = jobs.store.get_validation_record(map_name, snapshot_id)
     assert record is not None
@@ -163,7 +149,7 @@ def test_a_flipped_bit_in_a_state_chunk_fails_the_job_naming_the_chunk(
     published = _rows(postgres_dsn, f"SELECT key, total, count FROM {table} ORDER BY key")
     _flip_one_bit(jobs, map_name, state[len(state) // 2])
 
-    assert jobs.run(build, partitions=32) is DriverExit.SNAPSHOT_CORRUPTED
+    assert jobs.run_job(build, partitions=32) is DriverExit.SNAPSHOT_CORRUPTED
 
     message = jobs.exit_message()
     assert f"Snapshot {snapshot_id} in map '{map_name}' is corrupted" in message
@@ -175,12 +161,12 @@ def test_random_bytes_in_a_chunk_fail_the_job_not_a_restart_loop(
     jobs: Jobs, postgres_dsn: str
 ) -> None:
     build = _sums(postgres_dsn, _table())
-    assert jobs.run(build, max_epochs=2) is DriverExit.INTERRUPTED
+    assert jobs.run_job(build, max_epochs=2) is DriverExit.INTERRUPTED
     map_name, snapshot_id = jobs.restore_point()
     key = ChunkKey(snapshot_id, "sums", 0, 0)
     jobs.client.get_map(map_name).blocking().set(str(key), bytearray(uuid.uuid4().bytes * 8))
 
-    assert jobs.run(build) is DriverExit.SNAPSHOT_CORRUPTED
+    assert jobs.run_job(build) is DriverExit.SNAPSHOT_CORRUPTED
     assert f"chunk '{key}' does not match its checksum" in jobs.exit_message()
 
 
@@ -188,7 +174,7 @@ def test_another_pipeline_is_refused_before_any_state_is_loaded(
     jobs: Jobs, postgres_dsn: str
 ) -> None:
     table = _table()
-    assert jobs.run(_sums(postgres_dsn, table), max_epochs=2) is DriverExit.INTERRUPTED
+    assert jobs.run_job(_sums(postgres_dsn, table), max_epochs=2) is DriverExit.INTERRUPTED
     published = _rows(postgres_dsn, f"SELECT * FROM {table} ORDER BY key")
 
     def other(p: Pipeline) -> None:
@@ -197,7 +183,7 @@ def test_another_pipeline_is_refused_before_any_state_is_loaded(
         highs = keyed.groupBy("key").agg(F.max("value").alias("high"), name="sums")
         highs.writeStream(PostgresSink(postgres_dsn, table + "_high", ["key"]), name="postgres")
 
-    assert jobs.run(other) is DriverExit.SNAPSHOT_INCOMPATIBLE
+    assert jobs.run_job(other) is DriverExit.SNAPSHOT_INCOMPATIBLE
 
     message = jobs.exit_message()
     assert "cannot be restored by this job: it was written by another pipeline" in message
@@ -212,7 +198,7 @@ def test_an_aggregate_of_another_argument_is_refused_though_its_type_is_the_same
 ) -> None:
     """Same names, keys and state schema: only the aggregates' arguments tell the state apart."""
     table = _table()
-    assert jobs.run(_sums(postgres_dsn, table), max_epochs=2) is DriverExit.INTERRUPTED
+    assert jobs.run_job(_sums(postgres_dsn, table), max_epochs=2) is DriverExit.INTERRUPTED
 
     def doubled(p: Pipeline) -> None:
         numbers = p.readStream(SequenceSource(rows_per_epoch=700, end=7000), name="numbers")
@@ -222,7 +208,7 @@ def test_an_aggregate_of_another_argument_is_refused_though_its_type_is_the_same
         )
         sums.writeStream(PostgresSink(postgres_dsn, table, ["key"]), name="postgres")
 
-    assert jobs.run(doubled) is DriverExit.SNAPSHOT_INCOMPATIBLE
+    assert jobs.run_job(doubled) is DriverExit.SNAPSHOT_INCOMPATIBLE
     message = jobs.exit_message()
     assert "total=sum(value)" in message
     assert "total=sum((value * CAST(2 AS BIGINT)))" in message
@@ -233,7 +219,7 @@ def test_a_definition_the_stream_cannot_run_is_bad_input_with_its_reason(jobs: J
         numbers = p.readStream(SequenceSource(rows_per_epoch=10, end=100), name="numbers")
         numbers.limit(5).writeStream(ConsoleSink())  # type: ignore[attr-defined]
 
-    assert jobs.run(limited) is DriverExit.BAD_INPUT
+    assert jobs.run_job(limited) is DriverExit.BAD_INPUT
     assert "The pipeline cannot be defined: AttributeError" in jobs.exit_message()
     assert "'limit'" in jobs.exit_message()
 
@@ -241,7 +227,9 @@ def test_a_definition_the_stream_cannot_run_is_bad_input_with_its_reason(jobs: J
 def test_a_missing_initial_snapshot_fails_the_job(jobs: Jobs, postgres_dsn: str) -> None:
     build = _sums(postgres_dsn, _table())
 
-    assert jobs.run(build, initial_snapshot_name="no-such-export") is DriverExit.SNAPSHOT_NOT_FOUND
+    assert (
+        jobs.run_job(build, initial_snapshot_name="no-such-export") is DriverExit.SNAPSHOT_NOT_FOUND
+    )
     assert "The initial snapshot 'no-such-export' does not exist" in jobs.exit_message()
 
 
@@ -249,7 +237,7 @@ def test_a_format_1_restore_point_is_reported_as_incompatible(
     jobs: Jobs, postgres_dsn: str
 ) -> None:
     build = _sums(postgres_dsn, _table())
-    assert jobs.run(build, max_epochs=2) is DriverExit.INTERRUPTED
+    assert jobs.run_job(build, max_epochs=2) is DriverExit.INTERRUPTED
     map_name, snapshot_id = jobs.restore_point()
     target = jobs.client.get_map(map_name).blocking()
     record = json.loads(bytes(target.get(validation_record_key(snapshot_id))))
@@ -257,14 +245,14 @@ def test_a_format_1_restore_point_is_reported_as_incompatible(
     legacy = {"snapshotId": snapshot_id, "formatVersion": 1, "chunkKeys": record["chunks"]}
     target.set(LEGACY_VALIDATION_RECORD_KEY, bytearray(json.dumps(legacy).encode()))
 
-    assert jobs.run(build) is DriverExit.SNAPSHOT_INCOMPATIBLE
+    assert jobs.run_job(build) is DriverExit.SNAPSHOT_INCOMPATIBLE
     assert "written in snapshot format 1 and this runtime reads format 2" in jobs.exit_message()
 
 
 def test_discard_and_copy_on_the_real_store(jobs: Jobs, postgres_dsn: str) -> None:
     """A discard leaves newer snapshots; a copy verifies every chunk before it counts."""
     build = _sums(postgres_dsn, _table())
-    assert jobs.run(build, max_epochs=3) is DriverExit.INTERRUPTED
+    assert jobs.run_job(build, max_epochs=3) is DriverExit.INTERRUPTED
     map_name, snapshot_id = jobs.restore_point()
     jobs.store.discard(map_name, snapshot_id - 1)
     assert jobs.store.latest_snapshot_id(map_name) == snapshot_id

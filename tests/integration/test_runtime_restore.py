@@ -46,6 +46,15 @@ def _rows(dsn: str, query: str) -> list[tuple[Any, ...]]:
         return conn.execute(query).fetchall()
 
 
+def _reference_database(postgres_dsn: str) -> str:
+    """A new database on the same server, for the uninterrupted run's output; its DSN."""
+    server = postgres_dsn.rsplit("/", 1)[0]
+    name = f"ref_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{server}/{name}"
+
+
 def _prepared(dsn: str) -> list[str]:
     return [row[0] for row in _rows(dsn, "SELECT gid FROM pg_prepared_xacts")]
 
@@ -97,11 +106,7 @@ def test_min_max_and_pandas_state_to_appending_postgres_sink_exactly_once(
 
         return build
 
-    server = postgres_dsn.rsplit("/", 1)[0]
-    reference_db = f"ref_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{reference_db}"')
-    reference_dsn = f"{server}/{reference_db}"
+    reference_dsn = _reference_database(postgres_dsn)
 
     runner.clean(build_into(reference_dsn), _job(), ProcessingGuarantee.EXACTLY_ONCE)
     runner.interrupted(build_into(postgres_dsn), _job(), ProcessingGuarantee.EXACTLY_ONCE)
@@ -213,11 +218,7 @@ def test_event_time_timeouts_and_the_watermark_survive_restores(
 
         return build
 
-    server = postgres_dsn.rsplit("/", 1)[0]
-    reference_db = f"ref_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{reference_db}"')
-    reference_dsn = f"{server}/{reference_db}"
+    reference_dsn = _reference_database(postgres_dsn)
     runner.clean(build_into(reference_dsn), _job(), ProcessingGuarantee.EXACTLY_ONCE)
     runner.interrupted(build_into(postgres_dsn), _job(), ProcessingGuarantee.EXACTLY_ONCE)
     query = "SELECT key, events FROM quiet ORDER BY key"
