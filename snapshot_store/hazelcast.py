@@ -65,10 +65,13 @@ HEARTBEAT_TIMEOUT_S = 15.0
 default is 60 s). Behind a network cut nothing closes the connection, so this is how soon a
 driver learns that it reaches fewer members (split-brain protection, docs/partitions.md)."""
 
-INVOCATION_TIMEOUT_S = 60.0
+INVOCATION_TIMEOUT_S = 20.0
 """How long one operation (a chunk put, a key-set query), retries included, may take before
-it fails; half the client's default, so a write to an unreachable member fails a snapshot
-in a bounded time."""
+it fails (the client's default is 120 s). Just over the heartbeat timeout: the operation in
+flight when a cut sets in fails once the client has dropped the silent connection (between
+15 and 20 s after the cut), instead of retrying until the client gives up reconnecting, so
+a cut-off driver sees its store lost and stops in bounded time (docs/partitions.md). A
+snapshot whose write times out fails cleanly and the next one is tried."""
 
 
 def connect(
