@@ -8,10 +8,11 @@ PostgreSQL table without any key (``events_table``): a duplicate is an extra row
 missing id. PostgreSQL runs in the cluster (``examples/kubernetes/postgres.yaml``, an image
 built from Debian's packages) and is read with ``psql`` through ``kubectl exec``.
 
-The sequence is paced in wall-clock time (``rows_per_second``), and a restored job catches
-up, so each job's length is bounded whatever its faults cost; each fault waits for the job's
-progress (a newer snapshot), never for a clock. Each step's duration is printed at the end
-of the session (``E2E timing ...`` lines).
+The sequence is paced in wall-clock time (``rows_per_second``) and far longer than a test, so
+the job is still running at every fault whatever the earlier ones cost; each fault waits for
+the job's progress (a newer snapshot), never for a clock, and each test ends its job with a
+suspend and checks the exact prefix it committed (every id from 0 once, exact sums). Each
+step's duration is printed at the end of the session (``E2E timing ...`` lines).
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ import pytest
 from tests.e2e.release import (
     CATCH_UP,
     SEQUENCE_SUM,
+    UNENDING,
     Release,
     Step,
-    assert_exactly_once,
     attempt,
     next_execution,
     sequence_sum_args,
     snapshot_id,
+    suspend_with_exact_prefix,
     wait_for,
-    wait_phase,
     wait_snapshot,
 )
 
@@ -65,13 +66,11 @@ def test_driver_executor_and_member_failures_keep_exactly_once(
 
     A deleted driver Pod is test_kafka_kind's fault, with the same checks.
     """
-    # Paced to end 220 s after the start: after the last fault (the member, about 125 s in on
-    # a loaded 2-core machine) and its three snapshots.
-    job, end = "faults", 22_000
+    job = "faults"
     with Step("faults-first-snapshot"):
         release.apply_job(
             job,
-            sequence_sum_args(postgres, job, end, rate=100, max_rows_per_epoch=CATCH_UP),
+            sequence_sum_args(postgres, job, UNENDING, rate=100, max_rows_per_epoch=CATCH_UP),
             pipeline=SEQUENCE_SUM,
         )
         running = wait_snapshot(release, job, 1, timeout=300)
@@ -116,11 +115,14 @@ def test_driver_executor_and_member_failures_keep_exactly_once(
         release.kubectl("delete", "pod", member, "--grace-period=0", "--force")
         wait_snapshot(release, job, snapshot_id(before) + 3, timeout=300)
         release.kubectl("wait", "--for=condition=Ready", f"pod/{member}", "--timeout=300s")
+        last = wait_snapshot(release, job, snapshot_id(before) + 4, timeout=300)
+        # The member's loss cost no execution: the job went on with the two left.
+        assert attempt(last) == attempt(before), last["status"]
 
-    with Step("faults-completed"):
-        done = wait_phase(release, job, {"COMPLETED"}, timeout=600)
-    assert "lastFailure" not in done["status"] or done["status"]["phase"] == "COMPLETED"
-    assert_exactly_once(release, job, end)
+    with Step("faults-suspended"):
+        committed = suspend_with_exact_prefix(release, job)
+    # Past the rows of the first snapshot: the output crossed every fault above.
+    assert committed > CATCH_UP, committed
 
 
 def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(
@@ -139,8 +141,8 @@ def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(
     on the other worker. The old driver is frozen, not gone: when its node comes back, the
     execution id in the status fences it, so the output stays exact.
     """
-    job, end = "nodes", 20_000
-    args = sequence_sum_args(postgres, job, end, rate=100, max_rows_per_epoch=CATCH_UP)
+    job = "nodes"
+    args = sequence_sum_args(postgres, job, UNENDING, rate=100, max_rows_per_epoch=CATCH_UP)
     with Step("nodes-first-snapshot"):
         release.apply_job(job, args, pipeline=SEQUENCE_SUM)
         before = wait_snapshot(release, job, 1, timeout=300)
@@ -180,9 +182,31 @@ def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(
         subprocess.run(["docker", "unpause", node], check=True, timeout=60)
     with Step("nodes-node-back"):
         release.cluster.kubectl("wait", "--for=condition=Ready", f"node/{node}", "--timeout=300s")
-    with Step("nodes-completed"):
-        wait_phase(release, job, {"COMPLETED"}, timeout=600)
-    assert_exactly_once(release, job, end)
+        # The operator deleted the frozen driver's Pod without a grace period, so only the
+        # node's kubelet, back, stops its container: whatever that driver did on its way out
+        # (the newer execution fences it) is then done before the output is checked.
+        old_driver = driver["metadata"]["name"]
+        wait_for(
+            release,
+            f"the containers of pod={old_driver} on node={node} gone",
+            lambda: not _running_containers(node, old_driver),
+            timeout=180,
+        )
+        wait_snapshot(release, job, snapshot_id(after) + 1)
+    with Step("nodes-suspended"):
+        suspend_with_exact_prefix(release, job)
+
+
+def _running_containers(node: str, pod: str) -> list[str]:
+    """The ids of the containers of Pod ``pod`` still running on ``node`` (its kind node)."""
+    out = subprocess.run(
+        ["docker", "exec", node, "crictl", "ps", "-q", "--label", f"io.kubernetes.pod.name={pod}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return out.stdout.split()
 
 
 def _event_reasons(release: Release, job: str) -> list[str]:

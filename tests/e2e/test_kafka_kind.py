@@ -121,9 +121,9 @@ def test_kafka_in_the_cluster_to_postgres_and_kafka_exactly_once_across_a_lost_d
                 "events_table": f"{table}_events",
                 "out_topic": out_topic,
                 "keys": SUM_KEYS,
-                # 10 epochs or more, a snapshot after each (about 5 s on kind): the job is
+                # 6 epochs or more, a snapshot after each (about 5 s on kind): the job is
                 # still running when its driver is lost after the first.
-                "max_rows_per_epoch": EVENTS // 10,
+                "max_rows_per_epoch": EVENTS // 6,
                 "group_id": f"{table}-group",
                 "bounded": "true",
             },

@@ -9,7 +9,6 @@ of them would take. PostgreSQL runs in the cluster (``examples/kubernetes/postgr
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -24,6 +23,7 @@ from tests.e2e.release import (
     Step,
     assert_exactly_once,
     attempt,
+    patch_spec,
     psql,
     sequence_sum_args,
     snapshot_id,
@@ -35,6 +35,9 @@ from tests.e2e.release import (
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 EXPORT = "lifecycle-export"
+FINISHING_RATE = 2000
+"""The pace the upgrade sets: faster than the job can read, so it reads CATCH_UP rows an epoch
+to its end."""
 
 
 def _members(release: Release) -> list[dict[str, Any]]:
@@ -46,10 +49,6 @@ def _ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) and not pod[
         "metadata"
     ].get("deletionTimestamp")
-
-
-def _patch(release: Release, job: str, spec: dict[str, Any]) -> None:
-    release.kubectl("patch", "snapshotjob", job, "--type=merge", "-p", json.dumps({"spec": spec}))
 
 
 def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
@@ -99,7 +98,7 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
         after_rollout = wait_snapshot(release, job, snapshot_id(running) + 2, timeout=300)
 
     with Step("lifecycle-suspended"):
-        _patch(release, job, {"suspend": True})
+        patch_spec(release, job, {"suspend": True})
         suspended = wait_phase(release, job, {"SUSPENDED"}, timeout=240)
         assert snapshot_id(suspended) > snapshot_id(after_rollout)
         ((committed,),) = psql(release, "SELECT count(*) FROM lifecycle_events")
@@ -107,7 +106,7 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
         assert 0 < offset < end, offset
 
     with Step("lifecycle-exported"):
-        _patch(release, job, {"exportSnapshot": {"name": EXPORT}})
+        patch_spec(release, job, {"exportSnapshot": {"name": EXPORT}})
         exported = wait_for(
             release,
             f"job={job} export {EXPORT}",
@@ -127,7 +126,7 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
         assert exported["snapshotId"] == snapshot_id(suspended), exported
 
     with Step("lifecycle-resumed"):
-        _patch(release, job, {"suspend": False})
+        patch_spec(release, job, {"suspend": False})
         resumed = wait_snapshot(release, job, snapshot_id(suspended), timeout=300)
         assert attempt(resumed) == attempt(suspended) + 1
         pod = resumed["status"]["execution"]["driverPod"]
@@ -135,9 +134,16 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
 
     with Step("lifecycle-upgraded"):
         # statePartitions 8 -> 4 (upgradeMode: snapshot): a terminal snapshot, then the keyed
-        # state re-partitioned on restore.
+        # state re-partitioned on restore. The same change raises the pace, as a user speeding
+        # a job up would: the paced offset (rows read, start time) is restored as it was and
+        # the sequence catches up to the new pace, CATCH_UP rows an epoch, so the job then
+        # ends in a few epochs instead of after the rest of its paced minutes.
         before = release.job(job) or {}
-        _patch(release, job, {"statePartitions": 4})
+        patch_spec(
+            release,
+            job,
+            {"statePartitions": 4, "pipeline": {"args": {"rows_per_second": FINISHING_RATE}}},
+        )
         upgraded = wait_for(
             release,
             f"job={job} upgraded",
