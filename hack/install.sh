@@ -126,6 +126,25 @@ fetch_maven_deps "$KAFKA_LIBS" "org.apache.kafka:kafka_2.13:$KAFKA_VERSION and i
 DEPS
 step "Kafka broker $KAFKA_VERSION in $KAFKA_LIBS"
 
+# --- An S3-compatible server for the tests: s3proxy, from Maven Central (testbed/s3.py) ------
+# One self-contained jar (the jar-with-dependencies classifier) whose filesystem backend keeps
+# the objects in a directory. Its version is pinned in testbed/s3proxy.version alone, which
+# testbed/s3.py reads too. Copied through a scratch directory so an interrupted copy never
+# leaves a partial jar under the final name.
+S3PROXY_VERSION=${S3PROXY_VERSION:-$(tr -d '[:space:]' <"$REPO/testbed/s3proxy.version")}
+S3PROXY_JAR=$CACHE/jars/s3proxy-$S3PROXY_VERSION-jar-with-dependencies.jar
+if [ ! -s "$S3PROXY_JAR" ]; then
+    step "Fetching org.gaul:s3proxy:$S3PROXY_VERSION (jar-with-dependencies) into $CACHE/jars"
+    mkdir -p "$CACHE/jars"
+    scratch=$(mktemp -d "$CACHE/jars/.s3proxy-XXXXXX")
+    (cd "$CACHE" && mvn -q -B dependency:copy \
+        "-Dartifact=org.gaul:s3proxy:$S3PROXY_VERSION:jar:jar-with-dependencies" \
+        "-DoutputDirectory=$scratch") || { rm -rf "$scratch"; fail "Maven could not fetch s3proxy"; }
+    mv "$scratch/$(basename "$S3PROXY_JAR")" "$S3PROXY_JAR"
+    rm -rf "$scratch"
+fi
+step "s3proxy $S3PROXY_VERSION at $S3PROXY_JAR"
+
 # --- The drivers' class data sharing archive (spark_runtime/cds.py) ------------------------
 # Every local driver start maps Spark's classes from it instead of loading them: about 4 s
 # less per start (bench/driver_start.py). Built once per virtualenv and Java, about 40 s.

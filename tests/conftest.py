@@ -2,7 +2,7 @@
 
 The real-server fixtures live in :mod:`tests.fixtures` (thin pytest plugins over the
 :mod:`testbed` package); they are registered here as plugins so every test module can ask
-for ``hazelcast_cluster``, ``postgres``, ``spark``, ``kube_api`` or ``kind_cluster``.
+for ``hazelcast_cluster``, ``postgres``, ``s3``, ``spark``, ``kube_api`` or ``kind_cluster``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ pytest_plugins = [
     "tests.fixtures.in_process_driver",
     "tests.fixtures.postgres",
     "tests.fixtures.kafka",
+    "tests.fixtures.s3",
     "tests.fixtures.spark",
     "tests.fixtures.kube",
     "tests.fixtures.netns",

@@ -160,7 +160,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
 def test_interrupted_run_leaves_no_servers(how: signal.Signals, tmp_path: Path) -> None:
     """A test run stopped by Ctrl-C, or killed outright, leaves no member or server behind
-    (three Hazelcast members, PostgreSQL, the Kafka broker).
+    (three Hazelcast members, PostgreSQL, the Kafka broker, the S3 server).
 
     A child pytest session starts the real fixtures and reports their process ids; it is then
     interrupted the way a terminal does (SIGINT to its process group) or killed.
@@ -182,7 +182,7 @@ def test_interrupted_run_leaves_no_servers(how: signal.Signals, tmp_path: Path) 
             time.sleep(0.5)
         time.sleep(0.5)  # the file is written whole before its name appears, but be patient
         pids: list[int] = json.loads(pids_file.read_text())
-        assert len(pids) == 5 and all(_alive(p) for p in pids)
+        assert len(pids) == 6 and all(_alive(p) for p in pids)
 
         os.killpg(child.pid, how)
         child.wait(timeout=120)

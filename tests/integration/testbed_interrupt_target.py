@@ -14,14 +14,16 @@ from pathlib import Path
 from testbed.hazelcast import HazelcastCluster
 from testbed.kafka import KafkaBroker
 from testbed.postgres import PostgresServer
+from testbed.s3 import S3Server
 
 
 def test_wait_for_interrupt(
-    hazelcast_cluster: HazelcastCluster, postgres: PostgresServer, kafka: KafkaBroker
+    hazelcast_cluster: HazelcastCluster, postgres: PostgresServer, kafka: KafkaBroker, s3: S3Server
 ) -> None:
     pids = [m.process.pid for m in hazelcast_cluster.nodes] + [
         postgres.process.pid,
         kafka.process.pid,
+        s3.process.pid,
     ]
     target = Path(os.environ["SJ_INTERRUPT_PIDS"])
     partial = target.with_suffix(".tmp")
