@@ -31,6 +31,7 @@ from snapshot_protocol.chunks import (
     LEGACY_VALIDATION_RECORD_KEY,
     ChunkKey,
     ValidationRecord,
+    parse_validation_record,
     snapshot_id_of_key,
     validate_snapshot,
     validation_record_id,
@@ -242,18 +243,7 @@ class HazelcastSnapshotStore:
             payload = target.get(validation_record_key(snapshot_id)).result()
             if payload is None:
                 payload = target.get(LEGACY_VALIDATION_RECORD_KEY).result()
-        if payload is None:
-            return None
-        try:
-            data = json.loads(payload)
-        except ValueError as exc:
-            raise ValueError(f"not JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        try:
-            return ValidationRecord.from_dict(data)
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"field {exc} is missing or of the wrong type") from exc
+        return None if payload is None else parse_validation_record(payload)
 
     def latest_snapshot_id(self, map_name: str) -> int | None:
         """The highest snapshot id with a validation record in the map, or None."""
