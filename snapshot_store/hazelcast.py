@@ -247,10 +247,15 @@ class HazelcastSnapshotStore:
 
     def latest_snapshot_id(self, map_name: str) -> int | None:
         """The highest snapshot id with a validation record in the map, or None."""
+        return max(self.snapshot_ids(map_name), default=None)
+
+    def snapshot_ids(self, map_name: str) -> list[int]:
+        """Every snapshot id with a validation record in the map, ascending."""
         with _translated(map_name, "list keys"):
             keys = self._map(map_name).key_set().result()
-        ids = [found for key in keys if (found := validation_record_id(str(key))) is not None]
-        return max(ids, default=None)
+        return sorted(
+            found for key in keys if (found := validation_record_id(str(key))) is not None
+        )
 
     def missing_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> list[ChunkKey]:
         """Those of ``keys`` that are not in the map, from one key-set query of every owner.
