@@ -314,9 +314,9 @@ CATCH_UP = 1000
 """Rows per epoch at most while a restored job catches up with its pace. An epoch's cost is
 mostly fixed (an epoch of 400 rows took 1 to 2 s on the kind cluster), so bigger catch-up
 epochs clear the lag of a fault (a minute of no progress: 6000 rows at 100 per second)
-sooner. With 200 the catch-up barely outran the pace and each test then waited 3 to 4
-minutes for its job to end after the last fault; with 400 the tests still spent 2 to 2.5
-minutes after their last fault (``faults-completed``, ``nodes-completed``)."""
+sooner: with 200 the catch-up barely outran the pace. A catch-up that lags leaves the job
+less far along when it is suspended, and a test that waits for the next snapshot after a
+fault waits for it."""
 
 
 def sequence_sum_args(

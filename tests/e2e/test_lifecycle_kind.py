@@ -36,8 +36,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 EXPORT = "lifecycle-export"
 FINISHING_RATE = 2000
-"""The pace the upgrade sets: faster than the job can read, so it reads CATCH_UP rows an epoch
-to its end."""
+"""The pace the upgrade sets, and the copy's: faster than a job can read, so it reads to its
+end as fast as its epochs allow."""
 
 
 def _members(release: Release) -> list[dict[str, Any]]:
@@ -166,9 +166,11 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
 
     copy = "lifecycle-copy"
     with Step("lifecycle-copy-completed"):
+        # At the finishing pace: the copy reads the rest of the sequence at once, instead of
+        # waiting for the paced minutes the export's offset has not reached yet.
         release.apply_job(
             copy,
-            sequence_sum_args(postgres, copy, end, rate=50),
+            sequence_sum_args(postgres, copy, end, rate=FINISHING_RATE),
             pipeline=SEQUENCE_SUM,
             initialSnapshotName=EXPORT,
         )

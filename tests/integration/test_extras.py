@@ -73,7 +73,18 @@ def test_an_extra_alone_imports_its_program(extra: str, tmp_path: Path) -> None:
     source = _source_copy(tmp_path)
     target = f"{source}[{extra}]" if extra else str(source)
     install = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", target],
+        # --no-compile: the imports below compile what they need; byte-compiling all of
+        # PySpark's sources up front only made the test slower.
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-compile",
+            "--disable-pip-version-check",
+            target,
+        ],
         capture_output=True,
         text=True,
         timeout=900,
