@@ -277,6 +277,25 @@ class ValidationRecord:
         return record
 
 
+def parse_validation_record(payload: bytes | bytearray | str) -> ValidationRecord:
+    """Reads a validation record as a store holds it: the JSON of :meth:`ValidationRecord.to_dict`.
+
+    Raises:
+        UnreadableFormat: If the record is of another format version or checksum.
+        ValueError: If the payload is not JSON, not an object, or misses a field.
+    """
+    try:
+        data = json.loads(payload)
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    try:
+        return ValidationRecord.from_dict(data)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"field {exc} is missing or of the wrong type") from exc
+
+
 class UnreadableFormat(ValueError):  # noqa: N818 - names the condition
     """A validation record this code cannot read: another format version or checksum.
 

@@ -31,6 +31,7 @@ from snapshot_protocol.chunks import (
     LEGACY_VALIDATION_RECORD_KEY,
     ChunkKey,
     ValidationRecord,
+    parse_validation_record,
     snapshot_id_of_key,
     validate_snapshot,
     validation_record_id,
@@ -242,25 +243,19 @@ class HazelcastSnapshotStore:
             payload = target.get(validation_record_key(snapshot_id)).result()
             if payload is None:
                 payload = target.get(LEGACY_VALIDATION_RECORD_KEY).result()
-        if payload is None:
-            return None
-        try:
-            data = json.loads(payload)
-        except ValueError as exc:
-            raise ValueError(f"not JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        try:
-            return ValidationRecord.from_dict(data)
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"field {exc} is missing or of the wrong type") from exc
+        return None if payload is None else parse_validation_record(payload)
 
     def latest_snapshot_id(self, map_name: str) -> int | None:
         """The highest snapshot id with a validation record in the map, or None."""
+        return max(self.snapshot_ids(map_name), default=None)
+
+    def snapshot_ids(self, map_name: str) -> list[int]:
+        """Every snapshot id with a validation record in the map, ascending."""
         with _translated(map_name, "list keys"):
             keys = self._map(map_name).key_set().result()
-        ids = [found for key in keys if (found := validation_record_id(str(key))) is not None]
-        return max(ids, default=None)
+        return sorted(
+            found for key in keys if (found := validation_record_id(str(key))) is not None
+        )
 
     def missing_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> list[ChunkKey]:
         """Those of ``keys`` that are not in the map, from one key-set query of every owner.

@@ -50,6 +50,7 @@ from snapshotjob_contract.record import (
 )
 from snapshotjob_contract.spec import (
     DriverResources,
+    DurableStorageSpec,
     ExecutorResources,
     ExportSnapshotSpec,
     HazelcastSpec,
@@ -94,6 +95,7 @@ __all__ = [
     "DriverExit",
     "DriverExitStatus",
     "DriverResources",
+    "DurableStorageSpec",
     "ExecutionRecord",
     "ExecutionRecordStatus",
     "ExecutionStatus",

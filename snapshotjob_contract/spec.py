@@ -224,6 +224,40 @@ class HazelcastSpec(ApiModel):
     members than backups. Exports always get 6, whichever job wrote them."""
 
 
+S3_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+"""An S3 bucket name as AWS and S3-compatible servers accept it: 3 to 63 lower-case letters,
+digits, dots and hyphens, starting and ending with a letter or digit."""
+
+S3_PREFIX_PATTERN = r"^([A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*)?$"
+"""A key prefix of path segments of S3's safe characters, without a leading or trailing ``/``
+or an empty segment, so every object key it makes is unambiguous."""
+
+
+class DurableStorageSpec(ApiModel):
+    """Object storage, reached through the S3 API, that keeps durable copies of snapshots.
+
+    Not used by the operator yet: the field is accepted and validated so that manifests can
+    name their storage; what is copied there is described in docs/durable-snapshots.md.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    bucket: str = Field(pattern=S3_BUCKET_PATTERN)
+    """The bucket; it must exist, and the credentials must be allowed to read, write, list and
+    delete objects in it."""
+    prefix: str = Field(default="", max_length=512, pattern=S3_PREFIX_PATTERN)
+    """Where under the bucket this job's copies are kept, e.g. `team-a/snapshots`; empty for the
+    bucket's root."""
+    endpoint: str | None = Field(
+        default=None, pattern=r"^https?://[^\s/]+(/.*)?$", exclude_if=_unset
+    )
+    """The S3 API's URL, e.g. `http://minio.storage:9000`; empty for AWS S3 itself."""
+    region: str = Field(default="us-east-1", min_length=1)
+    """The region requests are signed for."""
+    credentials_secret: str = Field(max_length=DNS_LABEL_MAX_LENGTH, pattern=DNS_LABEL_PATTERN)
+    """A Secret in the job's namespace with the keys `accessKeyId` and `secretAccessKey`."""
+
+
 class SnapshotJobSpec(ApiModel):
     """The desired state of a snapshot-protected PySpark job."""
 
@@ -277,6 +311,8 @@ class SnapshotJobSpec(ApiModel):
     """Restarts of failed executions."""
     hazelcast: HazelcastSpec = Field(default_factory=HazelcastSpec)
     """The Hazelcast cluster holding the snapshot data."""
+    durable_storage: DurableStorageSpec | None = Field(default=None, exclude_if=_unset)
+    """Object storage for durable copies of this job's snapshots (not used yet)."""
 
     def execution_fingerprint(self) -> str:
         """Returns a digest of the fields an execution runs with.

@@ -1,5 +1,8 @@
 """``python -m spark_runtime run``: the driver process, in local mode or in a Kubernetes Pod.
 
+(``python -m spark_runtime snapshot ...`` inspects snapshots instead; see
+:mod:`spark_runtime.snapshot_command`.)
+
 Both modes run the same :class:`~spark_runtime.driver.Driver`; they differ only in where the
 job's settings and the execution record come from. Local mode takes everything from the
 command line and keeps the record in a file (:class:`FileRecordStore`), so a pipeline can be
@@ -27,6 +30,8 @@ from snapshotjob_contract.record import MAX_BACKUP_COUNT
 from snapshotjob_contract.spec import DEFAULT_STATE_PARTITIONS, ProcessingGuarantee
 from spark_runtime.execution import BadInput, Mode, run
 from spark_runtime.local_mode import LocalMode
+from spark_runtime.snapshot_command import add_parser as add_snapshot_parser
+from spark_runtime.snapshot_command import run_snapshot_command
 
 # The driver's own messages have always come from this logger, whichever module logs them.
 _log = logging.getLogger("spark_runtime")
@@ -92,6 +97,7 @@ def parser() -> argparse.ArgumentParser:
         "epoch's range of a source ends (a Kafka cluster that is down)",
     )
     run.add_argument("--log-level", default="INFO")
+    add_snapshot_parser(commands)
     return root
 
 
@@ -112,6 +118,9 @@ def open_mode(ns: argparse.Namespace) -> Mode:
 def main(argv: Sequence[str] | None = None) -> int:
     """The process entry point; a failpoint crash never returns (see ``execution.crash_now``)."""
     ns = parser().parse_args(argv)
+    if ns.command == "snapshot":
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+        return run_snapshot_command(ns)
     logging.basicConfig(
         level=ns.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

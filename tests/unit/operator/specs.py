@@ -97,4 +97,30 @@ INVALID_SPECS = (
     InvalidSpecCase("unknown-upgrade-mode", {"upgradeMode": "savepoint"}, "spec.upgradeMode"),
     InvalidSpecCase("zero-state-partitions", {"statePartitions": 0}, "spec.statePartitions"),
     InvalidSpecCase("too-many-state-partitions", {"statePartitions": 1025}, "spec.statePartitions"),
+    InvalidSpecCase(
+        "durable-storage-bucket-upper-case",
+        {"durableStorage": {"bucket": "Team-Snapshots", "credentialsSecret": "s3-keys"}},
+        "spec.durableStorage.bucket",
+    ),
+    InvalidSpecCase(
+        "durable-storage-prefix-trailing-slash",
+        {"durableStorage": {"bucket": "snapshots", "prefix": "team/", "credentialsSecret": "k"}},
+        "spec.durableStorage.prefix",
+    ),
+    InvalidSpecCase(
+        "durable-storage-endpoint-without-scheme",
+        {
+            "durableStorage": {
+                "bucket": "snapshots",
+                "endpoint": "minio.storage:9000",
+                "credentialsSecret": "k",
+            }
+        },
+        "spec.durableStorage.endpoint",
+    ),
+    InvalidSpecCase(
+        "durable-storage-without-credentials",
+        {"durableStorage": {"bucket": "snapshots"}},
+        "spec.durableStorage.credentialsSecret",
+    ),
 )

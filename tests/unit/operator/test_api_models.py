@@ -54,6 +54,22 @@ def test_specs_are_read_and_written_in_camel_case() -> None:
     assert SnapshotJobSpec.model_validate(written) == spec
 
 
+def test_durable_storage_is_optional_and_changes_no_fingerprint() -> None:
+    storage = {
+        "bucket": "team.snapshots-1",
+        "prefix": "team-a/jobs",
+        "endpoint": "http://minio.storage:9000",
+        "credentialsSecret": "s3-keys",
+    }
+    plain = SnapshotJobSpec.model_validate(VALID_SPEC)
+    durable = SnapshotJobSpec.model_validate({**VALID_SPEC, "durableStorage": storage})
+
+    assert durable.to_json()["durableStorage"] == {**storage, "region": "us-east-1"}
+    assert "durableStorage" not in plain.to_json()
+    # Only the operator will read it: a job given storage needs no new execution.
+    assert durable.execution_fingerprint() == plain.execution_fingerprint()
+
+
 @pytest.mark.parametrize("case", INVALID_SPECS, ids=lambda case: case.name)
 def test_the_models_reject_what_the_crd_rejects(case: InvalidSpecCase) -> None:
     with pytest.raises(pydantic.ValidationError) as rejected:

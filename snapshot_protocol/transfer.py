@@ -1,0 +1,82 @@
+"""Copying a validated snapshot from one snapshot store to another, verified end to end.
+
+Why here, in the pure core: making an export durable (Hazelcast to object storage) and bringing
+a durable export back (object storage to Hazelcast) must be checked exactly like a restore.
+The source is validated first (its validation record, every listed chunk present), every chunk
+is verified against the size and checksum its validation record lists as it is read, the
+validation record is written only after every chunk (a copy cut short has no record, so no
+restore takes it for a snapshot), and the copy is validated before it counts. Only the ports
+are used, so one function serves any pair of stores, and the protocol's fakes can test it
+without I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from snapshot_protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot, verify_chunk
+from snapshot_protocol.ports import ChunkReader, SnapshotStore
+
+TRANSFER_BATCH = 32
+"""Chunks read, verified and written per round: enough to keep a store's parallel puts busy,
+few enough that a round's chunks (at most 32 MiB of 1 MiB chunks) are a bounded buffer."""
+
+
+@runtime_checkable
+class BulkChunkReader(Protocol):
+    """A store that reads several chunks at once (in parallel); read one by one otherwise."""
+
+    def read_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> Sequence[bytes | bytearray]:
+        """Returns the chunks' values in the order of ``keys``."""
+        ...
+
+
+def transfer_snapshot(
+    source: SnapshotStore,
+    source_map: str,
+    target: SnapshotStore,
+    target_map: str,
+    snapshot_id: int,
+) -> ValidationRecord:
+    """Copies snapshot ``snapshot_id`` from ``source_map`` of one store to ``target_map`` of
+    another (or of the same one), verifying every chunk, then validates the copy.
+
+    The target map is not cleared first: keys carry their snapshot id, so whatever else the
+    target holds is never read as this snapshot, and the caller decides what to discard.
+
+    Args:
+        source: The store holding the snapshot.
+        source_map: Its map (a prefix, in object storage).
+        target: The store to copy it to.
+        target_map: The map to copy it into.
+        snapshot_id: The snapshot's id, kept in the copy.
+
+    Returns:
+        The copy's validation record (the source's, validated again in the target).
+
+    Raises:
+        SnapshotCorrupted: If the source fails validation, a chunk does not match its checksum
+            (naming the snapshot and the chunk), or the copy fails validation.
+        SnapshotIncompatible: If the source's record is of a format this code does not read.
+        SnapshotStoreError: If either store could not be read or written.
+    """
+    record = validate_snapshot(source, source_map, snapshot_id)
+    chunks = record.chunks
+    for start in range(0, len(chunks), TRANSFER_BATCH):
+        batch = chunks[start : start + TRANSFER_BATCH]
+        values = _read(source, source_map, [chunk.key for chunk in batch])
+        for chunk, value in zip(batch, values, strict=True):
+            verify_chunk(source_map, snapshot_id, chunk, value)
+        target.put_chunks(
+            target_map,
+            [(chunk.key, bytes(value)) for chunk, value in zip(batch, values, strict=True)],
+        )
+    target.put_validation_record(target_map, record)
+    return validate_snapshot(target, target_map, snapshot_id)
+
+
+def _read(store: ChunkReader, map_name: str, keys: list[ChunkKey]) -> Sequence[bytes | bytearray]:
+    if isinstance(store, BulkChunkReader):
+        return store.read_chunks(map_name, keys)
+    return [store.read_chunk(map_name, key) for key in keys]

@@ -1,0 +1,183 @@
+"""``python -m spark_runtime snapshot list|inspect|validate``: snapshots in Hazelcast or S3.
+
+Why a command: after an incident the first questions are which snapshots a job has, what is
+in them and whether they would restore. The answers come from the validation records and the
+same checks a restore makes (:mod:`snapshot_protocol.inspection`), from Hazelcast or from a
+durable copy in object storage, without starting Spark. Exit codes are the driver's: 0 when
+the snapshot is sound, 65 corrupted, 66 not found, 78 incompatible, 69 when the store could
+not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from snapshot_protocol import SnapshotCorrupted, SnapshotIncompatible
+from snapshot_protocol.errors import SnapshotStoreError
+from snapshot_protocol.inspection import SnapshotSummary, summarize, verify_snapshot
+from snapshot_protocol.ports import SnapshotStore
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.record import export_map_name
+
+
+def add_parser(commands: Any) -> None:
+    """Adds ``snapshot`` and its subcommands to the program's subparsers."""
+    snapshot = commands.add_parser("snapshot", help="list, inspect or validate snapshots")
+    actions = snapshot.add_subparsers(dest="action", required=True)
+    for name, helptext in (
+        ("list", "every snapshot id with a validation record in the map"),
+        ("inspect", "one snapshot's validation record, summed by participant"),
+        ("validate", "everything a restore checks: the record, every chunk and its checksum"),
+    ):
+        action = actions.add_parser(name, help=helptext)
+        where = action.add_mutually_exclusive_group(required=True)
+        where.add_argument("--map", help="the snapshot map (or prefix, in object storage)")
+        where.add_argument("--export", help="an exported snapshot's name (with --namespace)")
+        action.add_argument("--namespace", default="default", help="the export's namespace")
+        if name != "list":
+            action.add_argument("--snapshot-id", type=int, help="default: the newest")
+        action.add_argument("--hazelcast", help="comma-separated host:port of Hazelcast members")
+        action.add_argument("--cluster-name", default="dev", help="Hazelcast cluster name")
+        action.add_argument("--s3-endpoint", help="S3 API endpoint URL (instead of Hazelcast)")
+        action.add_argument("--bucket", help="the bucket of the durable copies")
+        action.add_argument("--prefix", default="", help="where under the bucket")
+        action.add_argument("--region", default="us-east-1")
+        action.add_argument("-o", "--output", choices=["text", "json"], default="text")
+
+
+def run_snapshot_command(ns: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """Runs one ``snapshot`` subcommand; returns its exit code."""
+    map_name = ns.map or export_map_name(ns.namespace, ns.export)
+    try:
+        store, close = _open_store(ns)
+    except (SnapshotStoreError, ValueError) as error:
+        print(f"Cannot open the snapshot store: {error}", file=sys.stderr)
+        return int(
+            DriverExit.BAD_INPUT if isinstance(error, ValueError) else DriverExit.TRANSIENT_FAILURE
+        )
+    try:
+        return _run(ns, store, map_name, out)
+    except SnapshotCorrupted as error:
+        print(str(error), file=sys.stderr)
+        return int(DriverExit.SNAPSHOT_CORRUPTED)
+    except SnapshotIncompatible as error:
+        print(str(error), file=sys.stderr)
+        return int(DriverExit.SNAPSHOT_INCOMPATIBLE)
+    except SnapshotStoreError as error:
+        print(f"Cannot read map {map_name}: {error}", file=sys.stderr)
+        return int(DriverExit.TRANSIENT_FAILURE)
+    finally:
+        close()
+
+
+def _run(ns: argparse.Namespace, store: SnapshotStore, map_name: str, out: TextIO) -> int:
+    if ns.action == "list":
+        ids = _snapshot_ids(store, map_name)
+        summaries = []
+        for listed in ids:
+            record = store.get_validation_record(map_name, listed)
+            if record is not None:
+                summaries.append(summarize(record))
+        _print_list(map_name, summaries, ns.output, out)
+        return 0
+    snapshot_id: int | None = ns.snapshot_id
+    if snapshot_id is None:
+        snapshot_id = store.latest_snapshot_id(map_name)
+        if snapshot_id is None:
+            print(f"No snapshot with a validation record in map {map_name}", file=sys.stderr)
+            return int(DriverExit.SNAPSHOT_NOT_FOUND)
+    if ns.action == "inspect":
+        record = store.get_validation_record(map_name, snapshot_id)
+        if record is None:
+            print(
+                f"Snapshot {snapshot_id} has no validation record in map {map_name}",
+                file=sys.stderr,
+            )
+            return int(DriverExit.SNAPSHOT_NOT_FOUND)
+        _print_one(map_name, summarize(record), ns.output, out, verified=False)
+        return 0
+    _print_one(
+        map_name, verify_snapshot(store, map_name, snapshot_id), ns.output, out, verified=True
+    )
+    return 0
+
+
+def _snapshot_ids(store: SnapshotStore, map_name: str) -> list[int]:
+    lister = getattr(store, "snapshot_ids", None)
+    if lister is not None:
+        return list(lister(map_name))
+    latest = store.latest_snapshot_id(map_name)
+    return [] if latest is None else [latest]
+
+
+def _open_store(ns: argparse.Namespace) -> tuple[SnapshotStore, Any]:
+    if bool(ns.hazelcast) == bool(ns.s3_endpoint):
+        raise ValueError("Give exactly one of --hazelcast and --s3-endpoint")
+    if ns.hazelcast:
+        from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
+
+        hazelcast = connect(ns.hazelcast.split(","), ns.cluster_name)
+        return HazelcastSnapshotStore(hazelcast), hazelcast.shutdown
+    if not ns.bucket:
+        raise ValueError("--s3-endpoint needs --bucket")
+    import boto3
+
+    from snapshot_store.s3 import S3SnapshotStore
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=ns.s3_endpoint,
+        region_name=ns.region,
+        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
+        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
+    )
+    return S3SnapshotStore(s3, ns.bucket, ns.prefix), s3.close
+
+
+def _when(millis: int) -> str:
+    return datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _print_list(map_name: str, summaries: list[SnapshotSummary], output: str, out: TextIO) -> None:
+    if output == "json":
+        json.dump({"map": map_name, "snapshots": [asdict(s) for s in summaries]}, out, indent=2)
+        out.write("\n")
+        return
+    out.write(f"MAP {map_name}\n")
+    out.write(f"{'SNAPSHOT':>8}  {'CREATED':20}  {'CHUNKS':>6}  {'BYTES':>12}  {'KEYS':>10}  JOB\n")
+    for s in summaries:
+        out.write(
+            f"{s.snapshot_id:>8}  {_when(s.creation_time):20}  {s.num_chunks:>6}  "
+            f"{s.num_bytes:>12}  {s.num_keys:>10}  {s.job_uid}\n"
+        )
+
+
+def _print_one(
+    map_name: str, summary: SnapshotSummary, output: str, out: TextIO, *, verified: bool
+) -> None:
+    if output == "json":
+        json.dump({"map": map_name, "verified": verified, **asdict(summary)}, out, indent=2)
+        out.write("\n")
+        return
+    out.write(
+        f"Snapshot {summary.snapshot_id} in map {map_name}: job {summary.job_uid}, created "
+        f"{_when(summary.creation_time)}, {summary.num_chunks} chunks, {summary.num_bytes} bytes, "
+        f"{summary.num_keys} keys, {summary.state_partitions} state partitions, pipeline "
+        f"fingerprint {summary.fingerprint}\n"
+    )
+    for op in summary.operators:
+        out.write(
+            f"  {op.operator}: {op.description}; {op.partitions} partitions, {op.chunks} chunks, "
+            f"{op.num_bytes} bytes, {op.num_keys} keys\n"
+        )
+    if verified:
+        out.write(
+            f"Valid: the validation record, all {summary.num_chunks} chunks present and every "
+            "checksum verified\n"
+        )
