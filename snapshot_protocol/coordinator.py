@@ -56,6 +56,7 @@ from snapshot_protocol.states import (
     SnapshotOutcome,
     TerminationRequest,
 )
+from snapshot_protocol.transfer import transfer_snapshot
 from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
 from snapshotjob_contract.record import (
     ExecutionRecord,
@@ -98,6 +99,7 @@ class SnapshotCoordinator:
         participants: Sequence[Participant],
         clock: Clock,
         failpoints: Failpoints | None = None,
+        durable: SnapshotStore | None = None,
     ) -> None:
         names = [participant.name for participant in participants]
         if len(set(names)) != len(names):
@@ -106,6 +108,7 @@ class SnapshotCoordinator:
         self._shape = config.shape or PipelineShape({name: "" for name in names})
         self._records = records
         self._snapshots = snapshots
+        self._durable = durable
         self._participants = tuple(participants)
         self._clock = clock
         self._failpoints = failpoints if failpoints is not None else Failpoints()
@@ -276,14 +279,28 @@ class SnapshotCoordinator:
     def _validate_initial(self, map_name: str, name: str) -> ValidationRecord:
         """Restore step 4 for the initial snapshot, whose id only its validation records know.
 
+        An export the store does not hold (the store was re-created since) is looked for in
+        durable storage, and if found there copied back into the store, verified chunk by chunk
+        and validated again, before the restore reads it like any other.
+
         Raises:
-            SnapshotNotFound: If the export holds no validation record.
-            SnapshotCorrupted: If the export fails validation.
-            SnapshotStoreError: If the store could not be read.
+            SnapshotNotFound: If neither the store nor durable storage holds the export.
+            SnapshotCorrupted: If the export, or its durable copy, fails validation.
+            SnapshotStoreError: If the store or durable storage could not be read.
         """
         snapshot_id = self._snapshots.latest_snapshot_id(map_name)
+        if snapshot_id is None and self._durable is not None:
+            snapshot_id = self._durable.latest_snapshot_id(map_name)
+            if snapshot_id is not None:
+                _log.info(
+                    "Copying initial snapshot from durable storage name=%s map=%s snapshotId=%d",
+                    name,
+                    map_name,
+                    snapshot_id,
+                )
+                transfer_snapshot(self._durable, map_name, self._snapshots, map_name, snapshot_id)
         if snapshot_id is None:
-            raise SnapshotNotFound(map_name, name)
+            raise SnapshotNotFound(map_name, name, durable_searched=self._durable is not None)
         _log.info(
             "Restoring from initial snapshot name=%s map=%s snapshotId=%d",
             name,

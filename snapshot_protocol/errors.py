@@ -149,15 +149,17 @@ class SnapshotNotFound(SnapshotUnusable):
     Args:
         map_name: The export map looked in.
         name: The export name.
+        durable_searched: Whether durable storage was searched too.
     """
 
-    def __init__(self, map_name: str, name: str) -> None:
+    def __init__(self, map_name: str, name: str, *, durable_searched: bool = False) -> None:
+        where = " in the store or in durable storage" if durable_searched else ""
         super().__init__(
             map_name,
             -1,
             f"no validation record in map '{map_name}'",
             f"The initial snapshot '{name}' does not exist: map '{map_name}' holds no complete "
-            "snapshot. Set spec.initialSnapshotName to an export listed in "
+            f"snapshot{where}. Set spec.initialSnapshotName to an export listed in "
             "status.exportedSnapshots of a SnapshotJob in this namespace",
         )
 

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING
 
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from snapshot_protocol.chunks import (
@@ -57,6 +58,48 @@ _DELETE_BATCH = 1000
 _ABSENT = frozenset({"NoSuchKey", "404", "NotFound"})
 
 _Call = Callable[[], bytes | None]
+
+
+def connect_s3(
+    endpoint: str | None,
+    region: str,
+    *,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    window: int = DEFAULT_WINDOW,
+) -> S3Client:
+    """Returns an S3 client for a snapshot store.
+
+    Path-style addressing for a given endpoint (S3-compatible servers such as MinIO and s3proxy
+    seldom resolve a bucket as a host name), the standard retry mode (a bounded 3 attempts with
+    backoff, on throttling and 5xx), a connection pool as large as the request window, and
+    timeouts that turn a server that stopped answering into an error instead of a hang.
+
+    Args:
+        endpoint: The S3 API's URL; None for AWS S3 itself.
+        region: The region requests are signed for.
+        access_key: The access key; None for boto3's own lookup (``AWS_ACCESS_KEY_ID``, ...).
+        secret_key: The secret key, with ``access_key``.
+        window: Requests the store keeps in flight at once.
+    """
+    import boto3
+
+    config = Config(
+        region_name=region,
+        connect_timeout=10,
+        read_timeout=60,
+        retries={"max_attempts": 3, "mode": "standard"},
+        max_pool_connections=max(window, 10),
+        s3={"addressing_style": "path"} if endpoint else None,
+    )
+    client: S3Client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        config=config,
+    )
+    return client
 
 
 class S3SnapshotStore:

@@ -236,8 +236,8 @@ or an empty segment, so every object key it makes is unambiguous."""
 class DurableStorageSpec(ApiModel):
     """Object storage, reached through the S3 API, that keeps durable copies of snapshots.
 
-    Not used by the operator yet: the field is accepted and validated so that manifests can
-    name their storage; what is copied there is described in docs/durable-snapshots.md.
+    Every export is copied there once it validates, and `initialSnapshotName` finds an export
+    there when the store no longer has it (docs/durable-snapshots.md).
     """
 
     model_config = ConfigDict(extra="forbid")

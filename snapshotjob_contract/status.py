@@ -192,6 +192,9 @@ class ExportedSnapshot(StatusModel):
     terminal: bool
     """Whether the job stopped after it (a terminal exported snapshot); false for an
     export-only snapshot, which is never restored automatically."""
+    durable_location: str | None = None
+    """Where its verified copy in object storage is, `s3://<bucket>/<prefix>/<map>/<snapshotId>`;
+    absent when the job has no durable storage or the copy failed (the driver's log says why)."""
 
 
 class FailureStatus(StatusModel):

@@ -58,6 +58,7 @@ from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spec import ProcessingGuarantee
 from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.chunk_io import StoreAddress
+from spark_runtime.durable import DurableCopies, DurableStorage
 from spark_runtime.pipeline import DefinePipeline, Pipeline
 from spark_runtime.state import StateContext
 
@@ -126,6 +127,8 @@ class DriverSettings:
         store_lost_s: Stop after reaching no store member for this long.
         source_lost_s: Stop (exit 69) after this long of failing to find where the next
             epoch's range ends, e.g. a Kafka cluster that is down; retried until then.
+        durable_storage: Where exports are copied to, and initial snapshots looked for when
+            the store lacks them; None without durable storage.
     """
 
     job: JobIdentity
@@ -139,6 +142,7 @@ class DriverSettings:
     split_brain_protection: bool = False
     store_lost_s: float = 30.0
     source_lost_s: float = 60.0
+    durable_storage: DurableStorage | None = None
 
 
 class StopSignals:
@@ -185,6 +189,7 @@ class Driver:
         membership: The store members the driver reaches, checked at every epoch boundary
             and before every snapshot (split-brain protection, a lost store); none checked if
             omitted.
+        durable: The durable storage of ``settings.durable_storage``, connected.
         clock: Current time in epoch milliseconds.
     """
 
@@ -203,6 +208,7 @@ class Driver:
         publish_export: PublishExport | None = None,
         signals: StopSignals | None = None,
         membership: StoreMembership | None = None,
+        durable: DurableCopies | None = None,
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._spark = spark
@@ -216,6 +222,7 @@ class Driver:
         self._publish_export = publish_export
         self._signals = signals or StopSignals()
         self._membership = membership
+        self._durable = durable
         self._clock = clock
         self.pipeline = Pipeline(
             spark,
@@ -272,6 +279,7 @@ class Driver:
             self.pipeline.participants,
             self._clock,
             self._failpoints,
+            durable=durable.store if (durable := self._durable) is not None else None,
         )
         self.coordinator = coordinator
         try:
@@ -497,8 +505,17 @@ class Driver:
                 num_bytes=outcome.num_bytes,
                 created_at=_utc(self._clock()),
                 terminal=False,
+                durable_location=self._copy_durably(
+                    request.name, outcome.map_name, outcome.snapshot_id
+                ),
             )
         )
+
+    def _copy_durably(self, name: str, map_name: str, snapshot_id: int) -> str | None:
+        """Copies a validated export to durable storage; its location, or None without one."""
+        if self._durable is None:
+            return None
+        return self._durable.copy_export(self._snapshots, name, map_name, snapshot_id)
 
     def _publish(self, export: ExportedSnapshot) -> None:
         """Reports an export; only fencing is fatal, since the export map itself is complete."""
@@ -539,6 +556,9 @@ class Driver:
                     num_bytes=outcome.num_bytes,
                     created_at=_utc(self._clock()),
                     terminal=True,
+                    durable_location=self._copy_durably(
+                        export_name, outcome.map_name, outcome.snapshot_id
+                    ),
                 )
             )
         return self._exit_code()

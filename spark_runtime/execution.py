@@ -40,6 +40,7 @@ from spark_runtime.driver import (
     StopSignals,
     TerminationPoll,
 )
+from spark_runtime.durable import open_durable_copies
 from spark_runtime.pipeline import DefinePipeline
 from spark_runtime.session import spark_session
 
@@ -193,7 +194,10 @@ def run(mode: Mode) -> DriverExit:
     signals.install()
     spark = start_spark(config, mode.app_name)
     try:
-        with _hazelcast(config.settings.store) as snapshots:
+        with (
+            _hazelcast(config.settings.store) as snapshots,
+            open_durable_copies(config.settings.durable_storage, os.environ) as durable,
+        ):
             driver = Driver(
                 spark,
                 define,
@@ -207,6 +211,7 @@ def run(mode: Mode) -> DriverExit:
                 publish_export=mode.publish_export,
                 signals=signals,
                 membership=snapshots,
+                durable=durable,
             )
             mode.start()
             try:

@@ -48,6 +48,7 @@ from spark_runtime.driver import (
     PublishExport,
     TerminationPoll,
 )
+from spark_runtime.durable import DurableStorage
 from spark_runtime.execution import BadInput, JobConfig
 from spark_runtime.kube_record_store import KubernetesRecordStore
 from spark_runtime.kube_requests import OperatorRequestPoller
@@ -158,6 +159,7 @@ def kubernetes_config(
         initial_snapshot_name=os.environ.get(ENV_INITIAL_SNAPSHOT_NAME) or None,
         split_brain_protection=spec.split_brain_protection,
         store_lost_s=store_lost_s,
+        durable_storage=DurableStorage.from_environment(os.environ),
     )
     master, conf = spark_settings(spec.spark, operator_conf or {})
     return JobConfig(spec.pipeline.module, dict(spec.pipeline.args), settings, master, conf)
@@ -237,4 +239,5 @@ class KubernetesMode:
             num_bytes=export.num_bytes,
             created_at=export.created_at,
             terminal=export.terminal,
+            durable_location=export.durable_location,
         )

@@ -193,6 +193,7 @@ class KubernetesRecordStore:
         num_bytes: int,
         created_at: datetime,
         terminal: bool,
+        durable_location: str | None = None,
     ) -> None:
         """Adds an export to ``status.exportedSnapshots``, replacing one of the same name.
 
@@ -208,6 +209,7 @@ class KubernetesRecordStore:
             num_bytes: Total bytes of its chunks.
             created_at: When the export completed (stored as RFC 3339 UTC).
             terminal: Whether the execution stops after it (a terminal exported snapshot).
+            durable_location: Where its verified copy in object storage is, if one was made.
 
         Raises:
             ZombieExecution: If the job belongs to another execution.
@@ -220,6 +222,8 @@ class KubernetesRecordStore:
             "createdAt": created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "terminal": terminal,
         }
+        if durable_location is not None:
+            entry["durableLocation"] = durable_location
         deadline = time.monotonic() + self._deadline_s
         attempt = 0
         while True:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -126,17 +125,9 @@ def _open_store(ns: argparse.Namespace) -> tuple[SnapshotStore, Any]:
         return HazelcastSnapshotStore(hazelcast), hazelcast.shutdown
     if not ns.bucket:
         raise ValueError("--s3-endpoint needs --bucket")
-    import boto3
+    from snapshot_store.s3 import S3SnapshotStore, connect_s3
 
-    from snapshot_store.s3 import S3SnapshotStore
-
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=ns.s3_endpoint,
-        region_name=ns.region,
-        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
-        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
-    )
+    s3 = connect_s3(ns.s3_endpoint, ns.region)
     return S3SnapshotStore(s3, ns.bucket, ns.prefix), s3.close
 
 

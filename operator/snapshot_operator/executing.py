@@ -184,6 +184,7 @@ def _perform(
                     action,
                     store_address=",".join(members) or None,
                     store_cluster_name=cluster,
+                    default_durable_storage=services.settings.durable_storage,
                 )
                 try:
                     kube.ensure_driver_identity(job)

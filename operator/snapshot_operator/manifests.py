@@ -26,12 +26,20 @@ from snapshot_operator.reconcile.observe import (
 from snapshotjob_contract import SnapshotJobSpec
 from snapshotjob_contract.environment import (
     DRIVER_COMMAND,
+    ENV_DURABLE_ACCESS_KEY_ID,
+    ENV_DURABLE_BUCKET,
+    ENV_DURABLE_ENDPOINT,
+    ENV_DURABLE_PREFIX,
+    ENV_DURABLE_REGION,
+    ENV_DURABLE_SECRET_ACCESS_KEY,
     ENV_EXECUTION_ID,
     ENV_HAZELCAST_ADDRESS,
     ENV_HAZELCAST_CLUSTER,
     ENV_INITIAL_SNAPSHOT_NAME,
     ENV_JOB_NAME,
     ENV_NAMESPACE,
+    SECRET_ACCESS_KEY_ID_KEY,
+    SECRET_SECRET_ACCESS_KEY_KEY,
 )
 from snapshotjob_contract.pods import (
     LABEL_COMPONENT,
@@ -43,6 +51,7 @@ from snapshotjob_contract.pods import (
 )
 from snapshotjob_contract.resource import GROUP, KIND, PLURAL, VERSION
 from snapshotjob_contract.spark import PROACTIVE_REPLICATION_CONF, STATE_REPLICAS_CONF
+from snapshotjob_contract.spec import DurableStorageSpec
 
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
 """What ``spec.spark.master: k8s`` means from inside the cluster."""
@@ -167,6 +176,7 @@ def build_driver_pod(
     *,
     store_address: str | None = None,
     store_cluster_name: str | None = None,
+    default_durable_storage: DurableStorageSpec | None = None,
 ) -> dict[str, Any]:
     """Returns the driver Pod of one execution.
 
@@ -177,6 +187,8 @@ def build_driver_pod(
         store_address: Members of the installation's Hazelcast cluster, used when the spec
             names no external cluster.
         store_cluster_name: Cluster name of the installation's Hazelcast cluster.
+        default_durable_storage: The installation's durable storage, for a spec without
+            ``durableStorage``.
     """
     metadata = _metadata(job, create.pod_name, "driver")
     metadata["labels"][LABEL_EXECUTION_ID] = create.execution_id
@@ -194,6 +206,7 @@ def build_driver_pod(
             env.append({"name": ENV_HAZELCAST_CLUSTER, "value": store_cluster_name})
     if create.initial_snapshot_name is not None:
         env.append({"name": ENV_INITIAL_SNAPSHOT_NAME, "value": create.initial_snapshot_name})
+    env += durable_storage_env(spec.durable_storage or default_durable_storage)
     conf = driver_spark_conf(job, spec, create.pod_name)
     driver = spec.spark.driver
     overhead_mib = (
@@ -233,6 +246,35 @@ def build_driver_pod(
             ],
         },
     }
+
+
+def durable_storage_env(storage: DurableStorageSpec | None) -> list[dict[str, Any]]:
+    """Returns the driver's environment for durable storage; none without it.
+
+    The credentials are references to the Secret's keys, so they never appear in the Pod's
+    spec, and a missing Secret or key keeps the container from starting with a reason that
+    names them (``CreateContainerConfigError``).
+    """
+    if storage is None:
+        return []
+    env: list[dict[str, Any]] = [
+        {"name": ENV_DURABLE_BUCKET, "value": storage.bucket},
+        {"name": ENV_DURABLE_PREFIX, "value": storage.prefix},
+        {"name": ENV_DURABLE_REGION, "value": storage.region},
+    ]
+    if storage.endpoint is not None:
+        env.append({"name": ENV_DURABLE_ENDPOINT, "value": storage.endpoint})
+    for name, key in (
+        (ENV_DURABLE_ACCESS_KEY_ID, SECRET_ACCESS_KEY_ID_KEY),
+        (ENV_DURABLE_SECRET_ACCESS_KEY, SECRET_SECRET_ACCESS_KEY_KEY),
+    ):
+        env.append(
+            {
+                "name": name,
+                "valueFrom": {"secretKeyRef": {"name": storage.credentials_secret, "key": key}},
+            }
+        )
+    return env
 
 
 def build_service_account(job: JobRef) -> dict[str, Any]:

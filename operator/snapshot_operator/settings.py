@@ -13,7 +13,11 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
 from snapshot_operator.reconcile import DecisionSettings
+from snapshotjob_contract.base import explain
+from snapshotjob_contract.spec import DurableStorageSpec
 
 ENV_PREFIX = "SJ_OPERATOR_"
 DEFAULT_CLUSTER_NAME = "snapshotjob"
@@ -43,6 +47,8 @@ class OperatorSettings:
         liveness_endpoint: ``http://host:port/path`` for kopf's liveness probe, or None.
         instance: This replica's name, reported in Events (the Pod name in a cluster).
         log_level: Level of the operator's and kopf's logging.
+        durable_storage: The installation's durable storage, for jobs without
+            ``spec.durableStorage``; None when there is none.
     """
 
     namespaces: tuple[str, ...] = ()
@@ -60,6 +66,7 @@ class OperatorSettings:
     liveness_endpoint: str | None = None
     instance: str = "snapshotjob-operator"
     log_level: str = "INFO"
+    durable_storage: DurableStorageSpec | None = None
 
     @property
     def store_address(self) -> str | None:
@@ -197,6 +204,18 @@ def parse_settings(
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="Logging level (env SJ_OPERATOR_LOG_LEVEL)",
     )
+    durable = parser.add_argument_group(
+        "durable storage",
+        "The default of spec.durableStorage: an S3 bucket that keeps verified copies of every "
+        "export; the credentials Secret must exist in each job's namespace",
+    )
+    durable.add_argument("--durable-bucket", default=default("DURABLE_BUCKET"))
+    durable.add_argument("--durable-prefix", default=default("DURABLE_PREFIX", ""))
+    durable.add_argument("--durable-endpoint", default=default("DURABLE_ENDPOINT"))
+    durable.add_argument("--durable-region", default=default("DURABLE_REGION", "us-east-1"))
+    durable.add_argument(
+        "--durable-credentials-secret", default=default("DURABLE_CREDENTIALS_SECRET")
+    )
     args = parser.parse_args(argv)
     namespaces = tuple(args.namespace or ()) or (
         () if args.all_namespaces else _split(default("NAMESPACES"))
@@ -207,6 +226,20 @@ def parse_settings(
         parser.error("Give --store-namespace with --store-statefulset")
     if args.store_statefulset and not _split(args.store_members):
         parser.error("Give --store-members with --store-statefulset (its health gates restarts)")
+    durable_storage = None
+    if args.durable_bucket:
+        try:
+            durable_storage = DurableStorageSpec.model_validate(
+                {
+                    "bucket": args.durable_bucket,
+                    "prefix": args.durable_prefix or "",
+                    "endpoint": args.durable_endpoint or None,
+                    "region": args.durable_region or "us-east-1",
+                    "credentialsSecret": args.durable_credentials_secret or "",
+                }
+            )
+        except ValidationError as error:
+            parser.error(f"Invalid durable storage (--durable-*): {explain(error)}")
     return OperatorSettings(
         namespaces=namespaces,
         all_namespaces=bool(args.all_namespaces) and not namespaces,
@@ -228,4 +261,5 @@ def parse_settings(
         liveness_endpoint=args.liveness,
         instance=args.instance,
         log_level=args.log_level,
+        durable_storage=durable_storage,
     )

@@ -18,6 +18,7 @@ import yaml
 
 from snapshot_operator.manifests import build_role
 from snapshot_operator.reconcile import JobRef
+from snapshot_operator.settings import parse_settings
 from snapshotjob_contract import (
     SPLIT_BRAIN_PROTECTION,
     member_map_backup_counts,
@@ -337,3 +338,45 @@ def test_the_kind_values_place_the_installation_on_the_control_plane_node() -> N
     members = by_kind(objects, "StatefulSet")[0]
     assert members["spec"]["replicas"] == 3
     assert members["spec"]["template"]["spec"]["containers"][0]["command"] == ["hazelcast-member"]
+
+
+def test_the_charts_durable_storage_is_the_operators_default() -> None:
+    assert not [name for name in env_of(operator(render())) if "DURABLE" in name]
+    env = env_of(
+        operator(
+            render(
+                "durableStorage.bucket=snapshots",
+                "durableStorage.prefix=prod/jobs",
+                "durableStorage.endpoint=http://minio.storage:9000",
+                "durableStorage.credentialsSecret=snapshots-s3",
+            )
+        )
+    )
+    # The operator reads the Deployment's environment exactly as the chart writes it.
+    storage = parse_settings(["--namespace", "jobs"], env).durable_storage
+    assert storage is not None
+    assert (storage.bucket, storage.prefix, storage.endpoint, storage.region) == (
+        "snapshots",
+        "prod/jobs",
+        "http://minio.storage:9000",
+        "us-east-1",
+    )
+    assert storage.credentials_secret == "snapshots-s3"
+
+
+def test_durable_storage_without_its_credentials_secret_is_refused() -> None:
+    result = subprocess.run(
+        [str(binary("helm")), "template", RELEASE, str(CHART), "--set", "durableStorage.bucket=x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "durableStorage.credentialsSecret names the Secret" in result.stderr
+
+
+def operator(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The operator's Deployment."""
+    [deployment] = by_kind(objects, "Deployment")
+    return deployment

@@ -32,6 +32,15 @@ from snapshot_protocol import (
     validate_snapshot,
 )
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
+from snapshot_store.s3 import S3SnapshotStore
+from snapshotjob_contract.environment import (
+    ENV_DURABLE_ACCESS_KEY_ID,
+    ENV_DURABLE_BUCKET,
+    ENV_DURABLE_ENDPOINT,
+    ENV_DURABLE_PREFIX,
+    ENV_DURABLE_REGION,
+    ENV_DURABLE_SECRET_ACCESS_KEY,
+)
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from snapshotjob_contract.spec import ProcessingGuarantee
@@ -42,6 +51,7 @@ from spark_runtime.kube_record_store import KubernetesRecordStore
 from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
 from testbed.processes import start_in_own_session, wait_until
+from testbed.s3 import S3Server
 from testbed.snapshotjob_crd import create_job, install_crd
 from tests.integration import driver_pipeline
 
@@ -80,7 +90,11 @@ class Drivers:
         self.started: list[tuple[subprocess.Popen[bytes], Path]] = []
 
     def start(
-        self, name: str, execution_id: str, initial_snapshot: str = ""
+        self,
+        name: str,
+        execution_id: str,
+        initial_snapshot: str = "",
+        extra_env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         log_path = self.logs / f"{name}-{execution_id}.log"
         env = {
@@ -89,6 +103,7 @@ class Drivers:
             "PYSPARK_PYTHON": sys.executable,
             "SJ_INITIAL_SNAPSHOT_NAME": initial_snapshot,
             "SJ_FAILPOINTS": "",
+            **(extra_env or {}),
         }
         env.pop("KUBERNETES_SERVICE_HOST", None)
         argv = [sys.executable, "-m", "spark_runtime", "run", "--kubernetes", "--namespace"]
@@ -343,6 +358,80 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
     _claim(api, name_2, "exec-b", 2)
     assert drivers.wait(third, 60) == DriverExit.FENCED, drivers.tail(third)
     assert _record(api, name_2)["ongoingSnapshotId"] >= 0
+
+
+def test_an_export_is_copied_to_s3_and_a_new_job_starts_from_the_copy_after_the_store_lost_it(
+    api: client.ApiClient,
+    healthy_hazelcast: HazelcastCluster,
+    store: HazelcastSnapshotStore,
+    s3: S3Server,
+    s3_bucket: str,
+    drivers: Drivers,
+    tmp_path: Path,
+) -> None:
+    """Durable exports end to end, with the environment the operator gives a driver Pod.
+
+    The store losing the export is its map's entries removed; losing every member is
+    tested on kind.
+    """
+    durable_env = {
+        ENV_DURABLE_BUCKET: s3_bucket,
+        ENV_DURABLE_PREFIX: "team-a/jobs",
+        ENV_DURABLE_ENDPOINT: s3.endpoint,
+        ENV_DURABLE_REGION: "us-east-1",
+        ENV_DURABLE_ACCESS_KEY_ID: s3.access_key,
+        ENV_DURABLE_SECRET_ACCESS_KEY: s3.secret_key,
+    }
+    bucket = S3SnapshotStore(s3.client(), s3_bucket, "team-a/jobs")
+    export = f"durable-{uuid.uuid4().hex[:6]}"
+    export_map = export_map_name(NAMESPACE, export)
+    work = tmp_path / "job-1"
+    name = _job(api, healthy_hazelcast, work, "exec-1")
+    _allow(work, EXPORTED_AT)
+    first = drivers.start(name, "exec-1", extra_env=durable_env)
+
+    def held() -> bool:
+        drivers.alive(first)
+        return _latest(_rows(work)) == _sums(EXPORTED_AT)
+
+    wait_until(held, 120, "the first driver to publish the first 300 rows", 0.5)
+    _patch_status(
+        api,
+        name,
+        {"exportRequest": {"name": export, "requestId": "exec-1/export/1", "requestedAt": _now()}},
+    )
+    wait_until(lambda: _export_entry(api, name, export) is not None, 60, "the export entry")
+    entry = _export_entry(api, name, export)
+    assert entry is not None
+    snapshot_id = entry["snapshotId"]
+    assert entry["durableLocation"] == (
+        f"s3://{s3_bucket}/team-a/jobs/{export_map}/{snapshot_id}"
+    ), drivers.tail(first)
+    # The copy in the bucket is the export, byte for byte, as validation sees it.
+    in_store = validate_snapshot(store, export_map, snapshot_id)
+    assert validate_snapshot(bucket, export_map, snapshot_id) == in_store
+    first.kill()
+    first.wait()
+
+    # The store loses the export; a new job asked to start from it finds the copy.
+    store.discard(export_map, snapshot_id)
+    assert store.latest_snapshot_id(export_map) is None
+    work_2 = tmp_path / "job-2"
+    name_2 = _job(api, healthy_hazelcast, work_2, "exec-a")
+    _allow(work_2, FENCED_AT)
+    second = drivers.start(name_2, "exec-a", initial_snapshot=export, extra_env=durable_env)
+
+    def caught_up() -> bool:
+        drivers.alive(second)
+        return _latest(_rows(work_2)) == _sums(FENCED_AT)
+
+    wait_until(caught_up, 120, "the job started from the durable copy to reach 450 rows", 0.5)
+    exported_counts = _sums(EXPORTED_AT)
+    for key, count, _ in _rows(work_2):
+        assert count > exported_counts[key][0], f"row {key=} {count=} ignores the export"
+    assert "Copying initial snapshot from durable storage" in drivers.tail(second)
+    # It is back in the store, validated there.
+    assert validate_snapshot(store, export_map, snapshot_id) == in_store
 
 
 def test_a_missing_initial_snapshot_is_not_found(

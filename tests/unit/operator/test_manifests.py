@@ -34,6 +34,7 @@ from snapshotjob_contract.pods import (
 )
 from snapshotjob_contract.resource import MAX_NAME_LENGTH, NAME_RULE
 from snapshotjob_contract.spark import PROACTIVE_REPLICATION_CONF, STATE_REPLICAS_CONF
+from snapshotjob_contract.spec import DurableStorageSpec
 
 JOB = JobRef(namespace="analytics", name="wordcount", uid="0b7e6c1a-uid")
 CREATE = CreateDriverPod("wordcount-driver-3", "0b7e6c1a-uid-3", 3, None)
@@ -113,6 +114,42 @@ def test_the_installations_store_is_used_unless_the_spec_names_one() -> None:
         "sj",
     )
     assert "SJ_HAZELCAST_ADDRESS" not in env_of(external)
+
+
+def test_durable_storage_is_the_specs_or_else_the_installations_with_secret_credentials() -> None:
+    default = DurableStorageSpec.model_validate(
+        {"bucket": "shared", "credentialsSecret": "shared-s3", "endpoint": "http://s3:9000"}
+    )
+    own = spec(
+        durableStorage={
+            "bucket": "team-a",
+            "prefix": "jobs/wc",
+            "region": "eu-west-1",
+            "credentialsSecret": "team-a-s3",
+        }
+    )
+
+    none = env_of(build_driver_pod(JOB, spec(), CREATE))
+    installation = env_of(build_driver_pod(JOB, spec(), CREATE, default_durable_storage=default))
+    job = env_of(build_driver_pod(JOB, own, CREATE, default_durable_storage=default))
+
+    assert not [name for name in none if name.startswith(("SJ_DURABLE", "AWS_"))]
+    assert (installation["SJ_DURABLE_BUCKET"], installation["SJ_DURABLE_ENDPOINT"]) == (
+        "shared",
+        "http://s3:9000",
+    )
+    assert installation["AWS_ACCESS_KEY_ID"] == {
+        "secretKeyRef": {"name": "shared-s3", "key": "accessKeyId"}
+    }
+    assert (job["SJ_DURABLE_BUCKET"], job["SJ_DURABLE_PREFIX"], job["SJ_DURABLE_REGION"]) == (
+        "team-a",
+        "jobs/wc",
+        "eu-west-1",
+    )
+    assert "SJ_DURABLE_ENDPOINT" not in job  # AWS S3 itself, not the installation's server
+    assert job["AWS_SECRET_ACCESS_KEY"] == {
+        "secretKeyRef": {"name": "team-a-s3", "key": "secretAccessKey"}
+    }
 
 
 def test_executors_run_in_the_cluster_owned_by_the_driver_pod() -> None:

@@ -2,7 +2,8 @@
 
 A job whose record has no snapshot of its own restores from the named exported snapshot,
 validated as strictly as any restore point; once the job has taken a snapshot of its own, the
-initial snapshot is never looked at again.
+initial snapshot is never looked at again. An export the store lost (it was re-created) is
+copied back from durable storage, verified, before the restore reads it.
 
 The snapshot maps and the record are the in-memory fakes of ``fakes.py``; the driver starting
 from a real export on a real Hazelcast is tested in
@@ -22,6 +23,7 @@ from snapshot_protocol import (
     export_map_name,
 )
 from snapshot_protocol.chunks import validation_record_id
+from snapshot_protocol.transfer import transfer_snapshot
 
 from .fakes import Cluster, FakeKeyedState
 
@@ -99,6 +101,77 @@ def test_missing_initial_snapshot_fails_permanently_naming_it() -> None:
     assert driver.coordinator.state is S.FAILED
     termination = driver.coordinator.execution_end
     assert termination is not None and GOLDEN_MAP in termination.reason
+
+
+def durable_copy_of(exported: Cluster) -> Cluster:
+    """Object storage holding a verified copy of the first job's export 'golden'."""
+    durable = Cluster(OTHER_JOB)
+    durable.snapshots.foreign_maps.add(GOLDEN_MAP)
+    snapshot_id = exported.snapshots.latest_snapshot_id(GOLDEN_MAP)
+    assert snapshot_id is not None
+    transfer_snapshot(exported.snapshots, GOLDEN_MAP, durable.snapshots, GOLDEN_MAP, snapshot_id)
+    return durable
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["export-only", "terminal-export"])
+def test_an_initial_snapshot_the_store_lost_is_copied_back_from_durable_storage(
+    terminal: bool,
+) -> None:
+    exported = exported_job(terminal)
+    durable = durable_copy_of(exported)
+    cluster = Cluster(OTHER_JOB)  # a re-created store: no export map at all
+    cluster.snapshots.foreign_maps.add(GOLDEN_MAP)
+
+    driver = cluster.start_driver(initial_snapshot_name="golden", durable=durable.snapshots)
+    driver.coordinator.restore()
+
+    assert driver.coordinator.state is S.RUNNING
+    assert driver.pipeline.source.offset == 10
+    assert driver.pipeline.state.counts == FakeKeyedState.expected_counts(range(10))
+    # The copy is back in the store, whole: the next restore needs no durable storage.
+    assert cluster.snapshots.maps[GOLDEN_MAP] == exported.snapshots.maps[GOLDEN_MAP]
+    # (The terminal export's sink transaction is the first job's, in another fake database.)
+    assert not [v for v in cluster.violations if v.startswith("invariant")]
+
+
+def test_the_store_s_own_export_wins_over_its_durable_copy() -> None:
+    exported = exported_job()
+    durable = durable_copy_of(exported)
+    durable.snapshots.maps[GOLDEN_MAP].clear()  # would fail validation if it were read
+    cluster = new_job_with(exported)
+
+    driver = cluster.start_driver(initial_snapshot_name="golden", durable=durable.snapshots)
+    driver.coordinator.restore()
+
+    assert driver.coordinator.state is S.RUNNING
+    assert driver.pipeline.source.offset == 10
+
+
+def test_an_initial_snapshot_in_neither_store_is_not_found_saying_where_it_looked() -> None:
+    cluster = Cluster(OTHER_JOB)
+    driver = cluster.start_driver(initial_snapshot_name="golden", durable=Cluster().snapshots)
+    with pytest.raises(SnapshotNotFound, match="in the store or in durable storage"):
+        driver.coordinator.restore()
+    assert driver.coordinator.state is S.FAILED
+
+
+def test_a_corrupted_durable_copy_is_not_restored_nor_copied_back() -> None:
+    durable = durable_copy_of(exported_job())
+    entries = durable.snapshots.maps[GOLDEN_MAP]
+    chunk = next(key for key in sorted(entries) if validation_record_id(key) is None)
+    entries[chunk] = b"changed in the bucket"
+    cluster = Cluster(OTHER_JOB)
+    cluster.snapshots.foreign_maps.add(GOLDEN_MAP)
+
+    driver = cluster.start_driver(initial_snapshot_name="golden", durable=durable.snapshots)
+    with pytest.raises(SnapshotCorrupted, match="does not match its checksum") as raised:
+        driver.coordinator.restore()
+
+    assert GOLDEN_MAP in str(raised.value)
+    assert driver.coordinator.state is S.FAILED
+    assert driver.pipeline.source.offset == 0
+    # The copy stopped at the bad chunk, before the record: the store holds no snapshot.
+    assert cluster.snapshots.latest_snapshot_id(GOLDEN_MAP) is None
 
 
 def test_initial_snapshot_with_a_missing_chunk_is_corrupted() -> None:

@@ -101,6 +101,7 @@ def test_kubernetes_mode_lists_exports_in_the_status_and_polls_the_operator() ->
             num_bytes=345,
             created_at=datetime(2026, 1, 1, tzinfo=UTC),
             terminal=True,
+            durable_location="s3://snapshots/__sj.export.team.nightly/12",
         )
     )
     assert records.entries == [
@@ -110,6 +111,7 @@ def test_kubernetes_mode_lists_exports_in_the_status_and_polls_the_operator() ->
             "num_bytes": 345,
             "created_at": datetime(2026, 1, 1, tzinfo=UTC),
             "terminal": True,
+            "durable_location": "s3://snapshots/__sj.export.team.nightly/12",
         }
     ]
     termination = {

@@ -1,0 +1,192 @@
+"""Durable copies of exports in object storage, made by the driver.
+
+Why the driver makes them: it already holds the store client, it knows the moment an export
+has validated, and it reports the export to the operator; copying before that report means
+``status.exportedSnapshots`` lists an export together with its durable copy, or without one
+and a log line that says why. The operator never reads snapshot data.
+
+Why a copy failure does not fail the export: the export in Hazelcast is complete and valid
+whatever happened to its copy, so it is listed without ``durableLocation`` and the job runs
+on. A copy is tried a bounded number of times; a corrupted source is not retried.
+
+The storage is configured through the environment the operator sets
+(:mod:`snapshotjob_contract.environment`): the operator alone decides whether the job's
+``spec.durableStorage`` or the installation's default applies.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from snapshot_protocol import SnapshotStore, SnapshotStoreError, SnapshotUnusable
+from snapshot_protocol.transfer import transfer_snapshot
+from snapshotjob_contract.environment import (
+    ENV_DURABLE_ACCESS_KEY_ID,
+    ENV_DURABLE_BUCKET,
+    ENV_DURABLE_ENDPOINT,
+    ENV_DURABLE_PREFIX,
+    ENV_DURABLE_REGION,
+    ENV_DURABLE_SECRET_ACCESS_KEY,
+)
+
+# The driver's own messages have always come from this logger, whichever module logs them.
+_log = logging.getLogger("spark_runtime")
+
+COPY_ATTEMPTS = 3
+"""Tries of one copy; each already retries its requests (the client's standard mode)."""
+
+
+@dataclass(frozen=True)
+class DurableStorage:
+    """Where durable copies go.
+
+    Attributes:
+        bucket: The bucket.
+        prefix: The key prefix under it ("" for its root).
+        endpoint: The S3 API's URL; None for AWS S3 itself.
+        region: The region requests are signed for.
+    """
+
+    bucket: str
+    prefix: str = ""
+    endpoint: str | None = None
+    region: str = "us-east-1"
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> DurableStorage | None:
+        """The storage the operator configured, or None when the job has none."""
+        bucket = environ.get(ENV_DURABLE_BUCKET)
+        if not bucket:
+            return None
+        return cls(
+            bucket=bucket,
+            prefix=environ.get(ENV_DURABLE_PREFIX, "").strip("/"),
+            endpoint=environ.get(ENV_DURABLE_ENDPOINT) or None,
+            region=environ.get(ENV_DURABLE_REGION) or "us-east-1",
+        )
+
+    def location(self, map_name: str, snapshot_id: int) -> str:
+        """The copy's address as ``status.exportedSnapshots[].durableLocation`` shows it."""
+        parts = [self.bucket, self.prefix, map_name, str(snapshot_id)]
+        return "s3://" + "/".join(part for part in parts if part)
+
+
+class DurableCopies:
+    """Copies validated exports from the store to object storage, and back for a restore.
+
+    Args:
+        storage: Where copies go.
+        store: The store in object storage (:class:`~snapshot_store.s3.S3SnapshotStore`).
+        sleep: Waits between tries (replaced in tests).
+    """
+
+    def __init__(
+        self,
+        storage: DurableStorage,
+        store: SnapshotStore,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.storage = storage
+        self.store = store
+        self._sleep = sleep
+
+    def copy_export(
+        self, source: SnapshotStore, name: str, map_name: str, snapshot_id: int
+    ) -> str | None:
+        """Copies export ``name`` (snapshot ``snapshot_id`` of ``map_name``), verified.
+
+        Once the copy validated, older copies of the same export are deleted: an export name
+        holds one snapshot, in object storage as in Hazelcast.
+
+        Returns:
+            The copy's location, or None if it could not be made (logged with the reason).
+        """
+        location = self.storage.location(map_name, snapshot_id)
+        started = time.monotonic()
+        for attempt in range(1, COPY_ATTEMPTS + 1):
+            try:
+                record = transfer_snapshot(source, map_name, self.store, map_name, snapshot_id)
+            except SnapshotUnusable as unusable:
+                _log.error(
+                    "Durable copy refused name=%s snapshotId=%d reason=%s problem=%s",
+                    name,
+                    snapshot_id,
+                    type(unusable).__name__,
+                    unusable,
+                )
+                return None
+            except SnapshotStoreError as error:
+                if attempt == COPY_ATTEMPTS:
+                    _log.error(
+                        "Durable copy failed name=%s snapshotId=%d location=%s attempts=%d "
+                        "error=%s",
+                        name,
+                        snapshot_id,
+                        location,
+                        attempt,
+                        error,
+                    )
+                    return None
+                _log.warning(
+                    "Durable copy attempt failed name=%s snapshotId=%d attempt=%d error=%s",
+                    name,
+                    snapshot_id,
+                    attempt,
+                    error,
+                )
+                self._sleep(2.0 * attempt)
+                continue
+            _log.info(
+                "Durable copy done name=%s snapshotId=%d location=%s numBytes=%d chunks=%d "
+                "seconds=%.2f",
+                name,
+                snapshot_id,
+                location,
+                record.num_bytes,
+                len(record.chunks),
+                time.monotonic() - started,
+            )
+            self._discard_older(map_name, snapshot_id)
+            return location
+        return None  # pragma: no cover - the loop returns on its last attempt
+
+    def _discard_older(self, map_name: str, snapshot_id: int) -> None:
+        if snapshot_id == 0:
+            return
+        try:
+            self.store.discard(map_name, snapshot_id - 1)
+        except SnapshotStoreError as error:
+            # Older copies are never read while a newer one has its record: only space is lost.
+            _log.warning("Could not delete older durable copies map=%s error=%s", map_name, error)
+
+
+@contextmanager
+def open_durable_copies(
+    storage: DurableStorage | None, environ: Mapping[str, str]
+) -> Iterator[DurableCopies | None]:
+    """Connects to the durable storage, if the job has one, for the execution's length."""
+    if storage is None:
+        yield None
+        return
+    from snapshot_store.s3 import S3SnapshotStore, connect_s3
+
+    client = connect_s3(
+        storage.endpoint,
+        storage.region,
+        access_key=environ.get(ENV_DURABLE_ACCESS_KEY_ID) or None,
+        secret_key=environ.get(ENV_DURABLE_SECRET_ACCESS_KEY) or None,
+    )
+    _log.info(
+        "Durable storage bucket=%s prefix=%s endpoint=%s",
+        storage.bucket,
+        storage.prefix or "-",
+        storage.endpoint or "aws",
+    )
+    try:
+        yield DurableCopies(storage, S3SnapshotStore(client, storage.bucket, storage.prefix))
+    finally:
+        client.close()

@@ -1,0 +1,65 @@
+"""The operator's settings from flags and the chart's environment: the durable storage default."""
+
+from __future__ import annotations
+
+import pytest
+
+from snapshot_operator.settings import parse_settings
+
+pytestmark = pytest.mark.unit
+
+BASE = ["--namespace", "jobs"]
+
+
+def test_there_is_no_durable_storage_unless_a_bucket_is_given() -> None:
+    assert parse_settings(BASE, {}).durable_storage is None
+    assert parse_settings(BASE, {"SJ_OPERATOR_DURABLE_PREFIX": "x"}).durable_storage is None
+
+
+def test_the_chart_s_environment_sets_the_default_durable_storage() -> None:
+    settings = parse_settings(
+        BASE,
+        {
+            "SJ_OPERATOR_DURABLE_BUCKET": "snapshots",
+            "SJ_OPERATOR_DURABLE_PREFIX": "prod",
+            "SJ_OPERATOR_DURABLE_ENDPOINT": "http://s3.storage:9000",
+            "SJ_OPERATOR_DURABLE_CREDENTIALS_SECRET": "snapshots-s3",
+        },
+    )
+    storage = settings.durable_storage
+    assert storage is not None
+    assert (storage.bucket, storage.prefix, storage.endpoint, storage.region) == (
+        "snapshots",
+        "prod",
+        "http://s3.storage:9000",
+        "us-east-1",
+    )
+    assert storage.credentials_secret == "snapshots-s3"
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--durable-bucket", "Snapshots", "--durable-credentials-secret", "s3"], "bucket"),
+        (["--durable-bucket", "snapshots"], "credentialsSecret"),
+        (
+            [
+                "--durable-bucket",
+                "b1",
+                "--durable-credentials-secret",
+                "s3",
+                "--durable-prefix",
+                "/x",
+            ],
+            "prefix",
+        ),
+    ],
+)
+def test_an_invalid_durable_storage_stops_the_start_naming_the_field(
+    flags: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse_settings([*BASE, *flags], {})
+    error = capsys.readouterr().err
+    assert "Invalid durable storage (--durable-*)" in error
+    assert named in error
