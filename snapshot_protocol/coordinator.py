@@ -38,6 +38,7 @@ from snapshot_protocol.errors import (
     IllegalTransition,
     IndeterminateRecordWrite,
     RecordStoreError,
+    RestoreNeedsConsent,
     SnapshotCorrupted,
     SnapshotNotFound,
     SnapshotStoreError,
@@ -60,6 +61,7 @@ from snapshot_protocol.transfer import transfer_snapshot
 from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
 from snapshotjob_contract.record import (
     ExecutionRecord,
+    durable_copy_map_name,
     export_map_name,
     quorum_of,
     snapshot_map_name,
@@ -221,7 +223,7 @@ class SnapshotCoordinator:
                     assert map_name is not None and initial is not None
                     validation = self._validate_initial(map_name, initial)
                 elif map_name is not None:
-                    validation = validate_snapshot(self._snapshots, map_name, record.snapshot_id)
+                    validation = self._validate_restore_point(map_name, record.snapshot_id)
                 if validation is not None:
                     assert map_name is not None
                     # Before any state is loaded: a pipeline that cannot restore the snapshot
@@ -275,6 +277,41 @@ class SnapshotCoordinator:
         )
         self._next_snapshot_at = self._clock() + self._config.snapshot_interval_ms
         self._transition(_S.RUNNING)
+
+    def _validate_restore_point(self, map_name: str, snapshot_id: int) -> ValidationRecord:
+        """Restore step 4 for the record's snapshot, from a durable copy if the store lost it.
+
+        A store that lost the record's snapshot (it was re-created, every member restarted)
+        has no validation record for it. With durable storage, the newest periodic copy is
+        looked up: a copy of that very snapshot is copied back into the record's map, verified,
+        and restored, which changes nothing for the processing guarantee. An older copy is
+        restored only if the user accepted exactly this pair of ids; otherwise the job stops,
+        since its output since the copy would be written again.
+
+        Raises:
+            RestoreNeedsConsent: If only an older copy exists and it was not accepted.
+            SnapshotCorrupted: If the snapshot, or the copy restored instead, fails validation.
+            SnapshotStoreError: If the store or durable storage could not be read.
+        """
+        durable = self._durable
+        if durable is None or self._snapshots.get_validation_record(map_name, snapshot_id):
+            return validate_snapshot(self._snapshots, map_name, snapshot_id)
+        copy_map = durable_copy_map_name(self._config.job.uid)
+        copy_id = durable.latest_snapshot_id(copy_map)
+        if copy_id is None or copy_id > snapshot_id:
+            # No copy, or one the record never pointed to: the store's loss stays a corruption.
+            return validate_snapshot(self._snapshots, map_name, snapshot_id)
+        if copy_id < snapshot_id and self._config.accepted_older_copy != (copy_id, snapshot_id):
+            raise RestoreNeedsConsent(map_name, snapshot_id, copy_id, copy_map)
+        _log.warning(
+            "Copying restore point from durable storage map=%s snapshotId=%d copySnapshotId=%d "
+            "older=%s",
+            map_name,
+            snapshot_id,
+            copy_id,
+            copy_id < snapshot_id,
+        )
+        return transfer_snapshot(durable, copy_map, self._snapshots, map_name, copy_id)
 
     def _validate_initial(self, map_name: str, name: str) -> ValidationRecord:
         """Restore step 4 for the initial snapshot, whose id only its validation records know.

@@ -143,6 +143,38 @@ class SnapshotIncompatible(SnapshotUnusable):
         )
 
 
+class RestoreNeedsConsent(SnapshotUnusable):
+    """The store lost the restore point and durable storage has only an older copy of it.
+
+    Restoring the older copy would process again the input after it, and write again the
+    output committed since: the job stops until the user accepts exactly that, by naming both
+    snapshot ids in ``spec.durableRestore``.
+
+    Args:
+        map_name: The restore point's map in the store.
+        snapshot_id: The restore point (the execution record's snapshot).
+        copy_snapshot_id: The newest durable copy's snapshot.
+        copy_map: Where the copy is in durable storage.
+    """
+
+    def __init__(
+        self, map_name: str, snapshot_id: int, copy_snapshot_id: int, copy_map: str
+    ) -> None:
+        self.copy_snapshot_id = copy_snapshot_id
+        super().__init__(
+            map_name,
+            snapshot_id,
+            f"the store lost snapshot {snapshot_id}; the newest durable copy is of snapshot "
+            f"{copy_snapshot_id}",
+            f"The store lost the restore point, snapshot {snapshot_id} in map '{map_name}', and "
+            f"the newest durable copy ({copy_map}) is of the older snapshot {copy_snapshot_id}. "
+            f"Restoring it processes again the input after snapshot {copy_snapshot_id} and "
+            f"writes again the output committed by snapshots {copy_snapshot_id + 1} to "
+            f"{snapshot_id}. To accept that, set spec.durableRestore to acceptSnapshotId: "
+            f"{copy_snapshot_id}, insteadOfSnapshotId: {snapshot_id}",
+        )
+
+
 class SnapshotNotFound(SnapshotUnusable):
     """The exported snapshot named by ``initialSnapshotName`` does not exist (restore step 4).
 

@@ -105,6 +105,9 @@ class CoordinatorConfig:
         store_lost_ms: With or without split-brain protection, an execution whose driver
             has reached no store member for this long stops (a transient failure) instead of
             waiting on operations that can only time out.
+        accepted_older_copy: ``(copy, record)`` snapshot ids: the user accepts restoring the
+            durable copy of snapshot ``copy`` while the record's snapshot ``record`` is lost
+            from the store (``spec.durableRestore``), and so repeating the output since.
     """
 
     job: JobIdentity
@@ -114,6 +117,7 @@ class CoordinatorConfig:
     shape: PipelineShape | None = None
     split_brain_protection: bool = False
     store_lost_ms: int = 30_000
+    accepted_older_copy: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,7 @@ class ConditionReason(enum.StrEnum):
     SNAPSHOT_CORRUPTED = "SnapshotCorrupted"
     SNAPSHOT_INCOMPATIBLE = "SnapshotIncompatible"
     SNAPSHOT_NOT_FOUND = "SnapshotNotFound"
+    RESTORE_NEEDS_CONSENT = "RestoreNeedsConsent"
     TRANSIENT_FAILURE = "TransientFailure"
     REPEATED_FORCED_RESTARTS = "RepeatedForcedRestarts"
     CREATE_FAILED = "CreateFailed"
@@ -203,6 +204,9 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         "snapshot format or by a pipeline with other state; the job cannot restore it",
         ConditionReason.SNAPSHOT_NOT_FOUND: "spec.initialSnapshotName names no complete "
         "exported snapshot",
+        ConditionReason.RESTORE_NEEDS_CONSENT: "the store lost the restore point and durable "
+        "storage has only an older copy; restoring it writes committed output again, so the job "
+        "waits until spec.durableRestore names both snapshot ids",
         ConditionReason.TRANSIENT_FAILURE: "the snapshot store or an external system was "
         "unavailable; the job restarts after a backoff, counted against maxRestarts",
         ConditionReason.REPEATED_FORCED_RESTARTS: "several executions in a row ended in a "

@@ -32,6 +32,10 @@ class DriverExit(enum.IntEnum):
     """The snapshot to restore does not exist: ``spec.initialSnapshotName`` names no export (or
     one that holds no complete snapshot). The job fails permanently until the spec names an
     existing export. sysexits' EX_NOINPUT."""
+    RESTORE_NEEDS_CONSENT = 68
+    """The store lost the restore point and durable storage has only an older copy, whose
+    restore would write committed output again: the job stops until ``spec.durableRestore``
+    accepts exactly that pair of snapshot ids; the message names both."""
     TRANSIENT_FAILURE = 69
     """Something the execution needs was unavailable (the snapshot store during a restore, an
     external system during a snapshot's 2nd phase): the operator restarts it after a backoff,

@@ -107,6 +107,12 @@ def export_map_name(namespace: str, export_name: str) -> str:
     return f"__sj.export.{namespace}.{export_name}"
 
 
+def durable_copy_map_name(job_uid: str) -> str:
+    """Returns the name, in durable storage, under which the job's periodic copies of its
+    automatic snapshot are kept (only the newest is kept)."""
+    return f"__sj.copy.{job_uid}"
+
+
 def member_map_backup_counts() -> dict[str, int]:
     """Returns the map name patterns the store's members must configure, with their backups.
 

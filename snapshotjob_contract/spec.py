@@ -256,6 +256,30 @@ class DurableStorageSpec(ApiModel):
     """The region requests are signed for."""
     credentials_secret: str = Field(max_length=DNS_LABEL_MAX_LENGTH, pattern=DNS_LABEL_PATTERN)
     """A Secret in the job's namespace with the keys `accessKeyId` and `secretAccessKey`."""
+    snapshot_copy_interval_seconds: int | None = Field(default=None, ge=10, exclude_if=_unset)
+    """Copy the automatic snapshot there at most this often (the first of every execution at
+    once), so that the job survives the loss of the whole store; none when unset."""
+
+
+class DurableRestoreSpec(ApiModel):
+    """The user's consent to restore an older durable copy after the store lost the restore
+    point, writing again the output committed since; it applies to exactly this pair of ids."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    CROSS_FIELD_RULES: ClassVar[tuple[CrossFieldRule, ...]] = (
+        CrossFieldRule(
+            cel="self.acceptSnapshotId < self.insteadOfSnapshotId",
+            message="durableRestore.acceptSnapshotId must be older (lower) than "
+            "insteadOfSnapshotId: a copy of the lost snapshot itself needs no consent",
+            holds=lambda restore: restore.accept_snapshot_id < restore.instead_of_snapshot_id,
+        ),
+    )
+
+    accept_snapshot_id: int = Field(ge=0)
+    """The durable copy's snapshot id, as the job's RestoreNeedsConsent condition names it."""
+    instead_of_snapshot_id: int = Field(ge=0)
+    """The lost restore point's snapshot id, as the condition names it."""
 
 
 class SnapshotJobSpec(ApiModel):
@@ -312,7 +336,10 @@ class SnapshotJobSpec(ApiModel):
     hazelcast: HazelcastSpec = Field(default_factory=HazelcastSpec)
     """The Hazelcast cluster holding the snapshot data."""
     durable_storage: DurableStorageSpec | None = Field(default=None, exclude_if=_unset)
-    """Object storage for durable copies of this job's snapshots (not used yet)."""
+    """Object storage for durable copies of this job's exports and snapshots; without it the
+    operator's default (the chart's `durableStorage`) applies."""
+    durable_restore: DurableRestoreSpec | None = Field(default=None, exclude_if=_unset)
+    """Restore an older durable copy after the store lost the restore point."""
 
     def execution_fingerprint(self) -> str:
         """Returns a digest of the fields an execution runs with.

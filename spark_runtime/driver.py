@@ -43,6 +43,7 @@ from snapshot_protocol import (
     JobIdentity,
     RecordStore,
     RecordStoreError,
+    RestoreNeedsConsent,
     SnapshotCoordinator,
     SnapshotCorrupted,
     SnapshotIncompatible,
@@ -55,6 +56,7 @@ from snapshot_protocol import (
     ZombieExecution,
 )
 from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.record import durable_copy_map_name
 from snapshotjob_contract.spec import ProcessingGuarantee
 from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.chunk_io import StoreAddress
@@ -105,6 +107,7 @@ _UNUSABLE_EXITS: dict[type[SnapshotUnusable], DriverExit] = {
     SnapshotCorrupted: DriverExit.SNAPSHOT_CORRUPTED,
     SnapshotIncompatible: DriverExit.SNAPSHOT_INCOMPATIBLE,
     SnapshotNotFound: DriverExit.SNAPSHOT_NOT_FOUND,
+    RestoreNeedsConsent: DriverExit.RESTORE_NEEDS_CONSENT,
 }
 
 
@@ -129,6 +132,8 @@ class DriverSettings:
             epoch's range ends, e.g. a Kafka cluster that is down; retried until then.
         durable_storage: Where exports are copied to, and initial snapshots looked for when
             the store lacks them; None without durable storage.
+        durable_restore: ``(copy, record)`` snapshot ids the user accepts restoring the older
+            durable copy of (``spec.durableRestore``).
     """
 
     job: JobIdentity
@@ -143,6 +148,7 @@ class DriverSettings:
     store_lost_s: float = 30.0
     source_lost_s: float = 60.0
     durable_storage: DurableStorage | None = None
+    durable_restore: tuple[int, int] | None = None
 
 
 class StopSignals:
@@ -273,6 +279,7 @@ class Driver:
                 self.pipeline.shape(self._settings.state_partitions),
                 self._settings.split_brain_protection,
                 int(self._settings.store_lost_s * 1000),
+                self._settings.durable_restore,
             ),
             self._records,
             self._snapshots,
@@ -460,6 +467,13 @@ class Driver:
                 outcome.map_name,
                 time.monotonic() - started,
             )
+            if self._durable is not None and coordinator.state is CoordinatorState.RUNNING:
+                self._durable.copy_snapshot_if_due(
+                    self._snapshots,
+                    outcome.map_name,
+                    outcome.snapshot_id,
+                    durable_copy_map_name(self._settings.job.uid),
+                )
         else:
             _log.warning(
                 "Snapshot failed snapshotId=%d failure=%s", outcome.snapshot_id, outcome.failure

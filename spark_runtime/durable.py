@@ -31,6 +31,7 @@ from snapshotjob_contract.environment import (
     ENV_DURABLE_PREFIX,
     ENV_DURABLE_REGION,
     ENV_DURABLE_SECRET_ACCESS_KEY,
+    ENV_DURABLE_SNAPSHOT_COPY_INTERVAL_SECONDS,
 )
 
 # The driver's own messages have always come from this logger, whichever module logs them.
@@ -49,12 +50,15 @@ class DurableStorage:
         prefix: The key prefix under it ("" for its root).
         endpoint: The S3 API's URL; None for AWS S3 itself.
         region: The region requests are signed for.
+        snapshot_copy_interval_s: Copy the automatic snapshot at most this often; None for
+            no periodic copies.
     """
 
     bucket: str
     prefix: str = ""
     endpoint: str | None = None
     region: str = "us-east-1"
+    snapshot_copy_interval_s: float | None = None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> DurableStorage | None:
@@ -62,11 +66,13 @@ class DurableStorage:
         bucket = environ.get(ENV_DURABLE_BUCKET)
         if not bucket:
             return None
+        interval = environ.get(ENV_DURABLE_SNAPSHOT_COPY_INTERVAL_SECONDS)
         return cls(
             bucket=bucket,
             prefix=environ.get(ENV_DURABLE_PREFIX, "").strip("/"),
             endpoint=environ.get(ENV_DURABLE_ENDPOINT) or None,
             region=environ.get(ENV_DURABLE_REGION) or "us-east-1",
+            snapshot_copy_interval_s=float(interval) if interval else None,
         )
 
     def location(self, map_name: str, snapshot_id: int) -> str:
@@ -93,6 +99,36 @@ class DurableCopies:
         self.storage = storage
         self.store = store
         self._sleep = sleep
+        self._last_snapshot_copy: float | None = None
+
+    def copy_snapshot_if_due(
+        self,
+        source: SnapshotStore,
+        map_name: str,
+        snapshot_id: int,
+        copy_map: str,
+        now: Callable[[], float] = time.monotonic,
+    ) -> bool:
+        """Copies a committed automatic snapshot to ``copy_map`` if a periodic copy is due.
+
+        The first snapshot of an execution is always copied, then one at most every
+        ``snapshot_copy_interval_s``. A failed copy is tried once only: the next snapshot is
+        the next try, and the older copy stays the newest one meanwhile.
+
+        Returns:
+            Whether a copy was made.
+        """
+        interval = self.storage.snapshot_copy_interval_s
+        if interval is None:
+            return False
+        started = now()
+        if self._last_snapshot_copy is not None and started - self._last_snapshot_copy < interval:
+            return False
+        location = self._copy("snapshot", source, map_name, snapshot_id, copy_map, attempts=1)
+        if location is None:
+            return False
+        self._last_snapshot_copy = started
+        return True
 
     def copy_export(
         self, source: SnapshotStore, name: str, map_name: str, snapshot_id: int
@@ -105,11 +141,22 @@ class DurableCopies:
         Returns:
             The copy's location, or None if it could not be made (logged with the reason).
         """
-        location = self.storage.location(map_name, snapshot_id)
+        return self._copy(name, source, map_name, snapshot_id, map_name, COPY_ATTEMPTS)
+
+    def _copy(
+        self,
+        name: str,
+        source: SnapshotStore,
+        map_name: str,
+        snapshot_id: int,
+        target_map: str,
+        attempts: int,
+    ) -> str | None:
+        location = self.storage.location(target_map, snapshot_id)
         started = time.monotonic()
-        for attempt in range(1, COPY_ATTEMPTS + 1):
+        for attempt in range(1, attempts + 1):
             try:
-                record = transfer_snapshot(source, map_name, self.store, map_name, snapshot_id)
+                record = transfer_snapshot(source, map_name, self.store, target_map, snapshot_id)
             except SnapshotUnusable as unusable:
                 _log.error(
                     "Durable copy refused name=%s snapshotId=%d reason=%s problem=%s",
@@ -120,7 +167,7 @@ class DurableCopies:
                 )
                 return None
             except SnapshotStoreError as error:
-                if attempt == COPY_ATTEMPTS:
+                if attempt == attempts:
                     _log.error(
                         "Durable copy failed name=%s snapshotId=%d location=%s attempts=%d "
                         "error=%s",
@@ -150,7 +197,7 @@ class DurableCopies:
                 len(record.chunks),
                 time.monotonic() - started,
             )
-            self._discard_older(map_name, snapshot_id)
+            self._discard_older(target_map, snapshot_id)
             return location
         return None  # pragma: no cover - the loop returns on its last attempt
 

@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from snapshot_protocol import JobIdentity
 from snapshotjob_contract.base import explain
 from snapshotjob_contract.environment import (
+    ENV_DURABLE_RESTORE,
     ENV_HAZELCAST_ADDRESS,
     ENV_HAZELCAST_CLUSTER,
     ENV_INITIAL_SNAPSHOT_NAME,
@@ -160,9 +161,27 @@ def kubernetes_config(
         split_brain_protection=spec.split_brain_protection,
         store_lost_s=store_lost_s,
         durable_storage=DurableStorage.from_environment(os.environ),
+        durable_restore=durable_restore(os.environ.get(ENV_DURABLE_RESTORE)),
     )
     master, conf = spark_settings(spec.spark, operator_conf or {})
     return JobConfig(spec.pipeline.module, dict(spec.pipeline.args), settings, master, conf)
+
+
+def durable_restore(value: str | None) -> tuple[int, int] | None:
+    """The ``(accept, insteadOf)`` snapshot ids of ``SJ_DURABLE_RESTORE``, or None.
+
+    Raises:
+        BadInput: If the value is not two snapshot ids (the operator always writes two).
+    """
+    if not value:
+        return None
+    accept, _, instead_of = value.partition(":")
+    try:
+        return int(accept), int(instead_of)
+    except ValueError as error:
+        raise BadInput(
+            f"{ENV_DURABLE_RESTORE} must be <acceptSnapshotId>:<insteadOfSnapshotId>, not {value}"
+        ) from error
 
 
 class KubernetesMode:

@@ -31,7 +31,9 @@ from snapshotjob_contract.environment import (
     ENV_DURABLE_ENDPOINT,
     ENV_DURABLE_PREFIX,
     ENV_DURABLE_REGION,
+    ENV_DURABLE_RESTORE,
     ENV_DURABLE_SECRET_ACCESS_KEY,
+    ENV_DURABLE_SNAPSHOT_COPY_INTERVAL_SECONDS,
     ENV_EXECUTION_ID,
     ENV_HAZELCAST_ADDRESS,
     ENV_HAZELCAST_CLUSTER,
@@ -207,6 +209,14 @@ def build_driver_pod(
     if create.initial_snapshot_name is not None:
         env.append({"name": ENV_INITIAL_SNAPSHOT_NAME, "value": create.initial_snapshot_name})
     env += durable_storage_env(spec.durable_storage or default_durable_storage)
+    if spec.durable_restore is not None:
+        restore = spec.durable_restore
+        env.append(
+            {
+                "name": ENV_DURABLE_RESTORE,
+                "value": f"{restore.accept_snapshot_id}:{restore.instead_of_snapshot_id}",
+            }
+        )
     conf = driver_spark_conf(job, spec, create.pod_name)
     driver = spec.spark.driver
     overhead_mib = (
@@ -264,6 +274,9 @@ def durable_storage_env(storage: DurableStorageSpec | None) -> list[dict[str, An
     ]
     if storage.endpoint is not None:
         env.append({"name": ENV_DURABLE_ENDPOINT, "value": storage.endpoint})
+    if storage.snapshot_copy_interval_seconds is not None:
+        interval = str(storage.snapshot_copy_interval_seconds)
+        env.append({"name": ENV_DURABLE_SNAPSHOT_COPY_INTERVAL_SECONDS, "value": interval})
     for name, key in (
         (ENV_DURABLE_ACCESS_KEY_ID, SECRET_ACCESS_KEY_ID_KEY),
         (ENV_DURABLE_SECRET_ACCESS_KEY, SECRET_SECRET_ACCESS_KEY_KEY),

@@ -216,6 +216,11 @@ def parse_settings(
     durable.add_argument(
         "--durable-credentials-secret", default=default("DURABLE_CREDENTIALS_SECRET")
     )
+    durable.add_argument(
+        "--durable-snapshot-copy-interval",
+        default=default("DURABLE_SNAPSHOT_COPY_INTERVAL_SECONDS"),
+        help="Seconds between copies of each job's automatic snapshot; none if not set",
+    )
     args = parser.parse_args(argv)
     namespaces = tuple(args.namespace or ()) or (
         () if args.all_namespaces else _split(default("NAMESPACES"))
@@ -236,6 +241,7 @@ def parse_settings(
                     "endpoint": args.durable_endpoint or None,
                     "region": args.durable_region or "us-east-1",
                     "credentialsSecret": args.durable_credentials_secret or "",
+                    "snapshotCopyIntervalSeconds": args.durable_snapshot_copy_interval or None,
                 }
             )
         except ValidationError as error:

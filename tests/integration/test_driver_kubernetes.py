@@ -126,8 +126,11 @@ class Drivers:
             pytest.fail(f"Driver exited early code={process.returncode}:\n{self.tail(process)}")
 
     def tail(self, process: subprocess.Popen[bytes]) -> str:
+        return "\n".join(self.log(process).splitlines()[-40:])
+
+    def log(self, process: subprocess.Popen[bytes]) -> str:
         path = next(p for proc, p in self.started if proc is process)
-        return "\n".join(path.read_text(errors="replace").splitlines()[-40:])
+        return path.read_text(errors="replace")
 
     def kill_all(self) -> None:
         for process, _ in self.started:

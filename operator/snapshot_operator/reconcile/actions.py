@@ -41,6 +41,7 @@ class EventReason(enum.StrEnum):
     SNAPSHOT_CORRUPTED = "SnapshotCorrupted"
     SNAPSHOT_INCOMPATIBLE = "SnapshotIncompatible"
     SNAPSHOT_NOT_FOUND = "SnapshotNotFound"
+    RESTORE_NEEDS_CONSENT = "RestoreNeedsConsent"
     TERMINATION_REQUESTED = "TerminationRequested"
     TERMINATION_ESCALATED = "TerminationEscalated"
     SUSPENDED = "Suspended"
@@ -84,6 +85,7 @@ _WARNINGS = frozenset(
         EventReason.SNAPSHOT_CORRUPTED,
         EventReason.SNAPSHOT_INCOMPATIBLE,
         EventReason.SNAPSHOT_NOT_FOUND,
+        EventReason.RESTORE_NEEDS_CONSENT,
         EventReason.TERMINATION_ESCALATED,
         EventReason.EXPORT_TIMED_OUT,
         EventReason.EXPORT_REJECTED,

@@ -170,6 +170,15 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
             phase=Phase.FAILED,
             failure=ConditionReason.SNAPSHOT_NOT_FOUND,
         ),
+        DriverExit.RESTORE_NEEDS_CONSENT: ExitHandling(
+            ExitOutcome.STOP,
+            EventReason.RESTORE_NEEDS_CONSENT,
+            "The store lost the restore point and only an older durable copy exists "
+            "{context}{detail}; to restore it, writing again the output committed since, set "
+            "spec.durableRestore to the two snapshot ids the message names",
+            phase=Phase.FAILED,
+            failure=ConditionReason.RESTORE_NEEDS_CONSENT,
+        ),
         # An outage is counted, so one that lasts ends in maxRestarts instead of a loop.
         DriverExit.TRANSIENT_FAILURE: ExitHandling(
             ExitOutcome.RESTART_POLICY,

@@ -78,6 +78,7 @@ def test_exits_that_stop_the_job_name_their_phase() -> None:
         DriverExit.BAD_INPUT: Phase.FAILED,
         DriverExit.SNAPSHOT_CORRUPTED: Phase.FAILED,
         DriverExit.SNAPSHOT_NOT_FOUND: Phase.FAILED,
+        DriverExit.RESTORE_NEEDS_CONSENT: Phase.FAILED,
         DriverExit.SNAPSHOT_INCOMPATIBLE: Phase.FAILED,
     }
     assert all((h.phase is Phase.FAILED) == (h.failure is not None) for h in stops.values())

@@ -558,6 +558,7 @@ class Cluster:
         shape: PipelineShape | None = None,
         split_brain_protection: bool = False,
         durable: FakeSnapshotStore | None = None,
+        accepted_older_copy: tuple[int, int] | None = None,
     ) -> Driver:
         """Starts a new execution (a new driver process), fencing off the previous ones."""
         pipeline = Pipeline(self.snapshots, self.database, self.export_only_snapshots)
@@ -570,6 +571,7 @@ class Cluster:
                 initial_snapshot_name,
                 shape,
                 split_brain_protection,
+                accepted_older_copy=accepted_older_copy,
             ),
             records,
             self.snapshots,

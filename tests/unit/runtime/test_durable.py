@@ -120,3 +120,33 @@ def test_the_storage_comes_from_the_environment_the_operator_sets() -> None:
     )
     assert storage == DurableStorage("snapshots", "team-a", "http://s3.storage:9000", "eu-west-1")
     assert DurableStorage("b").location("m", 7) == "s3://b/m/7"
+
+
+def test_the_automatic_snapshot_is_copied_first_at_once_then_at_most_once_per_interval() -> None:
+    source, target = _source(0, 1, 2, 3), _target()
+    target.snapshots.foreign_maps.add("copies")
+    storage = DurableStorage("snapshots", snapshot_copy_interval_s=60)
+    copies = DurableCopies(storage, target.snapshots, sleep=lambda s: None)
+    clock = iter([0.0, 30.0, 61.0, 200.0])
+
+    def now() -> float:
+        return next(clock)
+
+    made = [copies.copy_snapshot_if_due(source.snapshots, MAP, n, "copies", now) for n in range(3)]
+
+    assert made == [True, False, True]
+    # Only the newest copy is kept.
+    assert target.snapshots.latest_snapshot_id("copies") == 2
+    assert target.snapshots.get_validation_record("copies", 0) is None
+    # A failed copy is not counted: the next snapshot is copied even within the interval.
+    target.faults.arm([(Op.VALIDATION_PUT, 0, Fault.FAILED)])
+    assert copies.copy_snapshot_if_due(source.snapshots, MAP, 3, "copies", now) is False
+    assert copies.copy_snapshot_if_due(source.snapshots, MAP, 3, "copies", lambda: 201.0)
+    assert target.snapshots.latest_snapshot_id("copies") == 3
+
+
+def test_without_an_interval_no_snapshot_is_copied() -> None:
+    source, target = _source(0), _target()
+    copies = DurableCopies(STORAGE, target.snapshots, sleep=lambda s: None)
+    assert copies.copy_snapshot_if_due(source.snapshots, MAP, 0, "copies") is False
+    assert not target.snapshots.maps.get("copies")
