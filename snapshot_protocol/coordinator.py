@@ -282,8 +282,9 @@ class SnapshotCoordinator:
         """Restore step 4 for the record's snapshot, from a durable copy if the store lost it.
 
         A store that lost the record's snapshot (it was re-created, every member restarted)
-        has no validation record for it. With durable storage, the newest periodic copy is
-        looked up: a copy of that very snapshot is copied back into the record's map, verified,
+        has no validation record for it. With durable storage, the restore point's own copy is
+        looked up (a terminal export's, under the export map's name), else the newest periodic
+        copy: a copy of that very snapshot is copied back into the record's map, verified,
         and restored, which changes nothing for the processing guarantee. An older copy is
         restored only if the user accepted exactly this pair of ids; otherwise the job stops,
         since its output since the copy would be written again.
@@ -296,8 +297,12 @@ class SnapshotCoordinator:
         durable = self._durable
         if durable is None or self._snapshots.get_validation_record(map_name, snapshot_id):
             return validate_snapshot(self._snapshots, map_name, snapshot_id)
-        copy_map = durable_copy_map_name(self._config.job.uid)
-        copy_id = durable.latest_snapshot_id(copy_map)
+        # A terminal export's durable copy is under the export's own map name.
+        copy_map = map_name
+        copy_id: int | None = snapshot_id
+        if durable.get_validation_record(map_name, snapshot_id) is None:
+            copy_map = durable_copy_map_name(self._config.job.uid)
+            copy_id = durable.latest_snapshot_id(copy_map)
         if copy_id is None or copy_id > snapshot_id:
             # No copy, or one the record never pointed to: the store's loss stays a corruption.
             return validate_snapshot(self._snapshots, map_name, snapshot_id)

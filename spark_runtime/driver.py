@@ -555,6 +555,19 @@ class Driver:
         coordinator.request_termination(mode, export_name)
         outcome = coordinator.last_outcome
         if (
+            self._durable is not None
+            and export_name is None
+            and outcome is not None
+            and outcome.kind.is_terminal
+            and outcome.successful
+        ):
+            self._durable.copy_snapshot(
+                self._snapshots,
+                outcome.map_name,
+                outcome.snapshot_id,
+                durable_copy_map_name(self._settings.job.uid),
+            )
+        if (
             export_name is not None
             and outcome is not None
             and outcome.export_name == export_name

@@ -124,11 +124,31 @@ class DurableCopies:
         started = now()
         if self._last_snapshot_copy is not None and started - self._last_snapshot_copy < interval:
             return False
-        location = self._copy("snapshot", source, map_name, snapshot_id, copy_map, attempts=1)
-        if location is None:
+        if not self.copy_snapshot(source, map_name, snapshot_id, copy_map, attempts=1):
             return False
         self._last_snapshot_copy = started
         return True
+
+    def copy_snapshot(
+        self,
+        source: SnapshotStore,
+        map_name: str,
+        snapshot_id: int,
+        copy_map: str,
+        attempts: int = COPY_ATTEMPTS,
+    ) -> bool:
+        """Copies a committed snapshot to ``copy_map`` now, if periodic copies are on.
+
+        For the terminal snapshot of a suspension: a suspended job then survives the loss of
+        the store with nothing to repeat.
+
+        Returns:
+            Whether a copy was made.
+        """
+        if self.storage.snapshot_copy_interval_s is None:
+            return False
+        copied = self._copy("snapshot", source, map_name, snapshot_id, copy_map, attempts)
+        return copied is not None
 
     def copy_export(
         self, source: SnapshotStore, name: str, map_name: str, snapshot_id: int

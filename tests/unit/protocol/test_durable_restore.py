@@ -18,6 +18,7 @@ from snapshot_protocol import (
     CoordinatorState,
     RestoreNeedsConsent,
     SnapshotCorrupted,
+    TerminationMode,
 )
 from snapshot_protocol.transfer import transfer_snapshot
 from snapshotjob_contract.record import durable_copy_map_name
@@ -146,3 +147,31 @@ def test_a_corrupted_copy_of_the_restore_point_is_never_restored() -> None:
     with pytest.raises(SnapshotCorrupted, match="does not match its checksum"):
         driver.coordinator.restore()
     assert driver.pipeline.source.offset == 0
+
+
+def test_a_lost_terminal_export_is_restored_from_its_durable_copy() -> None:
+    cluster = Cluster()
+    driver = cluster.start_driver()
+    driver.coordinator.restore()
+    driver.pipeline.process(5)
+    driver.coordinator.request_termination(TerminationMode.SUSPEND_GRACEFUL, "before-upgrade")
+    outcome = driver.coordinator.last_outcome
+    assert outcome is not None and outcome.successful
+    durable = Cluster()
+    durable.records.record = cluster.records.record
+    # The driver's durable export: the same map name in the bucket.
+    transfer_snapshot(
+        cluster.snapshots,
+        outcome.map_name,
+        durable.snapshots,
+        outcome.map_name,
+        outcome.snapshot_id,
+    )
+    lose_the_store(cluster)
+
+    resumed = cluster.start_driver(durable=durable.snapshots)
+    resumed.coordinator.restore()
+
+    assert resumed.coordinator.state is S.RUNNING
+    assert resumed.pipeline.source.offset == 5
+    assert cluster.database.committed_items() == list(range(5))

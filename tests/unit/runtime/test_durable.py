@@ -145,8 +145,20 @@ def test_the_automatic_snapshot_is_copied_first_at_once_then_at_most_once_per_in
     assert target.snapshots.latest_snapshot_id("copies") == 3
 
 
+def test_a_terminal_snapshot_is_copied_whatever_the_interval() -> None:
+    source, target = _source(0, 1), _target()
+    target.snapshots.foreign_maps.add("copies")
+    storage = DurableStorage("snapshots", snapshot_copy_interval_s=3600)
+    copies = DurableCopies(storage, target.snapshots, sleep=lambda s: None)
+
+    assert copies.copy_snapshot_if_due(source.snapshots, MAP, 0, "copies", lambda: 0.0)
+    assert copies.copy_snapshot(source.snapshots, MAP, 1, "copies")
+    assert target.snapshots.latest_snapshot_id("copies") == 1
+
+
 def test_without_an_interval_no_snapshot_is_copied() -> None:
     source, target = _source(0), _target()
     copies = DurableCopies(STORAGE, target.snapshots, sleep=lambda s: None)
     assert copies.copy_snapshot_if_due(source.snapshots, MAP, 0, "copies") is False
+    assert copies.copy_snapshot(source.snapshots, MAP, 0, "copies") is False
     assert not target.snapshots.maps.get("copies")
