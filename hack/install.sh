@@ -126,7 +126,7 @@ fetch_maven_deps "$KAFKA_LIBS" "org.apache.kafka:kafka_2.13:$KAFKA_VERSION and i
 DEPS
 step "Kafka broker $KAFKA_VERSION in $KAFKA_LIBS"
 
-# --- An S3-compatible server for the tests: s3proxy, from Maven Central (testbed/s3.py) ------
+# --- An S3-compatible server: s3proxy, from Maven Central (testbed/s3.py, the s3-server image) -
 # One self-contained jar (the jar-with-dependencies classifier) whose filesystem backend keeps
 # the objects in a directory. Its version is pinned in testbed/s3proxy.version alone, which
 # testbed/s3.py reads too. Copied through a scratch directory so an interrupted copy never

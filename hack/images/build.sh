@@ -15,7 +15,9 @@
 #                                         Hazelcast jar, the `hazelcast-member` launcher,
 #                                         `executor` (Spark's executor Pods run it) and
 #                                         Kafka's jars with the `kafka-broker` launcher
-#                                         (examples/kubernetes/kafka.yaml)
+#                                         (examples/kubernetes/kafka.yaml), s3proxy's jar
+#                                         with the `s3-server` launcher
+#                                         (examples/kubernetes/s3proxy.yaml)
 #   snapshotjob/runtime-e2e:dev          + tests/e2e/pipelines (the end-to-end tests' code)
 #   snapshotjob/postgres:dev             debian-base + Debian's postgresql, for `make demo`'s
 #                                         in-cluster database (see build_postgres)
@@ -35,6 +37,9 @@ HAZELCAST_JAR="${SJ_HAZELCAST_JAR:-${SJ_CACHE}/jars/hazelcast-${HAZELCAST_VERSIO
 SPARK_KAFKA_DIR="${SJ_CACHE}/jars/spark-kafka-${SPARK_KAFKA_VERSION:-4.2.0}"
 # The Kafka broker's jars for the `kafka-broker` launcher (fetched by hack/install.sh).
 KAFKA_LIBS="${SJ_CACHE}/kafka/${KAFKA_VERSION:-4.4.0}/libs"
+# The S3-compatible server's jar for the `s3-server` launcher (fetched by hack/install.sh).
+S3PROXY_VERSION="${S3PROXY_VERSION:-$(tr -d '[:space:]' <"${REPO_ROOT}/testbed/s3proxy.version")}"
+S3PROXY_JAR="${SJ_CACHE}/jars/s3proxy-${S3PROXY_VERSION}-jar-with-dependencies.jar"
 WHEEL_ROOT="${SJ_CACHE}/wheels"
 VENV_PY="${REPO_ROOT}/${VENV:-.venv}/bin/python"
 
@@ -172,7 +177,7 @@ app_inputs() {
     (cd "${REPO_ROOT}" && find snapshotjob_contract snapshot_protocol snapshot_store operator/snapshot_operator spark_runtime examples \
       -name '*.py' -type f | LC_ALL=C sort | xargs sha256sum)
     sha256sum "${REPO_ROOT}/pyproject.toml" "${HAZELCAST_JAR}" "${IMAGES_DIR}"/* \
-      "${SPARK_KAFKA_DIR}"/*.jar "${KAFKA_LIBS}"/*.jar
+      "${SPARK_KAFKA_DIR}"/*.jar "${KAFKA_LIBS}"/*.jar "${S3PROXY_JAR}"
   } | sha256sum | cut -d' ' -f1
 }
 
@@ -183,6 +188,7 @@ build_app() {
     || die "Spark's Kafka connector missing dir=${SPARK_KAFKA_DIR}: run 'make install'"
   [[ -f "${KAFKA_LIBS}/.complete" ]] \
     || die "Kafka broker jars missing dir=${KAFKA_LIBS}: run 'make install'"
+  [[ -f "${S3PROXY_JAR}" ]] || die "s3proxy jar missing jar=${S3PROXY_JAR}: run 'make install'"
   build_system
   build_deps
   inputs="$(app_inputs)"
@@ -205,8 +211,9 @@ build_app() {
   mkdir -p "${ctx}/kafka"
   cp -r "${KAFKA_LIBS}" "${ctx}/kafka/libs"
   rm -f "${ctx}/kafka/libs/.complete"
+  cp "${S3PROXY_JAR}" "${ctx}/s3proxy.jar"
   cp "${IMAGES_DIR}/hazelcast-member" "${IMAGES_DIR}/executor" "${IMAGES_DIR}/kafka-broker" \
-    "${ctx}/"
+    "${IMAGES_DIR}/s3-server" "${ctx}/"
   sed "s/@INPUTS@/${inputs}/; s/@UID@/${APP_UID}/g; s|@DEPS_IMAGE@|${DEPS_IMAGE}|" \
     "${IMAGES_DIR}/runtime.Dockerfile" >"${ctx}/Dockerfile"
   docker_build "${APP_IMAGE}" "${ctx}"

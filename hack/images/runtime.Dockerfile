@@ -15,6 +15,9 @@ COPY executor /usr/local/bin/executor
 # A single-node KRaft broker for examples/kubernetes/kafka.yaml and the tests on kind.
 COPY kafka/libs/ /opt/kafka/libs/
 COPY kafka-broker /usr/local/bin/kafka-broker
+# An S3-compatible server for examples/kubernetes/s3proxy.yaml and the tests on kind.
+COPY s3proxy.jar /opt/s3proxy/s3proxy.jar
+COPY s3-server /usr/local/bin/s3-server
 ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONPATH=/opt/snapshotjob/app \
     PYTHONUNBUFFERED=1 \
