@@ -12,7 +12,9 @@ without I/O.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol, runtime_checkable
 
 from snapshot_protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot, verify_chunk
@@ -20,7 +22,12 @@ from snapshot_protocol.ports import ChunkReader, SnapshotStore
 
 TRANSFER_BATCH = 32
 """Chunks read, verified and written per round: enough to keep a store's parallel puts busy,
-few enough that a round's chunks (at most 32 MiB of 1 MiB chunks) are a bounded buffer."""
+few enough that the rounds held at once (:data:`WRITES_IN_FLIGHT` being written, one being
+read: at most 96 MiB of 1 MiB chunks) are a bounded buffer."""
+
+WRITES_IN_FLIGHT = 2
+"""Rounds being written at once: the last puts of one round overlap the first of the next,
+so the target's window stays full instead of draining at the end of every round."""
 
 
 @runtime_checkable
@@ -63,15 +70,28 @@ def transfer_snapshot(
     """
     record = validate_snapshot(source, source_map, snapshot_id)
     chunks = record.chunks
-    for start in range(0, len(chunks), TRANSFER_BATCH):
-        batch = chunks[start : start + TRANSFER_BATCH]
-        values = _read(source, source_map, [chunk.key for chunk in batch])
-        for chunk, value in zip(batch, values, strict=True):
-            verify_chunk(source_map, snapshot_id, chunk, value)
-        target.put_chunks(
-            target_map,
-            [(chunk.key, bytes(value)) for chunk, value in zip(batch, values, strict=True)],
-        )
+    # Rounds are written while the next is read and verified: a copy then takes about as
+    # long as the slower of the two stores, not their sum. A failed write surfaces before the
+    # round after it is written, and leaving the block waits for the last write in flight, so
+    # nothing is still being written when this function raises or writes the record.
+    with ThreadPoolExecutor(WRITES_IN_FLIGHT, thread_name_prefix="transfer-write") as writer:
+        writing: deque[Future[None]] = deque()
+        for start in range(0, len(chunks), TRANSFER_BATCH):
+            batch = chunks[start : start + TRANSFER_BATCH]
+            values = _read(source, source_map, [chunk.key for chunk in batch])
+            for chunk, value in zip(batch, values, strict=True):
+                verify_chunk(source_map, snapshot_id, chunk, value)
+            if len(writing) == WRITES_IN_FLIGHT:
+                writing.popleft().result()
+            writing.append(
+                writer.submit(
+                    target.put_chunks,
+                    target_map,
+                    [(chunk.key, bytes(value)) for chunk, value in zip(batch, values, strict=True)],
+                )
+            )
+        while writing:
+            writing.popleft().result()
     target.put_validation_record(target_map, record)
     return validate_snapshot(target, target_map, snapshot_id)
 

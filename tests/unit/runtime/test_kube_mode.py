@@ -70,6 +70,29 @@ def test_initial_snapshot_name_comes_from_the_operator_env(monkeypatch: pytest.M
     assert kubernetes_config(_job()).settings.initial_snapshot_name == "golden"
 
 
+def test_durable_storage_and_consent_come_from_the_operator_env(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SJ_HAZELCAST_ADDRESS", "hz:5701")
+    for name in ("SJ_DURABLE_BUCKET", "SJ_DURABLE_RESTORE"):
+        monkeypatch.delenv(name, raising=False)
+    settings = kubernetes_config(_job()).settings
+    assert (settings.durable_storage, settings.durable_restore) == (None, None)
+    monkeypatch.setenv("SJ_DURABLE_BUCKET", "snapshots")
+    monkeypatch.setenv("SJ_DURABLE_SNAPSHOT_COPY_INTERVAL_SECONDS", "30")
+    monkeypatch.setenv("SJ_DURABLE_RESTORE", "12:17")
+    settings = kubernetes_config(_job()).settings
+    assert settings.durable_storage is not None
+    assert (settings.durable_storage.bucket, settings.durable_storage.snapshot_copy_interval_s) == (
+        "snapshots",
+        30.0,
+    )
+    assert settings.durable_restore == (12, 17)
+    monkeypatch.setenv("SJ_DURABLE_RESTORE", "12")
+    with pytest.raises(BadInput, match="SJ_DURABLE_RESTORE must be <acceptSnapshotId>:"):
+        kubernetes_config(_job())
+
+
 def test_kubernetes_mode_needs_a_store_address(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SJ_HAZELCAST_ADDRESS", raising=False)
     with pytest.raises(BadInput, match="Hazelcast address"):
