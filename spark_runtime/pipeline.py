@@ -69,6 +69,8 @@ class Pipeline:
         guarantee: The processing guarantee.
         job_uid: Names the job's sink transactions.
         args: The pipeline's arguments (``spec.pipeline.args``).
+        open_sinks: Open each sink as it is added (connect, create its table); False to
+            define the pipeline only to learn its shape.
     """
 
     def __init__(
@@ -78,8 +80,13 @@ class Pipeline:
         guarantee: ProcessingGuarantee,
         job_uid: str,
         args: Mapping[str, Any],
+        *,
+        open_sinks: bool = True,
     ) -> None:
         self.spark = spark
+        # False only to learn the pipeline's shape (the snapshot command's compatibility
+        # check): defining it then touches no external system.
+        self._open_sinks = open_sinks
         self.args = dict(args)
         self.state_context = state
         self._guarantee = guarantee
@@ -137,7 +144,8 @@ class Pipeline:
         """Adds a sink that receives ``input_node``'s frame every epoch."""
         self._check_defining()
         key = self._register_name("sink", name)
-        sink.open(schema_of.schema, self._job_uid, key)
+        if self._open_sinks:
+            sink.open(schema_of.schema, self._job_uid, key)
         participant = (
             StagedSinkParticipant(key, sink, self._guarantee, self.state_context)
             if isinstance(sink, StagedSink)

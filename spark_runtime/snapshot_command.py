@@ -1,11 +1,13 @@
-"""``python -m spark_runtime snapshot list|inspect|validate``: snapshots in Hazelcast or S3.
+"""``python -m spark_runtime snapshot list|inspect|validate|read``: snapshots in Hazelcast or S3.
 
 Why a command: after an incident the first questions are which snapshots a job has, what is
-in them and whether they would restore. The answers come from the validation records and the
-same checks a restore makes (:mod:`snapshot_protocol.inspection`), from Hazelcast or from a
-durable copy in object storage, without starting Spark. Exit codes are the driver's: 0 when
-the snapshot is sound, 65 corrupted, 66 not found, 78 incompatible, 69 when the store could
-not be read.
+in them, whether they would restore, and into which pipeline. The answers come from the
+validation records and the same checks a restore makes (:mod:`snapshot_protocol.inspection`),
+from Hazelcast or from a durable copy in object storage. Only ``validate --pipeline`` starts
+Spark (to define the pipeline, without opening its sinks). ``read`` prints a state operator's
+rows (:mod:`spark_runtime.snapshot_reader`). Exit codes are the driver's: 0 when the snapshot
+is sound, 65 corrupted, 66 not found, 78 incompatible, 69 when the store could not be read,
+2 for a wrong command line.
 """
 
 from __future__ import annotations
@@ -15,14 +17,19 @@ import json
 import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from snapshot_protocol import SnapshotCorrupted, SnapshotIncompatible
+from snapshot_protocol import PipelineShape, SnapshotCorrupted, SnapshotIncompatible
+from snapshot_protocol.chunks import check_compatible
 from snapshot_protocol.errors import SnapshotStoreError
 from snapshot_protocol.inspection import SnapshotSummary, summarize, verify_snapshot
 from snapshot_protocol.ports import SnapshotStore
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.record import export_map_name
+from snapshotjob_contract.spec import ProcessingGuarantee
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def add_parser(commands: Any) -> None:
@@ -33,6 +40,7 @@ def add_parser(commands: Any) -> None:
         ("list", "every snapshot id with a validation record in the map"),
         ("inspect", "one snapshot's validation record, summed by participant"),
         ("validate", "everything a restore checks: the record, every chunk and its checksum"),
+        ("read", "a state operator's rows at a snapshot, every chunk verified"),
     ):
         action = actions.add_parser(name, help=helptext)
         where = action.add_mutually_exclusive_group(required=True)
@@ -48,6 +56,17 @@ def add_parser(commands: Any) -> None:
         action.add_argument("--prefix", default="", help="where under the bucket")
         action.add_argument("--region", default="us-east-1")
         action.add_argument("-o", "--output", choices=["text", "json"], default="text")
+        if name == "validate":
+            action.add_argument(
+                "--pipeline",
+                help="also check that this pipeline module could restore the snapshot "
+                "(defined with --arg and --args-json, its sinks not opened)",
+            )
+            action.add_argument("--arg", action="append", default=[], help="key=value")
+            action.add_argument("--args-json", default="{}", help="the pipeline's arguments")
+        if name == "read":
+            action.add_argument("--operator", required=True, help="the state operator's name")
+            action.add_argument("--limit", type=int, default=20, help="rows to print (0: all)")
 
 
 def run_snapshot_command(ns: argparse.Namespace, out: TextIO = sys.stdout) -> int:
@@ -68,6 +87,9 @@ def run_snapshot_command(ns: argparse.Namespace, out: TextIO = sys.stdout) -> in
     except SnapshotIncompatible as error:
         print(str(error), file=sys.stderr)
         return int(DriverExit.SNAPSHOT_INCOMPATIBLE)
+    except ValueError as error:  # NotAStateTable, a pipeline that cannot be defined
+        print(str(error), file=sys.stderr)
+        return int(DriverExit.BAD_INPUT)
     except SnapshotStoreError as error:
         print(f"Cannot read map {map_name}: {error}", file=sys.stderr)
         return int(DriverExit.TRANSIENT_FAILURE)
@@ -101,10 +123,56 @@ def _run(ns: argparse.Namespace, store: SnapshotStore, map_name: str, out: TextI
             return int(DriverExit.SNAPSHOT_NOT_FOUND)
         _print_one(map_name, summarize(record), ns.output, out, verified=False)
         return 0
-    _print_one(
-        map_name, verify_snapshot(store, map_name, snapshot_id), ns.output, out, verified=True
-    )
+    if ns.action == "read":
+        # Arrow and PySpark's types, only for the command that decodes state rows.
+        from spark_runtime.snapshot_reader import read_state_table
+
+        table = read_state_table(store, map_name, ns.operator, snapshot_id)
+        _print_rows(map_name, snapshot_id, ns.operator, table, ns.limit, ns.output, out)
+        return 0
+    summary = verify_snapshot(store, map_name, snapshot_id)
+    if ns.pipeline:
+        record = store.get_validation_record(map_name, snapshot_id)
+        assert record is not None  # verify_snapshot found it
+        check_compatible(map_name, record, pipeline_shape(ns, record.shape.state_partitions))
+    _print_one(map_name, summary, ns.output, out, verified=True, pipeline=ns.pipeline)
     return 0
+
+
+def pipeline_shape(ns: argparse.Namespace, state_partitions: int) -> PipelineShape:
+    """Defines the pipeline module of ``--pipeline`` (sinks not opened) and returns its shape.
+
+    Raises:
+        ValueError: If the module, its arguments or its definition are wrong.
+    """
+    from spark_runtime.chunk_io import StoreAddress
+    from spark_runtime.execution import BadInput, load_definition
+    from spark_runtime.local_mode import key_value_pairs
+    from spark_runtime.pipeline import Pipeline
+    from spark_runtime.session import spark_session
+    from spark_runtime.state import StateContext
+
+    try:
+        args = json.loads(ns.args_json)
+        args.update(key_value_pairs(ns.arg, "--arg"))
+        define = load_definition(ns.pipeline)
+    except (BadInput, ValueError, AttributeError) as error:
+        raise ValueError(f"Cannot load pipeline {ns.pipeline}: {error}") from error
+    partitions = max(state_partitions, 1)
+    spark = spark_session("snapshot-validate", master="local[1]", shuffle_partitions=partitions)
+    pipeline = Pipeline(
+        spark,
+        StateContext(spark, partitions, StoreAddress((), "")),
+        ProcessingGuarantee.EXACTLY_ONCE,
+        "snapshot-validate",
+        args,
+        open_sinks=False,
+    )
+    try:
+        pipeline.define(define)
+    except Exception as error:
+        raise ValueError(f"Pipeline {ns.pipeline} cannot be defined: {error}") from error
+    return pipeline.shape(partitions)
 
 
 def _snapshot_ids(store: SnapshotStore, map_name: str) -> list[int]:
@@ -149,11 +217,56 @@ def _print_list(map_name: str, summaries: list[SnapshotSummary], output: str, ou
         )
 
 
+def _print_rows(
+    map_name: str,
+    snapshot_id: int,
+    operator: str,
+    table: pa.Table,
+    limit: int,
+    output: str,
+    out: TextIO,
+) -> None:
+    rows = table.to_pylist()
+    shown = rows if limit <= 0 else rows[:limit]
+    if output == "json":
+        document = {
+            "map": map_name,
+            "snapshotId": snapshot_id,
+            "operator": operator,
+            "numRows": len(rows),
+            "rows": shown,
+        }
+        json.dump(document, out, indent=2, default=str)
+        out.write("\n")
+        return
+    out.write(
+        f"Operator {operator} of snapshot {snapshot_id} in map {map_name}: {len(rows)} rows, "
+        f"every chunk verified\n"
+    )
+    if not shown:
+        return
+    columns = table.column_names
+    out.write("\t".join(columns) + "\n")
+    for row in shown:
+        out.write("\t".join(str(row[column]) for column in columns) + "\n")
+    if len(shown) < len(rows):
+        out.write(f"... {len(rows) - len(shown)} more (--limit 0 prints all)\n")
+
+
 def _print_one(
-    map_name: str, summary: SnapshotSummary, output: str, out: TextIO, *, verified: bool
+    map_name: str,
+    summary: SnapshotSummary,
+    output: str,
+    out: TextIO,
+    *,
+    verified: bool,
+    pipeline: str | None = None,
 ) -> None:
     if output == "json":
-        json.dump({"map": map_name, "verified": verified, **asdict(summary)}, out, indent=2)
+        document = {"map": map_name, "verified": verified, **asdict(summary)}
+        if pipeline:
+            document["compatibleWith"] = pipeline
+        json.dump(document, out, indent=2)
         out.write("\n")
         return
     out.write(
@@ -172,3 +285,5 @@ def _print_one(
             f"Valid: the validation record, all {summary.num_chunks} chunks present and every "
             "checksum verified\n"
         )
+    if pipeline:
+        out.write(f"Compatible: pipeline {pipeline} can restore it\n")
