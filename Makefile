@@ -29,6 +29,7 @@ demo-local: install ## Run the main job without Kubernetes: sequence sum, then w
 bench: install ## Run every benchmark (each prints its figures and ends with one JSON line)
 	@$(PY) bench/snapshot_store.py
 	@$(PY) bench/durable_bandwidth.py
+	@$(PY) -m bench.durable_copy_cost
 	@$(PY) -m bench.overhead
 	@$(PY) bench/reconcile_latency.py
 	@$(PY) bench/driver_start.py

@@ -24,14 +24,10 @@ port: the protocol core only knows export maps, while listing them in
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import FrameType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
@@ -40,7 +36,6 @@ from snapshot_protocol import (
     CoordinatorConfig,
     CoordinatorState,
     Failpoints,
-    JobIdentity,
     RecordStore,
     RecordStoreError,
     RestoreNeedsConsent,
@@ -59,48 +54,33 @@ from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.record import durable_copy_map_name
 from snapshotjob_contract.spec import ProcessingGuarantee
 from snapshotjob_contract.status import ExportedSnapshot
-from spark_runtime.chunk_io import StoreAddress
-from spark_runtime.durable import DurableCopies, DurableStorage
+from spark_runtime.driver_settings import (
+    DriverSettings,
+    ExportPoll,
+    ExportRequest,
+    PipelineStartReporter,
+    PublishExport,
+    StopSignals,
+    TerminationPoll,
+)
+from spark_runtime.durable import DurableCopies
 from spark_runtime.pipeline import DefinePipeline, Pipeline
 from spark_runtime.state import StateContext
 
+__all__ = [
+    "Driver",
+    "DriverSettings",
+    "ExportPoll",
+    "ExportRequest",
+    "PipelineStartReporter",
+    "PublishExport",
+    "StopSignals",
+    "TerminationPoll",
+]
+
 _log = logging.getLogger(__name__)
 
-TerminationPoll = Callable[[], TerminationRequest | None]
-
-
-@dataclass(frozen=True)
-class ExportRequest:
-    """The operator's request for an export-only snapshot (``status.exportRequest``).
-
-    Attributes:
-        name: The export name.
-        request_id: Unique id of the request; each is served once.
-    """
-
-    name: str
-    request_id: str
-
-
-ExportPoll = Callable[[], ExportRequest | None]
-PublishExport = Callable[[ExportedSnapshot], None]
-"""Reports a successful export; may raise ZombieExecution, other errors are logged."""
-
 _FINAL_SNAPSHOT_ATTEMPTS = 10
-
-
-@runtime_checkable
-class PipelineStartReporter(Protocol):
-    """A record store that can tell the operator the pipeline runs (``status.pipelineStarted``)."""
-
-    def report_pipeline_started(self) -> None:
-        """Reports, fenced by the execution id, that this execution's pipeline runs.
-
-        Raises:
-            ZombieExecution: If the job belongs to another execution.
-            RecordStoreError: If the report could not be written.
-        """
-        ...
 
 
 _UNUSABLE_EXITS: dict[type[SnapshotUnusable], DriverExit] = {
@@ -109,72 +89,6 @@ _UNUSABLE_EXITS: dict[type[SnapshotUnusable], DriverExit] = {
     SnapshotNotFound: DriverExit.SNAPSHOT_NOT_FOUND,
     RestoreNeedsConsent: DriverExit.RESTORE_NEEDS_CONSENT,
 }
-
-
-@dataclass(frozen=True)
-class DriverSettings:
-    """How one job runs.
-
-    Attributes:
-        job: Names the snapshot maps and sink transactions.
-        guarantee: The processing guarantee.
-        snapshot_interval_ms: From the end of one snapshot to the start of the next.
-        state_partitions: The fixed number of keyed state partitions.
-        store: The snapshot store executors write to.
-        idle_sleep_s: Pause when no source has new data.
-        suspend_on_failure: Suspend instead of failing (``spec.suspendOnFailure``).
-        initial_snapshot_name: Restore from this exported snapshot while the job has no
-            snapshot of its own (``spec.initialSnapshotName``).
-        split_brain_protection: Run only while the store members the driver reaches are a
-            quorum (``spec.splitBrainProtection``).
-        store_lost_s: Stop after reaching no store member for this long.
-        source_lost_s: Stop (exit 69) after this long of failing to find where the next
-            epoch's range ends, e.g. a Kafka cluster that is down; retried until then.
-        durable_storage: Where exports are copied to, and initial snapshots looked for when
-            the store lacks them; None without durable storage.
-        durable_restore: ``(copy, record)`` snapshot ids the user accepts restoring the older
-            durable copy of (``spec.durableRestore``).
-    """
-
-    job: JobIdentity
-    guarantee: ProcessingGuarantee
-    snapshot_interval_ms: int
-    state_partitions: int
-    store: StoreAddress
-    idle_sleep_s: float = 0.2
-    suspend_on_failure: bool = False
-    initial_snapshot_name: str | None = None
-    split_brain_protection: bool = False
-    store_lost_s: float = 30.0
-    source_lost_s: float = 60.0
-    durable_storage: DurableStorage | None = None
-    durable_restore: tuple[int, int] | None = None
-
-
-class StopSignals:
-    """Turns SIGTERM and SIGINT into a flag the loop checks at the next epoch boundary.
-
-    The current step (an epoch, a snapshot's phases) always finishes: a signal in the middle
-    of a snapshot would otherwise leave it to be repaired by the next restore, which is safe
-    but slower. No new snapshot is taken after the signal.
-    """
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def install(self) -> None:
-        """Handles SIGTERM and SIGINT in this (main) thread."""
-        signal.signal(signal.SIGTERM, self._handle)
-        signal.signal(signal.SIGINT, self._handle)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        _log.warning("Received signal=%s, stopping at the next epoch boundary", signum)
-        self._event.set()
-
-    @property
-    def received(self) -> bool:
-        """Whether a stop signal arrived."""
-        return self._event.is_set()
 
 
 class Driver:

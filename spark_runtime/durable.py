@@ -101,6 +101,10 @@ class DurableCopies:
         self._sleep = sleep
         self._last_snapshot_copy: float | None = None
 
+    def reset_schedule(self) -> None:
+        """Makes the next automatic snapshot's copy due at once, as at an execution's start."""
+        self._last_snapshot_copy = None
+
     def copy_snapshot_if_due(
         self,
         source: SnapshotStore,

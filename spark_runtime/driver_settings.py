@@ -1,0 +1,126 @@
+"""What a driver runs with and how it hears the world: settings, requests, stop signals.
+
+Why a module of its own: the modes (:mod:`spark_runtime.local_mode`,
+:mod:`spark_runtime.kube_mode`) build these from a command line or a SnapshotJob, and the
+driver's loop (:mod:`spark_runtime.driver`) consumes them; neither needs the other's code to
+say what a setting or a request is. :mod:`spark_runtime.driver` re-exports every name here.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Protocol, runtime_checkable
+
+from snapshot_protocol import JobIdentity, TerminationRequest
+from snapshotjob_contract.spec import ProcessingGuarantee
+from snapshotjob_contract.status import ExportedSnapshot
+from spark_runtime.chunk_io import StoreAddress
+from spark_runtime.durable import DurableStorage
+
+# The driver's own messages have always come from this logger, whichever module logs them.
+_log = logging.getLogger("spark_runtime.driver")
+
+TerminationPoll = Callable[[], TerminationRequest | None]
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """The operator's request for an export-only snapshot (``status.exportRequest``).
+
+    Attributes:
+        name: The export name.
+        request_id: Unique id of the request; each is served once.
+    """
+
+    name: str
+    request_id: str
+
+
+ExportPoll = Callable[[], ExportRequest | None]
+PublishExport = Callable[[ExportedSnapshot], None]
+"""Reports a successful export; may raise ZombieExecution, other errors are logged."""
+
+
+@runtime_checkable
+class PipelineStartReporter(Protocol):
+    """A record store that can tell the operator the pipeline runs (``status.pipelineStarted``)."""
+
+    def report_pipeline_started(self) -> None:
+        """Reports, fenced by the execution id, that this execution's pipeline runs.
+
+        Raises:
+            ZombieExecution: If the job belongs to another execution.
+            RecordStoreError: If the report could not be written.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class DriverSettings:
+    """How one job runs.
+
+    Attributes:
+        job: Names the snapshot maps and sink transactions.
+        guarantee: The processing guarantee.
+        snapshot_interval_ms: From the end of one snapshot to the start of the next.
+        state_partitions: The fixed number of keyed state partitions.
+        store: The snapshot store executors write to.
+        idle_sleep_s: Pause when no source has new data.
+        suspend_on_failure: Suspend instead of failing (``spec.suspendOnFailure``).
+        initial_snapshot_name: Restore from this exported snapshot while the job has no
+            snapshot of its own (``spec.initialSnapshotName``).
+        split_brain_protection: Run only while the store members the driver reaches are a
+            quorum (``spec.splitBrainProtection``).
+        store_lost_s: Stop after reaching no store member for this long.
+        source_lost_s: Stop (exit 69) after this long of failing to find where the next
+            epoch's range ends, e.g. a Kafka cluster that is down; retried until then.
+        durable_storage: Where exports are copied to, and initial snapshots looked for when
+            the store lacks them; None without durable storage.
+        durable_restore: ``(copy, record)`` snapshot ids the user accepts restoring the older
+            durable copy of (``spec.durableRestore``).
+    """
+
+    job: JobIdentity
+    guarantee: ProcessingGuarantee
+    snapshot_interval_ms: int
+    state_partitions: int
+    store: StoreAddress
+    idle_sleep_s: float = 0.2
+    suspend_on_failure: bool = False
+    initial_snapshot_name: str | None = None
+    split_brain_protection: bool = False
+    store_lost_s: float = 30.0
+    source_lost_s: float = 60.0
+    durable_storage: DurableStorage | None = None
+    durable_restore: tuple[int, int] | None = None
+
+
+class StopSignals:
+    """Turns SIGTERM and SIGINT into a flag the loop checks at the next epoch boundary.
+
+    The current step (an epoch, a snapshot's phases) always finishes: a signal in the middle
+    of a snapshot would otherwise leave it to be repaired by the next restore, which is safe
+    but slower. No new snapshot is taken after the signal.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def install(self) -> None:
+        """Handles SIGTERM and SIGINT in this (main) thread."""
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        _log.warning("Received signal=%s, stopping at the next epoch boundary", signum)
+        self._event.set()
+
+    @property
+    def received(self) -> bool:
+        """Whether a stop signal arrived."""
+        return self._event.is_set()
