@@ -411,3 +411,62 @@ def assert_exactly_once(release: Release, job: str, end: int) -> None:
     assert sums == expected
     ((prepared,),) = psql(release, "SELECT count(*) FROM pg_prepared_xacts")
     assert int(prepared) == 0
+
+
+S3_MANIFEST = REPO_ROOT / "examples" / "kubernetes" / "s3proxy.yaml"
+MEMBERS = "app.kubernetes.io/component=hazelcast"
+DURABLE_STORAGE: dict[str, Any] = {
+    "bucket": "snapshots",
+    "prefix": "e2e",
+    "endpoint": "http://s3proxy:8080",
+    "credentialsSecret": "snapshots-s3",
+    "snapshotCopyIntervalSeconds": 10,
+}
+"""``spec.durableStorage`` on the in-cluster S3 server of :func:`deploy_s3`."""
+
+
+def deploy_s3(release: Release) -> None:
+    """Runs ``examples/kubernetes/s3proxy.yaml`` (its Secret, server and Service) with the e2e
+    image on the control-plane node, and waits until the server answers."""
+    documents = [doc for doc in yaml.safe_load_all(S3_MANIFEST.read_text()) if doc]
+    for doc in documents:
+        if doc["kind"] == "StatefulSet":
+            spec = doc["spec"]["template"]["spec"]
+            spec |= CONTROL_PLANE_NODE
+            # The e2e image is the project image plus the tests' pipelines.
+            spec["containers"][0]["image"] = IMAGE
+    release.apply(yaml.safe_dump_all(documents))
+    release.kubectl("rollout", "status", "statefulset/s3proxy", "--timeout=300s", timeout=320)
+
+
+def durable_copies(release: Release, uid: str) -> list[int]:
+    """The snapshot ids of a job's periodic copies, as files in the S3 server's volume."""
+    # s3proxy's filesystem backend keeps an object under its key as a path.
+    script = f"ls /var/lib/s3proxy/snapshots/e2e/__sj.copy.{uid} 2>/dev/null || true"
+    out = release.kubectl("exec", "s3proxy-0", "--", "sh", "-c", script)
+    return sorted(int(name) for name in out.split() if name.isdigit())
+
+
+def restart_every_member(release: Release) -> None:
+    """Force-deletes every Hazelcast member Pod at once; waits for three new ones, Ready.
+
+    The StatefulSet starts them again, empty: every snapshot in the store is lost.
+    """
+    before = {p["metadata"]["uid"] for p in release.pods(MEMBERS)}
+    release.kubectl("delete", "pod", "-l", MEMBERS, "--grace-period=0", "--force")
+
+    def replaced() -> bool:
+        pods = release.pods(MEMBERS)
+        return (
+            len(pods) == 3
+            and not {p["metadata"]["uid"] for p in pods} & before
+            and all(
+                any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in p["status"].get("conditions") or []
+                )
+                for p in pods
+            )
+        )
+
+    wait_for(release, "three new members, Ready", replaced, timeout=300)

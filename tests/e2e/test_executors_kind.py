@@ -2,7 +2,8 @@
 
 Why these tests: users choose this operator because a streaming job keeps its state across
 the failures a cluster has (a driver Pod deleted or killed, an executor lost, a Hazelcast
-member killed, a node drained), and an upserting sink would hide a replayed epoch. So the
+member killed, every member restarted at once, a node drained), and an upserting sink would
+hide a replayed epoch. So the
 pipeline here (``examples/sequence_sum.py``) also appends one row per input event to a
 PostgreSQL table without any key (``events_table``): a duplicate is an extra row, a loss a
 missing id. PostgreSQL runs in the cluster (``examples/kubernetes/postgres.yaml``, an image
@@ -24,12 +25,17 @@ import pytest
 
 from tests.e2e.release import (
     CATCH_UP,
+    DURABLE_STORAGE,
     SEQUENCE_SUM,
     UNENDING,
     Release,
     Step,
     attempt,
+    deploy_s3,
+    durable_copies,
     next_execution,
+    patch_spec,
+    restart_every_member,
     sequence_sum_args,
     snapshot_id,
     suspend_with_exact_prefix,
@@ -59,21 +65,31 @@ def _sigkill_driver(release: Release, pod: dict[str, Any]) -> None:
     assert out.returncode == 0 and "killed" in out.stdout, (out.stdout, out.stderr)
 
 
-def test_driver_executor_and_member_failures_keep_exactly_once(
+def test_driver_executor_and_member_failures_and_the_loss_of_the_store_keep_exactly_once(
     release: Release, postgres: str
 ) -> None:
-    """Executor killed, driver SIGKILLed, member killed: one job, exact.
+    """Executor killed, driver SIGKILLed, member killed, every member restarted: one job, exact.
 
-    A deleted driver Pod is test_kafka_kind's fault, with the same checks.
+    The job copies its snapshots to an S3-compatible server running as a Pod in the cluster
+    (``examples/kubernetes/s3proxy.yaml``: s3proxy from Maven Central in the project image).
+    Once suspended, its terminal snapshot is copied; then every member Pod is deleted at once
+    and the StatefulSet starts three new, empty ones. On resume the driver finds no validation
+    record in the store, copies the restore point back from the bucket (verified chunk by
+    chunk) and goes on. Restoring an older copy, which needs the user's consent, is tested in
+    ``tests/integration/test_durable_restore.py``. A deleted driver Pod is test_kafka_kind's
+    fault, with the same checks.
     """
     job = "faults"
     with Step("faults-first-snapshot"):
+        deploy_s3(release)
         release.apply_job(
             job,
             sequence_sum_args(postgres, job, UNENDING, rate=100, max_rows_per_epoch=CATCH_UP),
             pipeline=SEQUENCE_SUM,
+            durableStorage=DURABLE_STORAGE,
         )
         running = wait_snapshot(release, job, 1, timeout=300)
+        uid = running["metadata"]["uid"]
 
     with Step("faults-executor-killed"):
         executors = release.executor_pods(job)
@@ -121,8 +137,29 @@ def test_driver_executor_and_member_failures_keep_exactly_once(
 
     with Step("faults-suspended"):
         committed = suspend_with_exact_prefix(release, job)
+        suspended = release.job(job) or {}
+        restore_point = snapshot_id(suspended)
+        # The terminal snapshot was copied, and only the newest copy is kept.
+        assert durable_copies(release, uid) == [restore_point]
     # Past the rows of the first snapshot: the output crossed every fault above.
     assert committed > CATCH_UP, committed
+
+    with Step("faults-store-restarted"):
+        restart_every_member(release)
+
+    with Step("faults-resumed-from-the-bucket"):
+        patch_spec(release, job, {"suspend": False})
+        resumed = wait_snapshot(release, job, restore_point, timeout=300)
+        pod = resumed["status"]["execution"]["driverPod"]
+        assert release.restored_snapshot(pod) == restore_point
+        log = release.kubectl("logs", pod, "-c", "driver")
+        # The store had lost it: the restore point came back from the bucket.
+        copied_back = f"Copying restore point from durable storage map=__sj.b1.snapshot.{uid}."
+        assert copied_back in log, log[-3000:]
+        assert f"snapshotId={restore_point} copySnapshotId={restore_point} older=False" in log
+
+    with Step("faults-suspended-again"):
+        assert suspend_with_exact_prefix(release, job) > committed
 
 
 def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(

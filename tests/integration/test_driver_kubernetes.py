@@ -264,14 +264,28 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
     api: client.ApiClient,
     healthy_hazelcast: HazelcastCluster,
     store: HazelcastSnapshotStore,
+    s3: S3Server,
+    s3_bucket: str,
     drivers: Drivers,
     tmp_path: Path,
 ) -> None:
+    """With durable storage, as the operator configures a driver Pod for it: the export is
+    copied to a real S3 server, and the job started from it after the store lost it (its
+    map's entries removed; every member restarted is tested on kind) finds the copy."""
+    durable_env = {
+        ENV_DURABLE_BUCKET: s3_bucket,
+        ENV_DURABLE_PREFIX: "team-a/jobs",
+        ENV_DURABLE_ENDPOINT: s3.endpoint,
+        ENV_DURABLE_REGION: "us-east-1",
+        ENV_DURABLE_ACCESS_KEY_ID: s3.access_key,
+        ENV_DURABLE_SECRET_ACCESS_KEY: s3.secret_key,
+    }
     export = f"golden-{uuid.uuid4().hex[:6]}"
+    export_map = export_map_name(NAMESPACE, export)
     work = tmp_path / "job-1"
     name = _job(api, healthy_hazelcast, work, "exec-1")
     _allow(work, EXPORTED_AT)
-    first = drivers.start(name, "exec-1")
+    first = drivers.start(name, "exec-1", extra_env=durable_env)
 
     # The driver snapshots every second and keeps the record in the job's status.
     seen: list[int] = []
@@ -296,8 +310,14 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
     entry = _export_entry(api, name, export)
     assert entry is not None and entry["terminal"] is False
     assert datetime.fromisoformat(entry["createdAt"]).tzinfo is not None
-    validation = validate_snapshot(store, export_map_name(NAMESPACE, export), entry["snapshotId"])
+    validation = validate_snapshot(store, export_map, entry["snapshotId"])
     assert validation.num_bytes == entry["numBytes"] > 0
+    # Copied to the bucket once it validated; the copy is the export, as validation sees it.
+    assert entry["durableLocation"] == (
+        f"s3://{s3_bucket}/team-a/jobs/{export_map}/{entry['snapshotId']}"
+    )
+    bucket = S3SnapshotStore(s3.client(), s3_bucket, "team-a/jobs")
+    assert validate_snapshot(bucket, export_map, entry["snapshotId"]) == validation
     # State is partitioned by spec.statePartitions; the driver-side chunk comes after them.
     state_chunks = {key.partition for key in validation.chunk_keys if key.operator == "sums"}
     assert max(state_chunks) == STATE_PARTITIONS, state_chunks
@@ -340,11 +360,14 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
     assert len(rows) == len(set(rows)), "a row was published twice"
     assert len({(key, count) for key, count, _ in rows}) == len(rows), "replayed input"
 
-    # A new job starts from the export: its first output continues the exported sums.
+    # The store loses the export; a new job started from it finds the durable copy, and its
+    # first output continues the exported sums.
+    store.discard(export_map, entry["snapshotId"])
+    assert store.latest_snapshot_id(export_map) is None
     work_2 = tmp_path / "job-2"
     name_2 = _job(api, healthy_hazelcast, work_2, "exec-a")
     _allow(work_2, FENCED_AT)
-    third = drivers.start(name_2, "exec-a", initial_snapshot=export)
+    third = drivers.start(name_2, "exec-a", initial_snapshot=export, extra_env=durable_env)
 
     def caught_up() -> bool:
         drivers.alive(third)
@@ -356,85 +379,13 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
     for key, count, _ in rows_2:
         assert count > exported_counts[key][0], f"row {key=} {count=} ignores the export"
     assert int(_record(api, name_2)["snapshotId"]) >= 0
+    assert "Copying initial snapshot from durable storage" in drivers.log(third)
+    assert validate_snapshot(store, export_map, entry["snapshotId"]) == validation  # back
 
     # The operator starts another execution: the old driver is a zombie and must stop.
     _claim(api, name_2, "exec-b", 2)
     assert drivers.wait(third, 60) == DriverExit.FENCED, drivers.tail(third)
     assert _record(api, name_2)["ongoingSnapshotId"] >= 0
-
-
-def test_an_export_is_copied_to_s3_and_a_new_job_starts_from_the_copy_after_the_store_lost_it(
-    api: client.ApiClient,
-    healthy_hazelcast: HazelcastCluster,
-    store: HazelcastSnapshotStore,
-    s3: S3Server,
-    s3_bucket: str,
-    drivers: Drivers,
-    tmp_path: Path,
-) -> None:
-    """Durable exports end to end, with the environment the operator gives a driver Pod.
-
-    The store losing the export is its map's entries removed; losing every member is
-    tested on kind.
-    """
-    durable_env = {
-        ENV_DURABLE_BUCKET: s3_bucket,
-        ENV_DURABLE_PREFIX: "team-a/jobs",
-        ENV_DURABLE_ENDPOINT: s3.endpoint,
-        ENV_DURABLE_REGION: "us-east-1",
-        ENV_DURABLE_ACCESS_KEY_ID: s3.access_key,
-        ENV_DURABLE_SECRET_ACCESS_KEY: s3.secret_key,
-    }
-    bucket = S3SnapshotStore(s3.client(), s3_bucket, "team-a/jobs")
-    export = f"durable-{uuid.uuid4().hex[:6]}"
-    export_map = export_map_name(NAMESPACE, export)
-    work = tmp_path / "job-1"
-    name = _job(api, healthy_hazelcast, work, "exec-1")
-    _allow(work, EXPORTED_AT)
-    first = drivers.start(name, "exec-1", extra_env=durable_env)
-
-    def held() -> bool:
-        drivers.alive(first)
-        return _latest(_rows(work)) == _sums(EXPORTED_AT)
-
-    wait_until(held, 120, "the first driver to publish the first 300 rows", 0.5)
-    _patch_status(
-        api,
-        name,
-        {"exportRequest": {"name": export, "requestId": "exec-1/export/1", "requestedAt": _now()}},
-    )
-    wait_until(lambda: _export_entry(api, name, export) is not None, 60, "the export entry")
-    entry = _export_entry(api, name, export)
-    assert entry is not None
-    snapshot_id = entry["snapshotId"]
-    assert entry["durableLocation"] == (
-        f"s3://{s3_bucket}/team-a/jobs/{export_map}/{snapshot_id}"
-    ), drivers.tail(first)
-    # The copy in the bucket is the export, byte for byte, as validation sees it.
-    in_store = validate_snapshot(store, export_map, snapshot_id)
-    assert validate_snapshot(bucket, export_map, snapshot_id) == in_store
-    first.kill()
-    first.wait()
-
-    # The store loses the export; a new job asked to start from it finds the copy.
-    store.discard(export_map, snapshot_id)
-    assert store.latest_snapshot_id(export_map) is None
-    work_2 = tmp_path / "job-2"
-    name_2 = _job(api, healthy_hazelcast, work_2, "exec-a")
-    _allow(work_2, FENCED_AT)
-    second = drivers.start(name_2, "exec-a", initial_snapshot=export, extra_env=durable_env)
-
-    def caught_up() -> bool:
-        drivers.alive(second)
-        return _latest(_rows(work_2)) == _sums(FENCED_AT)
-
-    wait_until(caught_up, 120, "the job started from the durable copy to reach 450 rows", 0.5)
-    exported_counts = _sums(EXPORTED_AT)
-    for key, count, _ in _rows(work_2):
-        assert count > exported_counts[key][0], f"row {key=} {count=} ignores the export"
-    assert "Copying initial snapshot from durable storage" in drivers.tail(second)
-    # It is back in the store, validated there.
-    assert validate_snapshot(store, export_map, snapshot_id) == in_store
 
 
 def test_a_missing_initial_snapshot_is_not_found(
