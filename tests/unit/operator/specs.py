@@ -123,4 +123,21 @@ INVALID_SPECS = (
         {"durableStorage": {"bucket": "snapshots"}},
         "spec.durableStorage.credentialsSecret",
     ),
+    InvalidSpecCase(
+        "durable-copies-more-often-than-every-10-s",
+        {
+            "durableStorage": {
+                "bucket": "snapshots",
+                "credentialsSecret": "k",
+                "snapshotCopyIntervalSeconds": 5,
+            }
+        },
+        "spec.durableStorage.snapshotCopyIntervalSeconds",
+    ),
+    InvalidSpecCase(
+        "durable-restore-of-a-copy-not-older",
+        {"durableRestore": {"acceptSnapshotId": 17, "insteadOfSnapshotId": 17}},
+        "spec.durableRestore",
+        "durableRestore.acceptSnapshotId must be older (lower) than insteadOfSnapshotId",
+    ),
 )
