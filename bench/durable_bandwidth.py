@@ -38,11 +38,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.servers import snapshot_store
+from bench.servers import snapshot_store, start_s3
 from snapshot_protocol import ChunkWriter, PipelineShape, ValidationRecord
 from snapshot_protocol.chunks import validate_snapshot, verify_chunk
 from snapshot_protocol.transfer import TRANSFER_BATCH, transfer_snapshot
-from snapshot_store.s3 import DEFAULT_WINDOW, S3SnapshotStore, connect_s3
+from snapshot_store.s3 import DEFAULT_WINDOW, S3SnapshotStore
 from testbed.s3 import S3Server
 
 MIB = 1024 * 1024
@@ -69,12 +69,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="sj-bench-durable-"))
     server = S3Server(workdir / "s3")
     try:
-        (workdir / "s3").mkdir()
-        server.start()
-        bucket = server.create_bucket()
-        client = connect_s3(
-            server.endpoint, "us-east-1", access_key=server.access_key, secret_key=server.secret_key
-        )
+        client, bucket = start_s3(server)
         durable = S3SnapshotStore(client, bucket, "bench")
         with snapshot_store(workdir) as (_, hazelcast):
             chunks = [os.urandom(MIB) for _ in range(ns.mib)]

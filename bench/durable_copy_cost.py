@@ -33,10 +33,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from bench.overhead import STATE_PARTITIONS, CountingSink, _session
-from bench.servers import snapshot_store
+from bench.servers import snapshot_store, start_s3
 from snapshot_protocol import JobIdentity
 from snapshot_store.hazelcast import HazelcastSnapshotStore
-from snapshot_store.s3 import S3SnapshotStore, connect_s3
+from snapshot_store.s3 import S3SnapshotStore
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.chunk_io import StoreAddress
@@ -102,15 +102,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="sj-bench-copy-"))
     server = S3Server(workdir / "s3")
     try:
-        (workdir / "s3").mkdir()
-        server.start()
-        bucket = server.create_bucket()
-        client = connect_s3(
-            server.endpoint,
-            "us-east-1",
-            access_key=server.access_key,
-            secret_key=server.secret_key,
-        )
+        client, bucket = start_s3(server)
         bucket_store = S3SnapshotStore(client, bucket, "bench")
         spark = _session()
         with snapshot_store(workdir) as (address, store):

@@ -1,7 +1,8 @@
 """The snapshot store the benchmarks share: three Hazelcast members and a client to them.
 
 Each benchmark starts its own servers (a benchmark must run on its own), and every one that
-takes snapshots needs the same three members with the same heap and a connected client.
+takes snapshots needs the same three members with the same heap and a connected client; the
+durable-storage benchmarks also need an S3 server with a bucket.
 """
 
 from __future__ import annotations
@@ -9,10 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
+from snapshot_store.s3 import connect_s3
 from spark_runtime.chunk_io import StoreAddress
 from testbed.hazelcast import HazelcastCluster
+from testbed.s3 import S3Server
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 
 @contextmanager
@@ -34,3 +41,19 @@ def snapshot_store(workdir: Path) -> Iterator[tuple[StoreAddress, HazelcastSnaps
         if client is not None:
             client.shutdown()
         cluster.stop()
+
+
+def start_s3(server: S3Server) -> tuple[S3Client, str]:
+    """Starts the test bed's S3 server (s3proxy) and makes a bucket on it.
+
+    Returns:
+        A client configured as the driver's (:func:`~snapshot_store.s3.connect_s3`), and the
+        bucket's name. The caller stops the server.
+    """
+    server.config.parent.mkdir(parents=True, exist_ok=True)
+    server.start()
+    bucket = server.create_bucket()
+    client = connect_s3(
+        server.endpoint, "us-east-1", access_key=server.access_key, secret_key=server.secret_key
+    )
+    return client, bucket

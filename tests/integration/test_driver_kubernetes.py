@@ -146,6 +146,17 @@ def drivers(kube_api: KubeAPI, tmp_path: Path) -> Iterator[Drivers]:
     started.kill_all()
 
 
+def durable_storage_env(s3: S3Server, bucket: str, **extra: str) -> dict[str, str]:
+    """The durable storage variables the operator gives a driver Pod, for the test's server."""
+    return {
+        ENV_DURABLE_BUCKET: bucket,
+        ENV_DURABLE_ENDPOINT: s3.endpoint,
+        ENV_DURABLE_ACCESS_KEY_ID: s3.access_key,
+        ENV_DURABLE_SECRET_ACCESS_KEY: s3.secret_key,
+        **extra,
+    }
+
+
 def _objects(api: client.ApiClient) -> Any:
     return client.CustomObjectsApi(api)
 
@@ -272,14 +283,9 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
     """With durable storage, as the operator configures a driver Pod for it: the export is
     copied to a real S3 server, and the job started from it after the store lost it (its
     map's entries removed; every member restarted is tested on kind) finds the copy."""
-    durable_env = {
-        ENV_DURABLE_BUCKET: s3_bucket,
-        ENV_DURABLE_PREFIX: "team-a/jobs",
-        ENV_DURABLE_ENDPOINT: s3.endpoint,
-        ENV_DURABLE_REGION: "us-east-1",
-        ENV_DURABLE_ACCESS_KEY_ID: s3.access_key,
-        ENV_DURABLE_SECRET_ACCESS_KEY: s3.secret_key,
-    }
+    durable_env = durable_storage_env(
+        s3, s3_bucket, **{ENV_DURABLE_PREFIX: "team-a/jobs", ENV_DURABLE_REGION: "us-east-1"}
+    )
     export = f"golden-{uuid.uuid4().hex[:6]}"
     export_map = export_map_name(NAMESPACE, export)
     work = tmp_path / "job-1"

@@ -15,7 +15,6 @@ code is covered by the decision's tests.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections import Counter
@@ -28,11 +27,7 @@ from kubernetes import client
 from snapshot_store.hazelcast import HazelcastSnapshotStore
 from snapshot_store.s3 import S3SnapshotStore
 from snapshotjob_contract.environment import (
-    ENV_DURABLE_ACCESS_KEY_ID,
-    ENV_DURABLE_BUCKET,
-    ENV_DURABLE_ENDPOINT,
     ENV_DURABLE_RESTORE,
-    ENV_DURABLE_SECRET_ACCESS_KEY,
     ENV_DURABLE_SNAPSHOT_COPY_INTERVAL_SECONDS,
 )
 from snapshotjob_contract.exits import DriverExit
@@ -56,21 +51,18 @@ from tests.integration.test_driver_kubernetes import (  # noqa: F401 - fixtures
     _sums,
     api,
     drivers,
+    durable_storage_env,
     store,
 )
+from tests.integration.test_partitions import committed_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 
 
 def _env(s3: S3Server, bucket: str, interval: str, **extra: str) -> dict[str, str]:
-    return {
-        ENV_DURABLE_BUCKET: bucket,
-        ENV_DURABLE_ENDPOINT: s3.endpoint,
-        ENV_DURABLE_ACCESS_KEY_ID: s3.access_key,
-        ENV_DURABLE_SECRET_ACCESS_KEY: s3.secret_key,
-        ENV_DURABLE_SNAPSHOT_COPY_INTERVAL_SECONDS: interval,
-        **extra,
-    }
+    return durable_storage_env(
+        s3, bucket, **{ENV_DURABLE_SNAPSHOT_COPY_INTERVAL_SECONDS: interval, **extra}
+    )
 
 
 def _uid(api: client.ApiClient, name: str) -> str:
@@ -85,13 +77,6 @@ def _with_events(api: client.ApiClient, name: str, work: Path) -> None:
     _objects(api).patch_namespaced_custom_object(
         GROUP, VERSION, NAMESPACE, PLURAL, name, {"spec": {"pipeline": {"args": args}}}
     )
-
-
-def _events(work: Path) -> list[int]:
-    values: list[int] = []
-    for part in sorted((work / "events").glob("events-*/part-*.json")):
-        values.extend(int(json.loads(line)["value"]) for line in part.read_text().splitlines())
-    return values
 
 
 def _lose_the_store(store: HazelcastSnapshotStore, uid: str) -> None:
@@ -158,7 +143,7 @@ def test_a_copy_of_the_restore_point_replaces_the_lost_store_exactly_once(
     log = drivers.log(second)
     assert "Copying restore point from durable storage" in log, drivers.tail(second)
     assert "older=False" in log
-    events = _events(work)
+    events = committed_events(work)
     assert sorted(events) == list(range(END)), Counter(events).most_common(3)
     assert _latest(_rows(work)) == _sums(END)
 
@@ -187,7 +172,7 @@ def test_an_older_copy_waits_for_consent_then_repeats_exactly_what_it_announced(
     first.kill()
     first.wait()
     record_id = int(_record(api, name)["snapshotId"])
-    published_before = _events(work)
+    published_before = committed_events(work)
     _lose_the_store(store, _uid(api, name))
 
     # Without consent: the job stops, naming both ids; nothing is restored or written.
@@ -199,7 +184,7 @@ def test_an_older_copy_waits_for_consent_then_repeats_exactly_what_it_announced(
     assert f"The store lost the restore point, snapshot {record_id}" in message
     assert f"is of the older snapshot {copy_id}" in message
     assert f"acceptSnapshotId: {copy_id}, insteadOfSnapshotId: {record_id}" in message
-    assert _events(work) == published_before
+    assert committed_events(work) == published_before
 
     # With consent to exactly this pair (consent to any other pair is none: the protocol's
     # unit tests), the copy is restored and the job runs to the end.
@@ -209,7 +194,7 @@ def test_an_older_copy_waits_for_consent_then_repeats_exactly_what_it_announced(
     assert drivers.wait(third) == DriverExit.COMPLETED, drivers.tail(third)
     assert f"copySnapshotId={copy_id} older=True" in drivers.log(third)
 
-    events = _events(work)
+    events = committed_events(work)
     counts = Counter(events)
     assert set(counts) == set(range(END)), "an event was lost"
     repeated = sorted(value for value, count in counts.items() if count > 1)
