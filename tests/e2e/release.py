@@ -425,10 +425,10 @@ DURABLE_STORAGE: dict[str, Any] = {
 """``spec.durableStorage`` on the in-cluster S3 server of :func:`deploy_s3`."""
 
 
-def deploy_s3(release: Release) -> None:
-    """Runs ``examples/kubernetes/s3proxy.yaml`` (its Secret, server and Service) with the e2e
-    image on the control-plane node, and waits until the server answers."""
-    documents = [doc for doc in yaml.safe_load_all(S3_MANIFEST.read_text()) if doc]
+def deploy_example(release: Release, manifest: Path, statefulset: str) -> None:
+    """Applies one of ``examples/kubernetes/`` with the e2e image on the control-plane node,
+    and waits until its StatefulSet's Pod is Ready."""
+    documents = [doc for doc in yaml.safe_load_all(manifest.read_text()) if doc]
     for doc in documents:
         if doc["kind"] == "StatefulSet":
             spec = doc["spec"]["template"]["spec"]
@@ -436,7 +436,14 @@ def deploy_s3(release: Release) -> None:
             # The e2e image is the project image plus the tests' pipelines.
             spec["containers"][0]["image"] = IMAGE
     release.apply(yaml.safe_dump_all(documents))
-    release.kubectl("rollout", "status", "statefulset/s3proxy", "--timeout=300s", timeout=320)
+    release.kubectl(
+        "rollout", "status", f"statefulset/{statefulset}", "--timeout=300s", timeout=320
+    )
+
+
+def deploy_s3(release: Release) -> None:
+    """Runs ``examples/kubernetes/s3proxy.yaml``: its Secret, server and Service."""
+    deploy_example(release, S3_MANIFEST, "s3proxy")
 
 
 def durable_copies(release: Release, uid: str) -> list[int]:

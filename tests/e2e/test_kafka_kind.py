@@ -18,16 +18,14 @@ import json
 from collections import Counter
 
 import pytest
-import yaml
 
 from tests.e2e.release import (
-    CONTROL_PLANE_NODE,
-    IMAGE,
     REPO_ROOT,
     SUM_KEYS,
     Release,
     Step,
     assert_exactly_once,
+    deploy_example,
     next_execution,
     wait_phase,
     wait_snapshot,
@@ -81,15 +79,7 @@ print(json.dumps(values))
 
 
 def _deploy_kafka(release: Release) -> None:
-    documents = [doc for doc in yaml.safe_load_all(KAFKA_MANIFEST.read_text()) if doc]
-    for doc in documents:
-        if doc["kind"] == "StatefulSet":
-            spec = doc["spec"]["template"]["spec"]
-            spec |= CONTROL_PLANE_NODE
-            # The e2e image is the project image plus the tests' pipelines.
-            spec["containers"][0]["image"] = IMAGE
-    release.apply(yaml.safe_dump_all(documents))
-    release.kubectl("rollout", "status", "statefulset/kafka", "--timeout=300s", timeout=320)
+    deploy_example(release, KAFKA_MANIFEST, "kafka")
 
 
 def _python_in_broker(release: Release, script: str, *args: str) -> str:
