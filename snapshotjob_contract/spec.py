@@ -170,6 +170,30 @@ class ExportSnapshotSpec(ApiModel):
     the export is export-only and the job keeps running."""
 
 
+class ExportPolicySpec(ApiModel):
+    """Periodic exports, and how long the exports the operator creates for the job are kept.
+
+    Retention applies to the SnapshotJobExport objects of origin ExportSnapshot and Periodic
+    that completed; never to those users create, nor to an export some SnapshotJob names
+    (initialSnapshotName, exportSnapshot.name, its restore point) or that is being taken.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    periodic_seconds: int | None = Field(default=None, ge=60, exclude_if=_unset)
+    """Take an export-only snapshot this often while the job runs, as a SnapshotJobExport of
+    origin Periodic named `<job>-<unix time>`; unset for none."""
+    max_count: int | None = Field(default=None, ge=1, exclude_if=_unset)
+    """Keep at most this many completed exports of origin ExportSnapshot and Periodic (the
+    newest); unset for no limit."""
+    max_age_seconds: int | None = Field(default=None, ge=60, exclude_if=_unset)
+    """Delete completed exports of origin ExportSnapshot and Periodic older than this; unset
+    for no limit."""
+    dispose_on_delete: bool = True
+    """The spec.disposeOnDelete of the SnapshotJobExport objects the operator creates: whether
+    retiring one destroys its data too."""
+
+
 class RestartPolicy(ApiModel):
     """How failed executions are restarted: exponential backoff, then FAILED."""
 
@@ -319,6 +343,8 @@ class SnapshotJobSpec(ApiModel):
     snapshot (false)."""
     export_snapshot: ExportSnapshotSpec | None = None
     """Export a named snapshot; changing the name exports again."""
+    export_policy: ExportPolicySpec = Field(default_factory=ExportPolicySpec)
+    """Periodic exports, and the retention of the exports the operator creates."""
     initial_snapshot_name: str | None = Field(
         default=None, max_length=DNS_LABEL_MAX_LENGTH, pattern=DNS_LABEL_PATTERN
     )

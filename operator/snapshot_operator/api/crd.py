@@ -1,4 +1,4 @@
-"""Renders the SnapshotJob CustomResourceDefinition from the API models.
+"""Renders the SnapshotJob and SnapshotJobExport CustomResourceDefinitions from the API models.
 
 The CRD is generated, never hand-edited, so the API server validates exactly what the operator
 and the runtime read (the resource is described in ``docs/api.md``). pydantic's JSON Schema is
@@ -21,12 +21,22 @@ from typing import Any
 
 import yaml
 
+from snapshotjob_contract.exports import (
+    EXPORT_KIND,
+    EXPORT_NAME_RULE,
+    EXPORT_PLURAL,
+    EXPORT_SHORT_NAMES,
+    EXPORT_SINGULAR,
+    SnapshotJobExportSpec,
+    SnapshotJobExportStatus,
+)
 from snapshotjob_contract.resource import GROUP, KIND, NAME_RULE, PLURAL, SINGULAR, VERSION
 from snapshotjob_contract.spec import SnapshotJobSpec
 from snapshotjob_contract.status import SnapshotJobStatus
 
 SHORT_NAMES = ("sj",)
 CRD_NAME = f"{PLURAL}.{GROUP}"
+EXPORT_CRD_NAME = f"{EXPORT_PLURAL}.{GROUP}"
 
 HEADER = (
     "# Generated from the snapshotjob_contract models by `python -m snapshot_operator.api.crd`.\n"
@@ -57,6 +67,40 @@ PRINTER_COLUMNS: tuple[Mapping[str, str], ...] = (
         "type": "integer",
         "jsonPath": ".status.restarts",
         "description": "Failed executions restarted in a row",
+    },
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+)
+
+EXPORT_PRINTER_COLUMNS: tuple[Mapping[str, str], ...] = (
+    {
+        "name": "Job",
+        "type": "string",
+        "jsonPath": ".spec.jobName",
+        "description": "The SnapshotJob exported",
+    },
+    {
+        "name": "Phase",
+        "type": "string",
+        "jsonPath": ".status.phase",
+        "description": "Lifecycle phase of the export",
+    },
+    {
+        "name": "Snapshot",
+        "type": "integer",
+        "jsonPath": ".status.snapshotId",
+        "description": "Id of the exported snapshot",
+    },
+    {
+        "name": "Bytes",
+        "type": "integer",
+        "jsonPath": ".status.numBytes",
+        "description": "Bytes of snapshot data",
+    },
+    {
+        "name": "Origin",
+        "type": "string",
+        "jsonPath": ".spec.origin",
+        "description": "Who asked for the export",
     },
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 )
@@ -204,9 +248,72 @@ def crd() -> dict[str, Any]:
     }
 
 
+def export_crd() -> dict[str, Any]:
+    """Returns the SnapshotJobExport CustomResourceDefinition."""
+    spec_schema = structural(SnapshotJobExportSpec.model_json_schema(by_alias=True), path="spec")
+    status_schema = structural(
+        SnapshotJobExportStatus.model_json_schema(by_alias=True, mode="serialization"),
+        path="status",
+    )
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": EXPORT_CRD_NAME},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "plural": EXPORT_PLURAL,
+                "singular": EXPORT_SINGULAR,
+                "kind": EXPORT_KIND,
+                "listKind": f"{EXPORT_KIND}List",
+                "shortNames": list(EXPORT_SHORT_NAMES),
+                "categories": ["all"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [dict(c) for c in EXPORT_PRINTER_COLUMNS],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "One exported snapshot of a SnapshotJob, named like "
+                            "this object: created by a user to ask the job for it, or by the "
+                            "operator for the job's other exports; deleting it with "
+                            "spec.disposeOnDelete destroys its data (docs/exports.md).",
+                            "required": ["spec"],
+                            "x-kubernetes-validations": [
+                                {"rule": EXPORT_NAME_RULE.cel, "message": EXPORT_NAME_RULE.message}
+                            ],
+                            "properties": {
+                                "apiVersion": {
+                                    "type": "string",
+                                    "description": "Versioned schema of this object.",
+                                },
+                                "kind": {
+                                    "type": "string",
+                                    "description": "REST resource this object represents.",
+                                },
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema,
+                                "status": status_schema,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
 def render() -> str:
-    """Returns the CRD as the YAML committed in ``crds/snapshotjob.yaml``."""
-    return HEADER + yaml.safe_dump(crd(), sort_keys=False, width=100, allow_unicode=True)
+    """Returns both CRDs as the YAML committed in ``crds/snapshotjob.yaml``."""
+    return HEADER + yaml.safe_dump_all(
+        [crd(), export_crd()], sort_keys=False, width=100, allow_unicode=True
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -62,22 +62,30 @@ def export_problem(spec: SnapshotJobSpec, status: SnapshotJobStatus) -> Problem 
     name = new_export_name(spec, status)
     if name is None:
         return None
+    message = export_refusal(name, spec, status)
+    return None if message is None else Problem(ConditionReason.EXPORT_REJECTED, message)
+
+
+def export_refusal(name: str, spec: SnapshotJobSpec, status: SnapshotJobStatus) -> str | None:
+    """Returns why the job must not take an export of this name, or None if it may.
+
+    One rule for every way of asking: ``spec.exportSnapshot`` (reported on the job) and a
+    SnapshotJobExport object (reported on that object, :mod:`snapshot_operator.reconcile.exports`).
+    """
     record = status.record()
     if spec.processing_guarantee is ProcessingGuarantee.NONE:
-        message = f"Export cannot be taken name={name}: processingGuarantee NONE takes no snapshots"
-    elif name == record.exported_snapshot_name:
-        message = (
+        return f"Export cannot be taken name={name}: processingGuarantee NONE takes no snapshots"
+    if name == record.exported_snapshot_name:
+        return (
             f"Export would overwrite the job's restore point name={name} "
             f"snapshotId={record.snapshot_id}, choose another name"
         )
-    elif record.snapshot_id == NO_SNAPSHOT and name == spec.initial_snapshot_name:
-        message = (
+    if record.snapshot_id == NO_SNAPSHOT and name == spec.initial_snapshot_name:
+        return (
             f"Export would overwrite the snapshot the job starts from name={name}, "
             "choose another name"
         )
-    else:
-        return None
-    return Problem(ConditionReason.EXPORT_REJECTED, message)
+    return None
 
 
 def export_to_take(plan: Plan, spec: SnapshotJobSpec) -> str | None:

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from snapshot_operator.api.crd import crd
+from snapshot_operator.api.crd import crd, export_crd
 from snapshot_operator.reconcile import EventReason
 from snapshotjob_contract import ConditionType, DriverExit, Phase
+from snapshotjob_contract.exports import ExportOrigin, ExportPhase, ExportReason
 
 DOC = (Path(__file__).resolve().parents[3] / "docs" / "api.md").read_text()
 
@@ -24,6 +25,26 @@ def _spec_leaves(node: Mapping[str, Any], path: str) -> Iterator[str]:
 
 
 SPEC = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+
+EXPORT = export_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        *_spec_leaves(EXPORT["spec"], "spec"),
+        *(f"status.{name}" for name in EXPORT["status"]["properties"]),
+        *(
+            f"`{value.value}`"
+            for enum in (ExportOrigin, ExportPhase, ExportReason)
+            for value in enum
+        ),
+    ],
+)
+def test_every_export_field_phase_origin_and_reason_is_documented(field: str) -> None:
+    section = DOC[DOC.index("## SnapshotJobExport") :]
+    assert field.strip("`") in section and f"`{field.strip('`')}`" in section
 
 
 @pytest.mark.parametrize("field", list(_spec_leaves(SPEC, "spec")))

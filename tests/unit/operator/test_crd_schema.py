@@ -9,9 +9,19 @@ from typing import Any
 import pytest
 import yaml
 
-from snapshot_operator.api.crd import CRD_NAME, SchemaError, crd, main, render, structural
+from snapshot_operator.api.crd import (
+    CRD_NAME,
+    EXPORT_CRD_NAME,
+    SchemaError,
+    crd,
+    export_crd,
+    main,
+    render,
+    structural,
+)
 from snapshotjob_contract import SnapshotJobSpec
 from snapshotjob_contract.base import ApiModel
+from snapshotjob_contract.exports import EXPORT_NAME_RULE
 from snapshotjob_contract.resource import MAX_NAME_LENGTH, NAME_RULE
 from snapshotjob_contract.spec import ExportSnapshotSpec, HazelcastSpec, RestartPolicy
 
@@ -129,7 +139,25 @@ def test_the_generator_writes_every_output_file(tmp_path: Path) -> None:
     assert main(["--output", str(first), "-o", str(second)]) == 0
 
     assert first.read_text() == second.read_text() == render()
-    assert yaml.safe_load(first.read_text())["kind"] == "CustomResourceDefinition"
+    documents = list(yaml.safe_load_all(first.read_text()))
+    assert [d["kind"] for d in documents] == ["CustomResourceDefinition"] * 2
+    assert [d["metadata"]["name"] for d in documents] == [CRD_NAME, EXPORT_CRD_NAME]
+
+
+def test_the_export_crd_checks_its_name_and_keeps_its_job() -> None:
+    version = export_crd()["spec"]["versions"][0]
+    root = version["schema"]["openAPIV3Schema"]
+
+    (rule,) = root["x-kubernetes-validations"]
+    assert rule["rule"] == EXPORT_NAME_RULE.cel
+    assert EXPORT_NAME_RULE.holds("nightly-1") and not EXPORT_NAME_RULE.holds("Nightly.1")
+    job_name = root["properties"]["spec"]["properties"]["jobName"]
+    assert job_name["x-kubernetes-validations"] == [
+        {"rule": "self == oldSelf", "message": "jobName cannot be changed"}
+    ]
+    columns = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert columns == ["Job", "Phase", "Snapshot", "Bytes", "Origin", "Age"]
+    assert version["subresources"] == {"status": {}}
 
 
 def test_the_generator_writes_to_standard_output_by_default(

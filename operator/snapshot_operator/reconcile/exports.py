@@ -1,0 +1,549 @@
+"""A job's SnapshotJobExport objects: their status, creation and retention. Pure.
+
+The job's own decision (:func:`snapshot_operator.reconcile.decide`) knows one way of asking for
+an export, ``spec.exportSnapshot.name``. The export objects reuse it rather than add a second
+path: :func:`decide_exports` names the one export the job should take next, and the executor
+hands it to the job's decision as if the spec asked for it (:func:`with_requested_export`)
+whenever the spec asks for nothing new. Everything else about an export object is derived
+here from the job's status, level-based like the job's decision:
+
+- its phase: Completed once ``status.exportedSnapshots`` lists it, InProgress while the driver
+  or the operator takes it, Failed when a gate refuses it or its copy failed too often,
+  Pending otherwise (with the reason);
+- objects for exports the job took without one (``spec.exportSnapshot``, terminal or not) and
+  for periodic exports when they are due;
+- retention: completed exports of the operator's origins beyond the job's ``maxCount`` or
+  ``maxAgeSeconds``, except those in use.
+
+What a deletion does (:func:`decide_deletion`) is decided here too; the kopf handler performs
+it under the operator's finalizer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import pydantic
+
+from snapshot_operator.reconcile.gates import export_refusal, new_export_name
+from snapshotjob_contract import (
+    ConditionStatus,
+    ExportedSnapshot,
+    Phase,
+    SnapshotJobSpec,
+    SnapshotJobStatus,
+)
+from snapshotjob_contract.exports import (
+    ExportCondition,
+    ExportOrigin,
+    ExportPhase,
+    ExportReason,
+    SnapshotJobExportSpec,
+    SnapshotJobExportStatus,
+)
+
+_TAKING_PHASES = frozenset({Phase.RUNNING, Phase.SUSPENDED, Phase.SUSPENDED_EXPORTING_SNAPSHOT})
+"""Job phases in which an asked-for export is taken (by the driver, or copied if suspended)."""
+
+_RETAINED_ORIGINS = frozenset({ExportOrigin.EXPORT_SNAPSHOT, ExportOrigin.PERIODIC})
+
+DISPOSE_ATTEMPTS = 5
+"""Failed attempts to destroy an export's data before its deletion gives up and lets the
+object go, with a DisposeFailed Event naming what is left."""
+
+
+@dataclass(frozen=True)
+class ExportObject:
+    """A SnapshotJobExport as the decision reads it.
+
+    Attributes:
+        name: The object's (and the export's) name.
+        uid: The object's uid.
+        created_at: Its creationTimestamp.
+        spec: Its spec.
+        status: Its status.
+        deleting: Whether it has a deletion timestamp.
+    """
+
+    name: str
+    uid: str
+    created_at: datetime
+    spec: SnapshotJobExportSpec
+    status: SnapshotJobExportStatus
+    deleting: bool = False
+
+
+def parse_export(raw: Mapping[str, Any]) -> ExportObject | None:
+    """Returns an export object, or None if its spec is not an export's (nothing to act on)."""
+    metadata = raw.get("metadata") or {}
+    try:
+        spec = SnapshotJobExportSpec.model_validate(raw.get("spec") or {})
+        status = SnapshotJobExportStatus.model_validate(raw.get("status") or {})
+        created = pydantic.TypeAdapter(pydantic.AwareDatetime).validate_python(
+            metadata.get("creationTimestamp")
+        )
+    except pydantic.ValidationError:
+        return None
+    return ExportObject(
+        name=str(metadata.get("name")),
+        uid=str(metadata.get("uid")),
+        created_at=created,
+        spec=spec,
+        status=status,
+        deleting=bool(metadata.get("deletionTimestamp")),
+    )
+
+
+@dataclass(frozen=True)
+class ExportsObservation:
+    """Everything the export decision of one job is based on.
+
+    Attributes:
+        job_name: The job's name.
+        job_uid: The job's uid; None if the job does not exist.
+        spec: The job's spec; None if the job does not exist or its spec is invalid.
+        status: The job's status (empty if the job does not exist).
+        exports: The export objects naming this job.
+        other_export_names: Names of export objects of other jobs in the namespace, which
+            an object for this job cannot take.
+        in_use: Export names some job in the namespace names, with who names them.
+        now: The current time.
+        copy_attempts: Failed copies after which the job gives an export up.
+    """
+
+    job_name: str
+    job_uid: str | None
+    spec: SnapshotJobSpec | None
+    status: SnapshotJobStatus
+    exports: tuple[ExportObject, ...]
+    now: datetime
+    other_export_names: frozenset[str] = frozenset()
+    in_use: Mapping[str, str] = field(default_factory=dict)
+    copy_attempts: int = 3
+
+
+@dataclass(frozen=True)
+class PatchExportStatus:
+    """Replace an export object's status."""
+
+    name: str
+    status: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CreateExport:
+    """Create an export object, then write its status."""
+
+    name: str
+    spec: SnapshotJobExportSpec
+    status: SnapshotJobExportStatus
+
+
+@dataclass(frozen=True)
+class DeleteExport:
+    """Delete an export object (its uid a precondition): the job's retention retired it."""
+
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class EmitExportEvent:
+    """Emit an Event regarding an export object (by name; the executor knows the uid)."""
+
+    name: str
+    reason: ExportReason
+    message: str
+    warning: bool = False
+
+
+ExportAction = PatchExportStatus | CreateExport | DeleteExport | EmitExportEvent
+
+
+@dataclass(frozen=True)
+class ExportsDecision:
+    """What to do with a job's export objects.
+
+    Attributes:
+        actions: In order.
+        requested: The export the job should take next, or None.
+        due_in_seconds: When a periodic export falls due, if one will.
+    """
+
+    actions: tuple[ExportAction, ...]
+    requested: str | None
+    due_in_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class _State:
+    phase: ExportPhase
+    reason: ExportReason
+    message: str
+    exported: ExportedSnapshot | None = None
+
+
+def decide_exports(observation: ExportsObservation) -> ExportsDecision:
+    """Returns the status of every export object of the job, and what to create or retire."""
+    actions: list[ExportAction] = []
+    live = sorted(
+        (e for e in observation.exports if not e.deleting),
+        key=lambda e: (e.created_at, e.name),
+    )
+    states = {e.name: _derive(e, observation) for e in live}
+    waiting = [e.name for e in live if states[e.name].phase is ExportPhase.PENDING]
+    requested = _requested(observation, waiting)
+    for export in live:
+        state = states[export.name]
+        if export.name == requested and _being_taken(export.name, observation):
+            state = _State(
+                ExportPhase.IN_PROGRESS,
+                ExportReason.EXPORT_IN_PROGRESS,
+                f"Job takes the export job={observation.job_name} "
+                f"jobPhase={observation.status.phase.value}",
+            )
+        actions.extend(_transition(export, state, observation))
+    actions.extend(_create_for_untracked(observation))
+    periodic, due = _periodic(observation)
+    actions.extend(periodic)
+    actions.extend(_retire(observation, live, states))
+    return ExportsDecision(tuple(actions), requested, due)
+
+
+def _derive(export: ExportObject, observation: ExportsObservation) -> _State:
+    """An export's state from the job's status, before the queue is looked at."""
+    current = export.status
+    if current.phase in (ExportPhase.COMPLETED, ExportPhase.FAILED):
+        ready = current.ready()
+        known = {reason.value for reason in ExportReason}
+        reason = ExportReason(ready.reason) if ready and ready.reason in known else None
+        return _State(
+            current.phase,
+            reason or ExportReason.EXPORT_COMPLETED,
+            ready.message if ready else "",
+        )
+    name, job = export.name, observation.job_name
+    if observation.job_uid is None:
+        return _State(
+            ExportPhase.PENDING,
+            ExportReason.JOB_NOT_FOUND,
+            f"SnapshotJob not found job={job}: create it, or delete this export",
+        )
+    status = observation.status
+    exported = status.exported(name)
+    if exported is not None:
+        return _State(
+            ExportPhase.COMPLETED,
+            ExportReason.EXPORT_COMPLETED,
+            f"Exported snapshotId={exported.snapshot_id} numBytes={exported.num_bytes} "
+            f"terminal={str(exported.terminal).lower()} job={job}",
+            exported,
+        )
+    failure = status.export_failure
+    if (
+        failure is not None
+        and failure.name == name
+        and failure.attempts >= observation.copy_attempts
+    ):
+        return _State(
+            ExportPhase.FAILED,
+            ExportReason.EXPORT_COPY_FAILED,
+            f"Copy to the export failed attempts={failure.attempts} job={job} "
+            f"error={failure.message}",
+        )
+    spec = observation.spec
+    if spec is None:
+        return _State(
+            ExportPhase.PENDING,
+            ExportReason.WAITING_FOR_JOB,
+            f"Job spec is invalid job={job}: the job's InvalidSpec condition says why",
+        )
+    refusal = export_refusal(name, spec, status)
+    if refusal is not None:
+        return _State(ExportPhase.FAILED, ExportReason.EXPORT_REFUSED, refusal)
+    if status.phase not in _TAKING_PHASES:
+        return _State(
+            ExportPhase.PENDING,
+            ExportReason.WAITING_FOR_JOB,
+            f"Waiting for the job to run or be suspended job={job} jobPhase={status.phase.value}",
+        )
+    return _State(ExportPhase.PENDING, ExportReason.QUEUED, f"Queued job={job}")
+
+
+def _requested(observation: ExportsObservation, waiting: Sequence[str]) -> str | None:
+    """The export the job should take next: the one it is taking, else the oldest waiting."""
+    spec = observation.spec
+    if spec is None or observation.job_uid is None or not waiting:
+        return None
+    if new_export_name(spec, observation.status) is not None:
+        return None  # spec.exportSnapshot first: the user asked for it in the job itself.
+    taking = [name for name in waiting if _being_taken(name, observation)]
+    return taking[0] if taking else waiting[0]
+
+
+def _being_taken(name: str, observation: ExportsObservation) -> bool:
+    status = observation.status
+    request = status.export_request
+    termination = status.termination
+    return (
+        (request is not None and request.name == name)
+        or (termination is not None and termination.export_name == name)
+        or status.phase is Phase.SUSPENDED_EXPORTING_SNAPSHOT
+    )
+
+
+def _transition(
+    export: ExportObject, state: _State, observation: ExportsObservation
+) -> list[ExportAction]:
+    status = _status(export.status, state, observation)
+    if status == export.status:
+        return []
+    actions: list[ExportAction] = [PatchExportStatus(export.name, status.to_json())]
+    previous = export.status.ready()
+    if previous is None or previous.reason != state.reason.value:
+        warning = state.phase is ExportPhase.FAILED or state.reason is ExportReason.JOB_NOT_FOUND
+        if state.reason is not ExportReason.QUEUED:
+            actions.append(EmitExportEvent(export.name, state.reason, state.message, warning))
+    return actions
+
+
+def _status(
+    current: SnapshotJobExportStatus, state: _State, observation: ExportsObservation
+) -> SnapshotJobExportStatus:
+    previous = current.ready()
+    ready = ConditionStatus.TRUE if state.phase is ExportPhase.COMPLETED else ConditionStatus.FALSE
+    since = (
+        previous.last_transition_time
+        if previous is not None and previous.status is ready
+        else observation.now
+    )
+    condition = ExportCondition(
+        status=ready, reason=state.reason.value, message=state.message, last_transition_time=since
+    )
+    update: dict[str, Any] = {"phase": state.phase, "conditions": [condition]}
+    if observation.job_uid is not None and current.job_uid is None:
+        update["job_uid"] = observation.job_uid
+    exported = state.exported
+    if exported is not None:
+        update |= {
+            "snapshot_id": exported.snapshot_id,
+            "num_bytes": exported.num_bytes,
+            "terminal": exported.terminal,
+            "completed_at": exported.created_at,
+            "durable_location": exported.durable_location,
+        }
+    return current.model_copy(update=update)
+
+
+def completed_status(
+    exported: ExportedSnapshot, job_name: str, job_uid: str, now: datetime
+) -> SnapshotJobExportStatus:
+    """The status of an export object created for an export the job already took."""
+    state = _State(
+        ExportPhase.COMPLETED,
+        ExportReason.EXPORT_COMPLETED,
+        f"Exported snapshotId={exported.snapshot_id} numBytes={exported.num_bytes} "
+        f"terminal={str(exported.terminal).lower()} job={job_name}",
+        exported,
+    )
+    observation = ExportsObservation(
+        job_name=job_name,
+        job_uid=job_uid,
+        spec=None,
+        status=SnapshotJobStatus(),
+        exports=(),
+        now=now,
+    )
+    return _status(SnapshotJobExportStatus(), state, observation)
+
+
+def _create_for_untracked(observation: ExportsObservation) -> list[ExportAction]:
+    """Objects for the exports the job took without one: spec.exportSnapshot, terminal or not."""
+    if observation.job_uid is None:
+        return []
+    known = {e.name for e in observation.exports} | observation.other_export_names
+    dispose = observation.spec.export_policy.dispose_on_delete if observation.spec else True
+    actions: list[ExportAction] = []
+    for exported in observation.status.exported_snapshots:
+        if exported.name in known:
+            continue
+        spec = SnapshotJobExportSpec(
+            job_name=observation.job_name,
+            origin=ExportOrigin.EXPORT_SNAPSHOT,
+            dispose_on_delete=dispose,
+        )
+        status = completed_status(
+            exported, observation.job_name, observation.job_uid, observation.now
+        )
+        actions.append(CreateExport(exported.name, spec, status))
+    return actions
+
+
+def periodic_export_name(job_name: str, now: datetime) -> str:
+    """``<job>-<unix time>``, shortened and cleaned to a DNS label."""
+    base = re.sub(r"[^a-z0-9-]", "-", job_name.lower())[:52].strip("-") or "export"
+    return f"{base}-{int(now.timestamp())}"
+
+
+def _periodic(observation: ExportsObservation) -> tuple[list[ExportAction], float | None]:
+    """A periodic export's object when one is due, else when the next falls due."""
+    spec = observation.spec
+    status = observation.status
+    interval = spec.export_policy.periodic_seconds if spec is not None else None
+    if interval is None or observation.job_uid is None or status.phase is not Phase.RUNNING:
+        return [], None
+    periodic = [e for e in observation.exports if e.spec.origin is ExportOrigin.PERIODIC]
+    if any(
+        e.status.phase in (ExportPhase.PENDING, ExportPhase.IN_PROGRESS) and not e.deleting
+        for e in periodic
+    ):
+        return [], None  # One at a time: a slow export does not pile up more.
+    execution = status.execution
+    started = execution.started_at if execution is not None else observation.now
+    last = max((e.created_at for e in periodic), default=started)
+    due = last + timedelta(seconds=interval)
+    if observation.now < due:
+        return [], (due - observation.now).total_seconds()
+    name = periodic_export_name(observation.job_name, observation.now)
+    if name in observation.other_export_names or any(e.name == name for e in observation.exports):
+        return [], 1.0
+    dispose = spec.export_policy.dispose_on_delete if spec is not None else True
+    create = CreateExport(
+        name,
+        SnapshotJobExportSpec(
+            job_name=observation.job_name, origin=ExportOrigin.PERIODIC, dispose_on_delete=dispose
+        ),
+        SnapshotJobExportStatus(),
+    )
+    return [create], float(interval)
+
+
+def _retire(
+    observation: ExportsObservation, live: Sequence[ExportObject], states: Mapping[str, _State]
+) -> list[ExportAction]:
+    """Deletes the completed exports of the operator's origins that the policy no longer keeps."""
+    spec = observation.spec
+    if spec is None or observation.job_uid is None:
+        return []
+    policy = spec.export_policy
+    if policy.max_count is None and policy.max_age_seconds is None:
+        return []
+    completed = [
+        (e, _completed_at(e, states[e.name]))
+        for e in live
+        if e.spec.origin in _RETAINED_ORIGINS and states[e.name].phase is ExportPhase.COMPLETED
+    ]
+    newest_first = sorted(completed, key=lambda pair: pair[1], reverse=True)
+    in_use = own_names_in_use(spec, observation.status) | set(observation.in_use)
+    actions: list[ExportAction] = []
+    for index, (export, completed_at) in enumerate(newest_first):
+        age = (observation.now - completed_at).total_seconds()
+        over_count = policy.max_count is not None and index >= policy.max_count
+        too_old = policy.max_age_seconds is not None and age > policy.max_age_seconds
+        if not (over_count or too_old) or export.name in in_use:
+            continue
+        why = (
+            f"maxCount={policy.max_count}"
+            if over_count
+            else f"maxAgeSeconds={policy.max_age_seconds} ageSeconds={int(age)}"
+        )
+        actions.append(
+            EmitExportEvent(
+                export.name,
+                ExportReason.EXPORT_RETIRED,
+                f"Retiring export by the job's exportPolicy job={observation.job_name} {why} "
+                f"disposeOnDelete={str(export.spec.dispose_on_delete).lower()}",
+            )
+        )
+        actions.append(DeleteExport(export.name, export.uid))
+    return actions
+
+
+def _completed_at(export: ExportObject, state: _State) -> datetime:
+    if state.exported is not None:
+        return state.exported.created_at
+    return export.status.completed_at or export.created_at
+
+
+def own_names_in_use(spec: SnapshotJobSpec | None, status: SnapshotJobStatus) -> set[str]:
+    """The export names one job needs kept: its restore point, its start, its spec's export."""
+    names = set()
+    restore_point = status.record().exported_snapshot_name
+    if restore_point is not None:
+        names.add(restore_point)
+    if spec is not None:
+        if spec.initial_snapshot_name is not None:
+            names.add(spec.initial_snapshot_name)
+        if spec.export_snapshot is not None and spec.export_snapshot.name is not None:
+            names.add(spec.export_snapshot.name)
+    return names
+
+
+def names_in_use(
+    jobs: Sequence[tuple[str, SnapshotJobSpec | None, SnapshotJobStatus]],
+) -> dict[str, str]:
+    """Every export name the namespace's jobs need kept, with the first job naming it."""
+    used: dict[str, str] = {}
+    for job_name, spec, status in jobs:
+        for name in sorted(own_names_in_use(spec, status)):
+            used.setdefault(name, job_name)
+    return used
+
+
+def with_requested_export(
+    raw_spec: Mapping[str, Any] | None, raw_status: Mapping[str, Any] | None, requested: str | None
+) -> Any:
+    """The job's spec as its decision should see it: asking for ``requested`` if given.
+
+    The spec's own ``exportSnapshot`` wins while the job has not taken it: the spec is read
+    again here, so an export the user asked for in the job since :func:`decide_exports` ran is
+    not hidden. ``exportSnapshot`` is not part of the execution's fingerprint, so the job is
+    not rolled out by the substitution.
+    """
+    if requested is None or raw_spec is None:
+        return raw_spec
+    own = (raw_spec.get("exportSnapshot") or {}).get("name")
+    taken = {entry.get("name") for entry in (raw_status or {}).get("exportedSnapshots") or ()}
+    if own is not None and own not in taken:
+        return raw_spec
+    return {**raw_spec, "exportSnapshot": {"name": requested}}
+
+
+@dataclass(frozen=True)
+class Disposal:
+    """What deleting an export object does now.
+
+    Attributes:
+        wait: Why the deletion must wait (the export is in use or being taken); None to go on.
+        dispose: Whether to destroy the export's data.
+    """
+
+    wait: str | None
+    dispose: bool
+
+
+def decide_deletion(export: ExportObject, in_use: Mapping[str, str]) -> Disposal:
+    """Whether a deleted export's data is destroyed now, later, or kept.
+
+    An export some job names, or that is being taken, is never destroyed: its deletion waits
+    (the PersistentVolumeClaim protection's shape), with the job to change named in the
+    message. An export without ``disposeOnDelete`` goes at once and keeps its data.
+    """
+    if not export.spec.dispose_on_delete:
+        return Disposal(wait=None, dispose=False)
+    user = in_use.get(export.name)
+    if user is not None:
+        return Disposal(
+            wait=f"Not disposing of export name={export.name}: job={user} names it "
+            "(initialSnapshotName, exportSnapshot.name or its restore point); change that job",
+            dispose=False,
+        )
+    if export.status.phase is ExportPhase.IN_PROGRESS:
+        return Disposal(
+            wait=f"Not disposing of export name={export.name}: it is being taken", dispose=False
+        )
+    return Disposal(wait=None, dispose=True)
