@@ -415,6 +415,8 @@ def down(cluster_name: str, namespace: str) -> None:
         demo = Demo(cluster, namespace, "")
         if demo.kubectl("get", "namespace", namespace, "--ignore-not-found").strip():
             demo.kubectl("delete", "snapshotjob", "--all", "--wait=true", "--timeout=120s")
+            # Exports carry the operator's finalizer: delete them while it still runs.
+            demo.kubectl("delete", "snapshotjobexports", "--all", "--wait=true", "--timeout=120s")
             cluster.helm("uninstall", RELEASE, "--namespace", namespace, "--ignore-not-found")
     with step(f"deleting the kind cluster {cluster_name}"):
         subprocess.run(

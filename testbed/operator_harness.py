@@ -16,7 +16,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ class OperatorProcess:
         *extra: str,
         standalone: bool = True,
         all_namespaces: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         argv = [
             sys.executable,
@@ -74,7 +75,7 @@ class OperatorProcess:
             f"operator-{namespace}",
             argv,
             log_path,
-            env={"KUBECONFIG": str(kube.kubeconfig), "PYTHONUNBUFFERED": "1"},
+            env={"KUBECONFIG": str(kube.kubeconfig), "PYTHONUNBUFFERED": "1", **(env or {})},
             cwd=ROOT,
         )
 

@@ -18,6 +18,7 @@ import kopf
 
 from snapshot_operator import handlers
 from snapshot_operator.connecting import connect
+from snapshot_operator.durable_gateway import S3DurableGateway
 from snapshot_operator.executing import Services
 from snapshot_operator.kubernetes_gateway import ClientKubernetesGateway
 from snapshot_operator.settings import parse_settings
@@ -38,7 +39,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     kube = ClientKubernetesGateway(connect(), instance=settings.instance)
     store = HazelcastStoreGateway()
-    services = Services(kube=kube, store=store, settings=settings)
+    durable = (
+        S3DurableGateway(settings.durable_storage) if settings.durable_storage is not None else None
+    )
+    services = Services(kube=kube, store=store, settings=settings, durable=durable)
     priority = settings.priority
     if priority is None:
         priority = 1 + secrets.randbelow(_PRIORITY_RANGE)
@@ -62,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             # KopfPeering object instead of silently working side by side.
             peering_name=None if settings.standalone else settings.peering_name,
             liveness_endpoint=settings.liveness_endpoint,
-            memo=kopf.Memo(services=services, wakers={}),
+            memo=kopf.Memo(services=services, wakers={}, job_uids={}),
         )
     finally:
         store.close()

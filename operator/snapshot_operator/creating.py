@@ -20,6 +20,8 @@ from snapshot_operator.gateways import CreateFailed
 from snapshot_operator.manifests import build_role, build_role_binding, build_service_account
 from snapshot_operator.reconcile import JobRef
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
+from snapshotjob_contract.exports import EXPORT_PLURAL
+from snapshotjob_contract.resource import GROUP, VERSION
 
 log = logging.getLogger(__name__)
 
@@ -93,3 +95,21 @@ def create_pod(api: client.ApiClient, pod: dict[str, Any]) -> bool:
             )
         return False
     return True
+
+
+def create_export(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> str | None:
+    """Creates a SnapshotJobExport; returns its uid, or None if one of that name exists.
+
+    Raises:
+        CreateFailed: If the API server refused it for another reason.
+    """
+    objects: Any = client.CustomObjectsApi(api)
+    try:
+        created = objects.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, EXPORT_PLURAL, manifest
+        )
+    except client.exceptions.ApiException as error:
+        if _created_or_exists(error):
+            return None
+        raise create_failed(error, manifest) from error
+    return str(created["metadata"]["uid"])

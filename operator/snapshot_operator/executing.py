@@ -24,6 +24,7 @@ from typing import Any
 
 from snapshot_operator.gateways import (
     CreateFailed,
+    DurableGateway,
     KubernetesGateway,
     StaleObservation,
     StoreGateway,
@@ -47,6 +48,7 @@ from snapshot_operator.reconcile import (
     observe,
     parse_spec,
 )
+from snapshot_operator.reconcile.exports import with_requested_export
 from snapshot_operator.settings import OperatorSettings
 from snapshotjob_contract import (
     ExportedSnapshot,
@@ -74,12 +76,15 @@ class Services:
         store: The snapshot store (Hazelcast).
         settings: The operator's settings.
         clock: The current time, timezone-aware (UTC).
+        durable: The installation's durable storage, for disposing of exports' copies; None
+            without one.
     """
 
     kube: KubernetesGateway
     store: StoreGateway
     settings: OperatorSettings
     clock: Callable[[], datetime] = _utc_now
+    durable: DurableGateway | None = None
 
 
 @dataclass(frozen=True)
@@ -106,8 +111,18 @@ def store_of(services: Services, spec: SnapshotJobSpec | None) -> tuple[tuple[st
     return settings.store_members, settings.store_cluster_name
 
 
-def reconcile_once(services: Services, namespace: str, name: str) -> Outcome:
+def reconcile_once(
+    services: Services, namespace: str, name: str, requested_export: str | None = None
+) -> Outcome:
     """Reads the job and its world, decides, and performs the actions.
+
+    Args:
+        services: The gateways and settings.
+        namespace: The job's namespace.
+        name: The job's name.
+        requested_export: The export a SnapshotJobExport object asks the job for, taken as if
+            the spec asked for it unless the spec asks for an export of its own
+            (:func:`snapshot_operator.reconcile.exports.with_requested_export`).
 
     Returns:
         When to look again; whether the finalizer may go.
@@ -120,6 +135,11 @@ def reconcile_once(services: Services, namespace: str, name: str) -> Outcome:
     raw = services.kube.read_job(namespace, name)
     if raw is None:
         return Outcome(requeue_after=0, gone=True)
+    if requested_export is not None:
+        raw = {
+            **raw,
+            "spec": with_requested_export(raw.get("spec"), raw.get("status"), requested_export),
+        }
     uid = str(raw["metadata"]["uid"])
     pods = services.kube.list_driver_pods(namespace, uid)
     spec = parse_spec(raw.get("spec"))

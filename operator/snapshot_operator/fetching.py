@@ -42,3 +42,17 @@ def list_driver_pods(api: client.ApiClient, namespace: str, job_uid: str) -> lis
     )
     pods: list[dict[str, Any]] = json.loads(response.data)["items"]
     return pods
+
+
+def list_objects(api: client.ApiClient, namespace: str, plural: str) -> list[dict[str, Any]]:
+    """Returns every object of one of the operator's resources in a namespace (camelCase).
+
+    Args:
+        api: The API client.
+        namespace: The namespace.
+        plural: ``snapshotjobs`` or ``snapshotjobexports``.
+    """
+    objects: Any = client.CustomObjectsApi(api)
+    listed = objects.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)
+    items: list[dict[str, Any]] = listed["items"]
+    return items

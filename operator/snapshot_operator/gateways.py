@@ -181,6 +181,30 @@ class KubernetesGateway(Protocol):
         """
         ...
 
+    def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
+        """Returns every SnapshotJob in the namespace."""
+        ...
+
+    def list_exports(self, namespace: str) -> list[dict[str, Any]]:
+        """Returns every SnapshotJobExport in the namespace."""
+        ...
+
+    def create_export(self, namespace: str, manifest: dict[str, Any]) -> str | None:
+        """Creates a SnapshotJobExport; returns its uid, or None if one of that name exists.
+
+        Raises:
+            CreateFailed: If the API server did not create it.
+        """
+        ...
+
+    def patch_export_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> bool:
+        """Writes a SnapshotJobExport's status; False if the object is gone."""
+        ...
+
+    def delete_export(self, namespace: str, name: str, uid: str) -> bool:
+        """Deletes a SnapshotJobExport if it still has this uid; False if nothing was deleted."""
+        ...
+
 
 class StoreGateway(Protocol):
     """The snapshot store (Hazelcast) operations the operator performs.
@@ -222,5 +246,22 @@ class StoreGateway(Protocol):
 
         Raises:
             StoreOperationFailed: If the store failed (``SnapshotStoreError``).
+        """
+        ...
+
+
+class DurableGateway(Protocol):
+    """The object storage holding durable copies, as far as the operator touches it: disposal.
+
+    Only an export's deletion with ``disposeOnDelete`` reaches it; copies are written and read
+    by the drivers.
+    """
+
+    def discard(self, location: str) -> None:
+        """Deletes the durable copy at ``s3://<bucket>/<prefix>/<map>/<snapshotId>``.
+
+        Raises:
+            StoreOperationFailed: If the location is not in the operator's bucket
+                (``NotOperatorBucket``) or the object storage failed (``SnapshotStoreError``).
         """
         ...

@@ -23,6 +23,13 @@ gone) and need the store's namespace among the watched ones. The loop polls inst
 step is planned from fresh reads and its one deletion is preconditioned, see
 :mod:`snapshot_operator.store_restarts`.
 
+A job's SnapshotJobExport objects are reconciled in the same loop, right before the job
+(:mod:`snapshot_operator.exports_executing`), because the job's decision takes the export they
+ask for: the export objects' watch events only wake the job's loop, or reconcile the objects of
+a job that does not exist (to report JobNotFound). An export's deletion is kopf's ``on.delete``
+under the same finalizer: it waits while a job names the export, and disposes of its data if
+``spec.disposeOnDelete`` asks for it.
+
 The gateways to the Kubernetes API and the store (:mod:`snapshot_operator.gateways`) come in
 the kopf memo as :class:`~snapshot_operator.executing.Services`, built by ``__main__``; the
 handlers pass them on and import no client.
@@ -38,9 +45,12 @@ from typing import Any
 import kopf
 
 from snapshot_operator.executing import Outcome, Services, reconcile_once
+from snapshot_operator.exports_executing import delete_export, reconcile_exports
+from snapshot_operator.reconcile.exports import ExportsDecision
 from snapshot_operator.rollout import RestartMember, RolloutStep, WaitForHealthyStore
 from snapshot_operator.settings import DEFAULT_FINALIZER
 from snapshot_operator.store_restarts import restart_step
+from snapshotjob_contract.exports import EXPORT_PLURAL
 from snapshotjob_contract.pods import LABEL_JOB_UID
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 
@@ -80,11 +90,38 @@ def _waker(memo: kopf.Memo, uid: str) -> asyncio.Event:
     return wakers.setdefault(uid, asyncio.Event())
 
 
+def _reconcile_exports(services: Services, namespace: str, name: str) -> ExportsDecision | None:
+    """The job's export objects; None if they could not be reconciled (the job still is).
+
+    A failure here must not stop the job's own reconcile: an operator upgraded before the
+    SnapshotJobExport CRD was applied (Helm never installs CRDs on upgrade) would otherwise
+    leave every job unsupervised.
+    """
+    try:
+        return reconcile_exports(services, namespace, name)
+    except Exception:
+        log.exception("Export reconcile failed namespace=%s job=%s", namespace, name)
+        return None
+
+
+def _reconcile_job_and_exports(services: Services, namespace: str, name: str) -> Outcome:
+    """The job's export objects, then the job, which takes the export they ask for."""
+    exports = _reconcile_exports(services, namespace, name)
+    requested = exports.requested if exports is not None else None
+    outcome = reconcile_once(services, namespace, name, requested)
+    if outcome.gone:
+        _reconcile_exports(services, namespace, name)  # Pending exports now say JobNotFound.
+    due = exports.due_in_seconds if exports is not None else None
+    if due is not None and due < outcome.requeue_after:
+        return Outcome(requeue_after=max(due, 1.0), finalizer_removable=outcome.finalizer_removable)
+    return outcome
+
+
 async def _reconcile(services: Services, namespace: str | None, name: str) -> Outcome:
     if namespace is None:
         raise kopf.PermanentError(f"SnapshotJob without a namespace name={name}")
     try:
-        return await asyncio.to_thread(reconcile_once, services, namespace, name)
+        return await asyncio.to_thread(_reconcile_job_and_exports, services, namespace, name)
     except Exception:
         # Level-based: whatever failed is decided again from a fresh read.
         retry = services.settings.decision.store_retry_seconds
@@ -167,6 +204,44 @@ async def driver_pod_changed(labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> 
     _waker(memo, labels[LABEL_JOB_UID]).set()
 
 
+@kopf.on.event(GROUP, VERSION, EXPORT_PLURAL)
+async def export_changed(namespace: str | None, spec: kopf.Spec, memo: kopf.Memo, **_: Any) -> None:
+    """A SnapshotJobExport changed: wake its job's loop, or report that the job is missing."""
+    job_name = spec.get("jobName")
+    if namespace is None or not isinstance(job_name, str):
+        return
+    uid = _job_uids(memo).get((namespace, job_name))
+    if uid is not None:
+        _waker(memo, uid).set()
+        return
+    await asyncio.to_thread(_reconcile_exports, _services(memo), namespace, job_name)
+
+
+@kopf.on.delete(GROUP, VERSION, EXPORT_PLURAL)
+async def export_deleted(
+    namespace: str | None, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> None:
+    """Keeps the finalizer while the export is in use; disposes of its data if asked.
+
+    Raises:
+        kopf.TemporaryError: While the deletion waits; kopf calls again after the delay.
+    """
+    if namespace is None:
+        return
+    services = _services(memo)
+    waiting = await asyncio.to_thread(delete_export, services, namespace, dict(body))
+    if waiting is not None:
+        raise kopf.TemporaryError(waiting, delay=services.settings.decision.store_retry_seconds)
+    log.info("Export deletion done namespace=%s export=%s", namespace, name)
+
+
+def _job_uids(memo: kopf.Memo) -> dict[tuple[str, str], str]:
+    # Built by __main__: kopf gives each object a shallow copy of the memo, so only a dict
+    # created before the copies is shared between the jobs' and the exports' handlers.
+    uids: dict[tuple[str, str], str] = memo["job_uids"]
+    return uids
+
+
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=30.0)
 async def supervise(
     namespace: str | None,
@@ -179,6 +254,8 @@ async def supervise(
     """Reconciles one SnapshotJob on every change and whenever the decision asked to."""
     services = _services(memo)
     waker = _waker(memo, uid)
+    if namespace is not None:
+        _job_uids(memo)[(namespace, name)] = uid
     log.info("Supervising job namespace=%s name=%s uid=%s", namespace, name, uid)
     try:
         while not stopped:
@@ -197,6 +274,8 @@ async def supervise(
     finally:
         wakers: dict[str, asyncio.Event] = memo["wakers"]
         wakers.pop(uid, None)
+        if namespace is not None and _job_uids(memo).get((namespace, name)) == uid:
+            del _job_uids(memo)[(namespace, name)]
         log.info("Stopped supervising job namespace=%s name=%s uid=%s", namespace, name, uid)
 
 

@@ -17,6 +17,8 @@ from kubernetes import client
 
 from snapshot_operator import creating, deleting, eventing, fetching, patching, restarting
 from snapshot_operator.reconcile import EmitEvent, JobRef
+from snapshotjob_contract.exports import EXPORT_PLURAL
+from snapshotjob_contract.resource import PLURAL
 
 
 class ClientKubernetesGateway:
@@ -44,6 +46,26 @@ class ClientKubernetesGateway:
     ) -> str:
         """See :meth:`snapshot_operator.gateways.KubernetesGateway.patch_status`."""
         return patching.patch_status(self._api, namespace, name, resource_version, patch)
+
+    def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
+        """See :meth:`snapshot_operator.gateways.KubernetesGateway.list_jobs`."""
+        return fetching.list_objects(self._api, namespace, PLURAL)
+
+    def list_exports(self, namespace: str) -> list[dict[str, Any]]:
+        """See :meth:`snapshot_operator.gateways.KubernetesGateway.list_exports`."""
+        return fetching.list_objects(self._api, namespace, EXPORT_PLURAL)
+
+    def create_export(self, namespace: str, manifest: dict[str, Any]) -> str | None:
+        """See :meth:`snapshot_operator.gateways.KubernetesGateway.create_export`."""
+        return creating.create_export(self._api, namespace, manifest)
+
+    def patch_export_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> bool:
+        """See :meth:`snapshot_operator.gateways.KubernetesGateway.patch_export_status`."""
+        return patching.patch_export_status(self._api, namespace, name, status)
+
+    def delete_export(self, namespace: str, name: str, uid: str) -> bool:
+        """See :meth:`snapshot_operator.gateways.KubernetesGateway.delete_export`."""
+        return deleting.delete_export(self._api, namespace, name, uid)
 
     def ensure_driver_identity(self, job: JobRef) -> None:
         """See :meth:`snapshot_operator.gateways.KubernetesGateway.ensure_driver_identity`."""

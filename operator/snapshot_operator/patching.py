@@ -14,6 +14,7 @@ from typing import Any, cast
 from kubernetes import client
 
 from snapshot_operator.gateways import StaleObservation
+from snapshotjob_contract.exports import EXPORT_PLURAL
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 
 
@@ -53,3 +54,23 @@ def patch_status(
             ) from error
         raise
     return str(cast(dict[str, Any], updated)["metadata"]["resourceVersion"])
+
+
+def patch_export_status(
+    api: client.ApiClient, namespace: str, name: str, status: Mapping[str, Any]
+) -> bool:
+    """Replaces a SnapshotJobExport's status fields; False if the object is gone.
+
+    No optimistic lock: the operator is the status' only writer, and each write carries the
+    whole status derived from a fresh read of the job.
+    """
+    objects = client.CustomObjectsApi(api)
+    try:
+        objects.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, EXPORT_PLURAL, name, {"status": dict(status)}
+        )
+    except client.exceptions.ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True

@@ -128,6 +128,7 @@ def release(
             # the namespace could never be deleted.
             try:
                 rel.kubectl("delete", "snapshotjobs", "--all", "--timeout=180s", timeout=200)
+                rel.kubectl("delete", "snapshotjobexports", "--all", "--timeout=120s", timeout=140)
             except (RuntimeError, subprocess.SubprocessError) as error:
                 print(f"E2E teardown: jobs not deleted error={error}")
             rel.cluster.helm("uninstall", rel.name, "--namespace", rel.namespace, "--wait")

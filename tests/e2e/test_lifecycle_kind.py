@@ -9,6 +9,7 @@ of them would take. PostgreSQL runs in the cluster (``examples/kubernetes/postgr
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -35,6 +36,7 @@ from tests.e2e.release import (
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 EXPORT = "lifecycle-export"
+LIVE_EXPORT = "lifecycle-live-export"
 FINISHING_RATE = 2000
 """The pace the upgrade sets, and the copy's: faster than a job can read, so it reads to its
 end as fast as its epochs allow."""
@@ -124,6 +126,10 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
         )
         # Exported from the terminal snapshot, which is the restore point.
         assert exported["snapshotId"] == snapshot_id(suspended), exported
+        # The export as its own object, created by the operator (chart CRD and RBAC on kind).
+        recorded = _wait_export(release, EXPORT, "Completed")
+        assert recorded["spec"]["origin"] == "ExportSnapshot", recorded
+        assert recorded["status"]["snapshotId"] == exported["snapshotId"], recorded
 
     with Step("lifecycle-resumed"):
         patch_spec(release, job, {"suspend": False})
@@ -131,6 +137,22 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
         assert attempt(resumed) == attempt(suspended) + 1
         pod = resumed["status"]["execution"]["driverPod"]
         assert release.restored_snapshot(pod) == snapshot_id(suspended)
+
+    with Step("lifecycle-export-object"):
+        # Asked for by a SnapshotJobExport, as a GitOps tool would: the running driver takes an
+        # export-only snapshot and the job keeps running.
+        release.apply(
+            {
+                "apiVersion": "snapshotjob.io/v1alpha1",
+                "kind": "SnapshotJobExport",
+                "metadata": {"name": LIVE_EXPORT, "namespace": release.namespace},
+                "spec": {"jobName": job},
+            }
+        )
+        live = _wait_export(release, LIVE_EXPORT, "Completed")
+        assert live["status"]["snapshotId"] >= snapshot_id(suspended), live
+        assert live["status"]["terminal"] is False, live
+        assert (release.job(job) or {})["status"]["phase"] == "RUNNING"
 
     with Step("lifecycle-upgraded"):
         # statePartitions 8 -> 4 (upgradeMode: snapshot): a terminal snapshot, then the keyed
@@ -195,3 +217,17 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
         key: (sum(range(key, end, SUM_KEYS)), len(range(key, end, SUM_KEYS)))
         for key in range(SUM_KEYS)
     }
+
+
+def _wait_export(release: Release, name: str, phase: str) -> dict[str, Any]:
+    """Waits until the SnapshotJobExport has the phase; returns it."""
+
+    def found() -> dict[str, Any] | None:
+        out = release.kubectl("get", "snapshotjobexport", name, "-o", "json", "--ignore-not-found")
+        export: dict[str, Any] | None = json.loads(out) if out.strip() else None
+        if export is not None and (export.get("status") or {}).get("phase") == phase:
+            return export
+        return None
+
+    result: dict[str, Any] = wait_for(release, f"export {name} {phase}", found, timeout=240)
+    return result

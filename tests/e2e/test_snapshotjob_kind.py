@@ -105,6 +105,8 @@ def test_deleting_a_job_removes_its_driver_and_finalizer(release: Release) -> No
 def test_helm_uninstall_removes_the_installation(release: Release) -> None:
     for job in release.jobs:
         release.kubectl("delete", "snapshotjob", job, "--ignore-not-found", "--timeout=120s")
+    # Exports carry the operator's finalizer: deleted (and disposed of) while it still runs.
+    release.kubectl("delete", "snapshotjobexports", "--all", "--timeout=120s", timeout=140)
     with Step("helm-uninstall"):
         release.cluster.helm("uninstall", release.name, "--namespace", release.namespace, "--wait")
         release.installed = False

@@ -97,6 +97,16 @@ def test_operator_holds_every_permission_it_grants_to_drivers() -> None:
             "verbs": ["watch", "patch"],
         },
         {"apiGroups": ["snapshotjob.io"], "resources": ["snapshotjobs/status"], "verbs": ["patch"]},
+        {
+            "apiGroups": ["snapshotjob.io"],
+            "resources": ["snapshotjobexports"],
+            "verbs": ["list", "watch", "create", "patch", "delete"],
+        },
+        {
+            "apiGroups": ["snapshotjob.io"],
+            "resources": ["snapshotjobexports/status"],
+            "verbs": ["patch"],
+        },
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["create"]},
         {
@@ -340,18 +350,17 @@ def test_the_kind_values_place_the_installation_on_the_control_plane_node() -> N
     assert members["spec"]["template"]["spec"]["containers"][0]["command"] == ["hazelcast-member"]
 
 
+DURABLE_VALUES = (
+    "durableStorage.bucket=snapshots",
+    "durableStorage.prefix=prod/jobs",
+    "durableStorage.endpoint=http://minio.storage:9000",
+    "durableStorage.credentialsSecret=snapshots-s3",
+)
+
+
 def test_the_charts_durable_storage_is_the_operators_default() -> None:
     assert not [name for name in env_of(operator(render())) if "DURABLE" in name]
-    env = env_of(
-        operator(
-            render(
-                "durableStorage.bucket=snapshots",
-                "durableStorage.prefix=prod/jobs",
-                "durableStorage.endpoint=http://minio.storage:9000",
-                "durableStorage.credentialsSecret=snapshots-s3",
-            )
-        )
-    )
+    env = env_of(operator(render(*DURABLE_VALUES)))
     # The operator reads the Deployment's environment exactly as the chart writes it.
     storage = parse_settings(["--namespace", "jobs"], env).durable_storage
     assert storage is not None
@@ -362,6 +371,17 @@ def test_the_charts_durable_storage_is_the_operators_default() -> None:
         "us-east-1",
     )
     assert storage.credentials_secret == "snapshots-s3"
+    # Disposing of an export's copy: the operator's own credentials, from the same Secret.
+    container = operator(render(*DURABLE_VALUES))["spec"]["template"]["spec"]["containers"][0]
+    secret_refs = {
+        item["name"]: item["valueFrom"]["secretKeyRef"]
+        for item in container["env"]
+        if "secretKeyRef" in item.get("valueFrom", {})
+    }
+    assert {name: (ref["name"], ref["key"]) for name, ref in secret_refs.items()} == {
+        "AWS_ACCESS_KEY_ID": ("snapshots-s3", "accessKeyId"),
+        "AWS_SECRET_ACCESS_KEY": ("snapshots-s3", "secretAccessKey"),
+    }
 
 
 def test_durable_storage_without_its_credentials_secret_is_refused() -> None:

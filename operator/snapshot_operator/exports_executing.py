@@ -1,0 +1,294 @@
+"""A job's SnapshotJobExport objects: read, decide, perform; and an export's deletion.
+
+The export decision (:func:`snapshot_operator.reconcile.exports.decide_exports`) runs in the
+job's own loop, right before the job's decision, and hands it the export to take next. Its
+reads come in a fixed order, exports before the job: an export's deletion removes its entry
+from the job's ``status.exportedSnapshots`` before the object goes, so a list without the
+object is followed by a job without the entry, and the decision never takes the entry for an
+export that has no object yet (which would bring a deleted export back).
+
+Like :mod:`snapshot_operator.executing`, this module joins decisions to the gateways and adds
+no judgement; it imports no client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import pydantic
+
+from snapshot_operator.executing import Services, store_of
+from snapshot_operator.gateways import CreateFailed, StaleObservation, StoreOperationFailed
+from snapshot_operator.reconcile import parse_spec
+from snapshot_operator.reconcile.exports import (
+    DISPOSE_ATTEMPTS,
+    CreateExport,
+    DeleteExport,
+    EmitExportEvent,
+    ExportObject,
+    ExportsDecision,
+    ExportsObservation,
+    PatchExportStatus,
+    decide_deletion,
+    decide_exports,
+    names_in_use,
+    parse_export,
+)
+from snapshotjob_contract import SnapshotJobSpec, SnapshotJobStatus, export_map_name
+from snapshotjob_contract.exports import EXPORT_KIND, ExportReason
+from snapshotjob_contract.resource import API_VERSION
+
+log = logging.getLogger(__name__)
+
+_FORGET_ATTEMPTS = 5
+"""Optimistic-lock conflicts tolerated while removing an export from its job's status."""
+
+
+def _job_parts(raw: Mapping[str, Any]) -> tuple[SnapshotJobSpec | None, SnapshotJobStatus]:
+    spec = parse_spec(raw.get("spec"))
+    try:
+        status = SnapshotJobStatus.model_validate(raw.get("status") or {})
+    except pydantic.ValidationError:
+        status = SnapshotJobStatus()
+    return (spec if isinstance(spec, SnapshotJobSpec) else None), status
+
+
+def _regarding(namespace: str, name: str, uid: str) -> dict[str, str]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": EXPORT_KIND,
+        "namespace": namespace,
+        "name": name,
+        "uid": uid,
+    }
+
+
+def reconcile_exports(services: Services, namespace: str, job_name: str) -> ExportsDecision:
+    """Updates the job's export objects; returns the export the job should take next.
+
+    Raises:
+        kubernetes.client.exceptions.ApiException: On API errors.
+    """
+    kube = services.kube
+    exports_raw = kube.list_exports(namespace)  # before the job: see the module docstring
+    exports: list[ExportObject] = []
+    others: set[str] = set()
+    for raw in exports_raw:
+        export = parse_export(raw)
+        if export is None:
+            continue
+        if export.spec.job_name == job_name:
+            exports.append(export)
+        else:
+            others.add(export.name)
+    job_raw = kube.read_job(namespace, job_name)
+    spec, status = _job_parts(job_raw) if job_raw is not None else (None, SnapshotJobStatus())
+    in_use: dict[str, str] = {}
+    policy = spec.export_policy if spec is not None else None
+    if policy is not None and (policy.max_count is not None or policy.max_age_seconds is not None):
+        in_use = names_in_use(
+            [(str(j["metadata"]["name"]), *_job_parts(j)) for j in kube.list_jobs(namespace)]
+        )
+    observation = ExportsObservation(
+        job_name=job_name,
+        job_uid=str(job_raw["metadata"]["uid"]) if job_raw is not None else None,
+        spec=spec,
+        status=status,
+        exports=tuple(exports),
+        now=services.clock(),
+        other_export_names=frozenset(others),
+        in_use=in_use,
+        copy_attempts=services.settings.decision.export_copy_attempts,
+    )
+    decision = decide_exports(observation)
+    uids = {export.name: export.uid for export in exports}
+    for action in decision.actions:
+        _perform(services, namespace, job_name, action, uids)
+    return decision
+
+
+def _perform(
+    services: Services,
+    namespace: str,
+    job_name: str,
+    action: PatchExportStatus | CreateExport | DeleteExport | EmitExportEvent,
+    uids: dict[str, str],
+) -> None:
+    kube = services.kube
+    context = f"namespace={namespace} job={job_name}"
+    match action:
+        case PatchExportStatus(name=name, status=status):
+            kube.patch_export_status(namespace, name, status)
+            log.info(
+                "Patched export status %s export=%s phase=%s", context, name, status.get("phase")
+            )
+        case CreateExport(name=name, spec=spec, status=status):
+            manifest = {
+                "apiVersion": API_VERSION,
+                "kind": EXPORT_KIND,
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": spec.to_json(),
+            }
+            try:
+                uid = kube.create_export(namespace, manifest)
+            except CreateFailed as error:
+                log.warning("Export not created %s export=%s error=%s", context, name, error)
+                return
+            if uid is None:
+                return  # Another object has the name; the next decision sees it.
+            uids[name] = uid
+            kube.patch_export_status(namespace, name, status.to_json())
+            log.info(
+                "Created export %s export=%s origin=%s phase=%s",
+                context,
+                name,
+                spec.origin.value,
+                status.phase.value,
+            )
+        case DeleteExport(name=name, uid=uid):
+            deleted = kube.delete_export(namespace, name, uid)
+            log.info("Retired export %s export=%s deleted=%s", context, name, deleted)
+        case EmitExportEvent(name=name, reason=reason, message=message, warning=warning):
+            uid = uids.get(name)
+            if uid is not None:
+                kube.emit_event(
+                    _regarding(namespace, name, uid),
+                    action="Export",
+                    reason=reason.value,
+                    event_type="Warning" if warning else "Normal",
+                    note=message,
+                )
+
+
+def delete_export(services: Services, namespace: str, raw: Mapping[str, Any]) -> str | None:
+    """Handles an export's deletion: disposes of its data if asked, then forgets it.
+
+    Returns:
+        Why the deletion must wait (the finalizer stays; the caller asks again later), or
+        None once it is done and the finalizer may go.
+
+    Raises:
+        kubernetes.client.exceptions.ApiException: On API errors.
+    """
+    kube = services.kube
+    name = str(raw["metadata"]["name"])
+    export = parse_export(raw)
+    if export is None:
+        return None  # Not an export the operator could have acted on.
+    job_name = export.spec.job_name
+    jobs = kube.list_jobs(namespace)
+    parts = {str(j["metadata"]["name"]): _job_parts(j) for j in jobs}
+    disposal = decide_deletion(export, names_in_use([(n, *p) for n, p in parts.items()]))
+    regarding = _regarding(namespace, name, export.uid)
+    if disposal.wait is not None:
+        kube.emit_event(
+            regarding,
+            action="Delete",
+            reason=ExportReason.EXPORT_IN_USE.value,
+            event_type="Warning",
+            note=disposal.wait,
+        )
+        return disposal.wait
+    if disposal.dispose:
+        waiting = _dispose(services, namespace, export, parts.get(job_name, (None, None))[0])
+        if waiting is not None:
+            return waiting
+    _forget(services, namespace, job_name, name)
+    return None
+
+
+def _dispose(
+    services: Services, namespace: str, export: ExportObject, job_spec: SnapshotJobSpec | None
+) -> str | None:
+    """Destroys the export's map and durable copy; a failure is retried a few times."""
+    kube = services.kube
+    regarding = _regarding(namespace, export.name, export.uid)
+    map_name = export_map_name(namespace, export.name)
+    location = export.status.durable_location
+    try:
+        members, cluster = store_of(services, job_spec)
+        services.store.destroy_maps(members, cluster, [map_name])
+        if location is not None:
+            if services.durable is None:
+                raise StoreOperationFailed(
+                    "NoDurableStorage",
+                    f"The operator has no durable storage configured; delete location={location} "
+                    "yourself",
+                )
+            services.durable.discard(location)
+    except StoreOperationFailed as error:
+        failures = export.status.dispose_failures + 1
+        left = f"map={map_name}" + (f" location={location}" if location else "")
+        if failures < DISPOSE_ATTEMPTS:
+            status = export.status.model_copy(update={"dispose_failures": failures})
+            kube.patch_export_status(namespace, export.name, status.to_json())
+            message = (
+                f"Disposing of export failed, trying again attempt={failures} "
+                f"limit={DISPOSE_ATTEMPTS} {left} error={error.reason}: {error}"
+            )
+            kube.emit_event(
+                regarding,
+                action="Delete",
+                reason=ExportReason.DISPOSE_FAILED.value,
+                event_type="Warning",
+                note=message,
+            )
+            log.warning("%s namespace=%s export=%s", message, namespace, export.name)
+            return message
+        message = (
+            f"Disposing of export failed, giving up and deleting the object attempts={failures} "
+            f"left {left} error={error.reason}: {error}"
+        )
+        kube.emit_event(
+            regarding,
+            action="Delete",
+            reason=ExportReason.DISPOSE_FAILED.value,
+            event_type="Warning",
+            note=message,
+        )
+        log.warning("%s namespace=%s export=%s", message, namespace, export.name)
+        return None
+    note = f"Disposed of export map={map_name}" + (f" location={location}" if location else "")
+    kube.emit_event(
+        regarding,
+        action="Delete",
+        reason=ExportReason.EXPORT_DISPOSED.value,
+        event_type="Normal",
+        note=note,
+    )
+    log.info("%s namespace=%s export=%s", note, namespace, export.name)
+    return None
+
+
+def _forget(services: Services, namespace: str, job_name: str, name: str) -> None:
+    """Removes the export from its job's ``status.exportedSnapshots``, under the job's lock.
+
+    Raises:
+        StaleObservation: If the job kept changing under every attempt.
+    """
+    kube = services.kube
+    for _ in range(_FORGET_ATTEMPTS):
+        job = kube.read_job(namespace, job_name)
+        if job is None:
+            return
+        entries = (job.get("status") or {}).get("exportedSnapshots") or []
+        kept = [entry for entry in entries if entry.get("name") != name]
+        if len(kept) == len(entries):
+            return
+        try:
+            kube.patch_status(
+                namespace,
+                job_name,
+                str(job["metadata"]["resourceVersion"]),
+                {"exportedSnapshots": kept},
+            )
+        except StaleObservation:
+            continue
+        log.info("Forgot export namespace=%s job=%s export=%s", namespace, job_name, name)
+        return
+    raise StaleObservation(
+        f"Job kept changing while forgetting export namespace={namespace} job={job_name} "
+        f"export={name}"
+    )
