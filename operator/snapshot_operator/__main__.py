@@ -22,6 +22,7 @@ from snapshot_operator.durable_gateway import S3DurableGateway
 from snapshot_operator.executing import Services
 from snapshot_operator.kubernetes_gateway import ClientKubernetesGateway
 from snapshot_operator.settings import parse_settings
+from snapshot_operator.snapshot_maps import SnapshotMaps
 from snapshot_operator.store_gateway import HazelcastStoreGateway
 
 log = logging.getLogger("snapshot_operator")
@@ -38,9 +39,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         stream=sys.stderr,
     )
     kube = ClientKubernetesGateway(connect(), instance=settings.instance)
-    store = HazelcastStoreGateway()
+    maps = SnapshotMaps()
+    store = HazelcastStoreGateway(maps)
     durable = (
-        S3DurableGateway(settings.durable_storage) if settings.durable_storage is not None else None
+        S3DurableGateway(settings.durable_storage, maps)
+        if settings.durable_storage is not None
+        else None
     )
     services = Services(kube=kube, store=store, settings=settings, durable=durable)
     priority = settings.priority

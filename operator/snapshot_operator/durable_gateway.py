@@ -1,20 +1,24 @@
-"""The durable gateway over S3: disposing of an export's durable copy.
+"""The durable gateway over S3: the durable copy of an export the operator made, and disposal.
 
-Drivers write and read the copies (:mod:`spark_runtime.durable`); the operator only deletes
-one, when a SnapshotJobExport with ``disposeOnDelete`` is deleted. It uses the installation's
-durable storage (the chart's ``durableStorage``) and the credentials the chart gives the
-operator's container from its Secret (boto3 reads ``AWS_ACCESS_KEY_ID`` and
-``AWS_SECRET_ACCESS_KEY``); a copy in another bucket (a job's own ``spec.durableStorage``) is
-refused rather than guessed at, and its deletion reports what is left. Tested against a real
-S3 server by ``tests/integration/test_exports.py``.
+Drivers write and read most copies (:mod:`spark_runtime.durable`). The operator writes one
+kind: the export of a suspended job, which it copies inside the store itself and then on to
+object storage, verified, with the same transfer the driver uses. And it deletes copies, when
+a SnapshotJobExport with ``disposeOnDelete`` is deleted. It uses the installation's durable
+storage (the chart's ``durableStorage``) and the credentials the chart gives the operator's
+container from its Secret (boto3 reads ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY``);
+a copy in another bucket (a job's own ``spec.durableStorage``) is refused rather than guessed
+at, and its deletion reports what is left. Tested against a real S3 server by
+``tests/integration/test_exports.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from snapshot_operator.gateways import StoreOperationFailed
-from snapshot_protocol import SnapshotStoreError
+from snapshot_operator.snapshot_maps import SnapshotMaps
+from snapshot_protocol import SnapshotStoreError, SnapshotUnusable
 from snapshot_store.s3 import S3SnapshotStore, connect_s3
 from snapshotjob_contract import DurableStorageSpec
 
@@ -38,11 +42,44 @@ class S3DurableGateway:
 
     Args:
         storage: The installation's durable storage.
+        maps: The store's snapshot maps, shared with the store gateway (one client per store).
     """
 
-    def __init__(self, storage: DurableStorageSpec) -> None:
+    def __init__(self, storage: DurableStorageSpec, maps: SnapshotMaps) -> None:
         self._storage = storage
+        self._maps = maps
         self._client: Any = None
+
+    @property
+    def storage(self) -> DurableStorageSpec:
+        """See :attr:`snapshot_operator.gateways.DurableGateway.storage`."""
+        return self._storage
+
+    def _bucket(self, prefix: str) -> S3SnapshotStore:
+        if self._client is None:
+            self._client = connect_s3(self._storage.endpoint, self._storage.region)
+        return S3SnapshotStore(self._client, self._storage.bucket, prefix)
+
+    def copy_export(
+        self, members: Sequence[str], cluster_name: str, map_name: str, snapshot_id: int
+    ) -> str:
+        """See :meth:`snapshot_operator.gateways.DurableGateway.copy_export`."""
+        bucket = self._bucket(self._storage.prefix)
+        try:
+            self._maps.transfer(
+                members,
+                cluster_name,
+                source_map=map_name,
+                snapshot_id=snapshot_id,
+                target=bucket,
+                target_map=map_name,
+            )
+            if snapshot_id > 0:
+                bucket.discard(map_name, snapshot_id - 1)  # An export name holds one snapshot.
+        except (SnapshotStoreError, SnapshotUnusable) as error:
+            raise StoreOperationFailed(type(error).__name__, str(error)) from error
+        parts = [self._storage.bucket, self._storage.prefix, map_name, str(snapshot_id)]
+        return "s3://" + "/".join(part for part in parts if part)
 
     def discard(self, location: str) -> None:
         """See :meth:`snapshot_operator.gateways.DurableGateway.discard`."""
@@ -56,9 +93,7 @@ class S3DurableGateway:
                 f"Copy is in bucket={bucket}, the operator has credentials for "
                 f"bucket={self._storage.bucket} only; delete location={location} yourself",
             )
-        if self._client is None:
-            self._client = connect_s3(self._storage.endpoint, self._storage.region)
         try:
-            S3SnapshotStore(self._client, bucket, prefix).discard(map_name, snapshot_id)
+            self._bucket(prefix).discard(map_name, snapshot_id)
         except SnapshotStoreError as error:
             raise StoreOperationFailed(type(error).__name__, str(error)) from error

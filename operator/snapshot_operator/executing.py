@@ -279,6 +279,7 @@ def _copy(
         num_bytes=copied.num_bytes,
         created_at=services.clock(),
         terminal=False,
+        durable_location=_copy_to_durable(services, observation, members, cluster, action),
     )
     kept = [
         entry
@@ -297,6 +298,52 @@ def _copy(
         copied.num_bytes,
     )
     return version
+
+
+def _copy_to_durable(
+    services: Services,
+    observation: Observation,
+    members: Sequence[str],
+    cluster: str,
+    action: CopySnapshotToExport,
+) -> str | None:
+    """Copies an export the operator made on to object storage, as a driver does its own.
+
+    Only to the installation's storage, the one the operator has credentials for: a job with
+    storage of its own gets no copy of an export taken while suspended (logged). A failed copy
+    leaves the export without ``durableLocation``, as a driver's does; it is logged.
+    """
+    durable = services.durable
+    spec = observation.spec
+    if durable is None or not isinstance(spec, SnapshotJobSpec):
+        return None
+    context = f"namespace={observation.job.namespace} name={observation.job.name}"
+    if spec.durable_storage is not None and spec.durable_storage != durable.storage:
+        log.warning(
+            "Export has no durable copy %s export=%s reason=JobsOwnStorage bucket=%s",
+            context,
+            action.export_name,
+            spec.durable_storage.bucket,
+        )
+        return None
+    try:
+        location = durable.copy_export(members, cluster, action.export_map, action.snapshot_id)
+    except StoreOperationFailed as error:
+        log.warning(
+            "Durable copy of the export failed %s export=%s error=%s: %s",
+            context,
+            action.export_name,
+            error.reason,
+            error,
+        )
+        return None
+    log.info(
+        "Copied export to durable storage %s export=%s location=%s",
+        context,
+        action.export_name,
+        location,
+    )
+    return location
 
 
 def _copy_failed(

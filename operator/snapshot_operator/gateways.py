@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from snapshot_operator.reconcile import EmitEvent, JobRef
+from snapshotjob_contract import DurableStorageSpec
 
 
 class StaleObservation(Exception):  # noqa: N818 (a signal to decide again, not a failure)
@@ -251,11 +252,28 @@ class StoreGateway(Protocol):
 
 
 class DurableGateway(Protocol):
-    """The object storage holding durable copies, as far as the operator touches it: disposal.
+    """The installation's object storage for durable copies, as far as the operator touches it.
 
-    Only an export's deletion with ``disposeOnDelete`` reaches it; copies are written and read
-    by the drivers.
+    Drivers write and read most copies; the operator copies the exports it makes itself (a
+    suspended job's) and deletes the copies of exports disposed of.
     """
+
+    @property
+    def storage(self) -> DurableStorageSpec:
+        """The installation's durable storage: the one bucket the operator has credentials for."""
+        ...
+
+    def copy_export(
+        self, members: Sequence[str], cluster_name: str, map_name: str, snapshot_id: int
+    ) -> str:
+        """Copies an export from the store to object storage, verified; returns its location.
+
+        Older copies of the same export are deleted once the new one validated.
+
+        Raises:
+            StoreOperationFailed: If the export or its copy failed validation, or a store failed.
+        """
+        ...
 
     def discard(self, location: str) -> None:
         """Deletes the durable copy at ``s3://<bucket>/<prefix>/<map>/<snapshotId>``.

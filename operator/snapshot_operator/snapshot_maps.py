@@ -1,5 +1,5 @@
-"""The operator's two store operations: copy a suspended job's snapshot to an export, and
-destroy a deleted job's automatic snapshot maps.
+"""The operator's store operations: copy a suspended job's snapshot to an export (and that
+export on to object storage), and destroy a deleted job's automatic snapshot maps.
 
 Both go through the shared Hazelcast snapshot store (``snapshot_store.hazelcast``) rather
 than a second client of the operator's own: the copy must be exactly as strict as the
@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from hazelcast.client import HazelcastClient
 
 from snapshot_operator.gateways import CopiedSnapshot
+from snapshot_protocol import SnapshotStore
+from snapshot_protocol.transfer import transfer_snapshot
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,27 @@ class SnapshotMaps:
         """
         record = self._store(members, cluster_name).copy_snapshot(
             source_map, target_map, snapshot_id
+        )
+        return CopiedSnapshot(snapshot_id=record.snapshot_id, num_bytes=record.num_bytes)
+
+    def transfer(
+        self,
+        members: Sequence[str],
+        cluster_name: str,
+        *,
+        source_map: str,
+        snapshot_id: int,
+        target: SnapshotStore,
+        target_map: str,
+    ) -> CopiedSnapshot:
+        """Copies a snapshot out of the store into another store (object storage), verified.
+
+        Raises:
+            SnapshotCorrupted: If the source or the copy fails validation.
+            SnapshotStoreError: If either store failed.
+        """
+        record = transfer_snapshot(
+            self._store(members, cluster_name), source_map, target, target_map, snapshot_id
         )
         return CopiedSnapshot(snapshot_id=record.snapshot_id, num_bytes=record.num_bytes)
 

@@ -163,10 +163,15 @@ def _suspended_with_snapshot(
 
 
 def test_user_export_lifecycle_and_deletion_protected_while_in_use(
-    harness: OperatorHarness, store: HazelcastSnapshotStore
+    harness: OperatorHarness, store: HazelcastSnapshotStore, s3: S3Server, s3_bucket: str
 ) -> None:
-    """Asked for by an object, taken by the job, kept while a job starts from it, disposed."""
+    """Asked for by an object, taken by the job, kept while a job starts from it, disposed.
+
+    The job is suspended, so the operator makes the export itself: a validated copy in the
+    store, then a verified copy in the installation's bucket.
+    """
     exports = Exports(harness)
+    bucket = S3SnapshotStore(s3.client(), s3_bucket)
     _suspended_with_snapshot(harness, store, "archive", 3)
 
     exports.create("cold", "archive", disposeOnDelete=True)
@@ -175,6 +180,8 @@ def test_user_export_lifecycle_and_deletion_protected_while_in_use(
     assert (_ready(done)["status"], _ready(done)["reason"]) == ("True", "ExportCompleted")
     target = export_map_name(harness.namespace, "cold")
     assert validate_snapshot(store, target, 3).num_bytes == 400
+    assert done["durableLocation"] == f"s3://{s3_bucket}/{target}/3"
+    assert validate_snapshot(bucket, target, 3).num_bytes == 400
     harness.wait_event("cold", "ExportCompleted")
     listed = harness.wait_status(
         "archive", lambda s: bool(s.get("exportedSnapshots")), "the export listed on the job"
@@ -202,6 +209,7 @@ def test_user_export_lifecycle_and_deletion_protected_while_in_use(
     harness.delete_job("reader")
     exports.wait("cold", lambda e: e is None, "went away once no job named it")
     assert store.get_validation_record(target, 3) is None, "disposeOnDelete destroyed the map"
+    assert bucket.snapshot_ids(target) == [], "and the durable copy"
     forgotten = harness.wait_status(
         "archive", lambda s: not s.get("exportedSnapshots"), "the job forgot the export"
     )

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from snapshot_operator.gateways import CopiedSnapshot, CreateFailed, StaleObservation
 from snapshot_operator.reconcile import EmitEvent, JobRef
+from snapshotjob_contract import DurableStorageSpec
 
 HEALTHY: dict[str, Any] = {
     "nodeState": "ACTIVE",
@@ -229,3 +230,33 @@ class FakeStore:
     ) -> None:
         """Records the maps as destroyed."""
         self.destroyed += map_names
+
+
+class FakeDurable:
+    """The installation's object storage in memory: copies and discards that record their calls.
+
+    Attributes:
+        storage: The installation's durable storage.
+        copies: Every export copied, as ``(map, snapshot id)``.
+        discarded: Every location discarded.
+        failures: Errors the next copies raise, one each, first first.
+    """
+
+    def __init__(self, storage: DurableStorageSpec) -> None:
+        self.storage = storage
+        self.copies: list[tuple[str, int]] = []
+        self.discarded: list[str] = []
+        self.failures: list[Exception] = []
+
+    def copy_export(
+        self, members: Sequence[str], cluster_name: str, map_name: str, snapshot_id: int
+    ) -> str:
+        """Records the copy; raises the next of ``failures`` if any."""
+        self.copies.append((map_name, snapshot_id))
+        if self.failures:
+            raise self.failures.pop(0)
+        return f"s3://{self.storage.bucket}/{map_name}/{snapshot_id}"
+
+    def discard(self, location: str) -> None:
+        """Records the location as discarded."""
+        self.discarded.append(location)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -19,8 +20,8 @@ from snapshot_operator.executing import Outcome, Services, reconcile_once
 from snapshot_operator.gateways import StoreOperationFailed
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 from snapshot_operator.settings import OperatorSettings
-from snapshotjob_contract import all_snapshot_map_names
-from tests.unit.operator.fake_gateways import FakeKubernetes, FakeStore
+from snapshotjob_contract import DurableStorageSpec, all_snapshot_map_names
+from tests.unit.operator.fake_gateways import FakeDurable, FakeKubernetes, FakeStore
 from tests.unit.operator.specs import VALID_SPEC
 
 
@@ -140,6 +141,57 @@ def test_a_suspended_job_exports_by_a_validated_copy(
     run(services)
     assert kube.status["phase"] == "SUSPENDED"
     assert len(store.copies) == 1, "a listed export is not copied again"
+
+
+INSTALLATION_STORAGE = DurableStorageSpec(bucket="snapshots", credentials_secret="snapshots-s3")
+
+
+@pytest.mark.parametrize(
+    ("job_storage", "failure", "location"),
+    [
+        (None, None, "s3://snapshots/__sj.export.default.cold/4"),
+        (INSTALLATION_STORAGE.to_json(), None, "s3://snapshots/__sj.export.default.cold/4"),
+        ({"bucket": "team-a", "credentialsSecret": "team-a-s3"}, None, None),
+        (None, StoreOperationFailed("SnapshotStoreError", "PUT refused"), None),
+    ],
+    ids=["installation-storage", "same-storage-in-the-spec", "jobs-own-bucket", "copy-failed"],
+)
+def test_a_suspended_jobs_export_is_copied_to_the_installations_storage(
+    kube: FakeKubernetes,
+    services: Services,
+    job_storage: dict[str, Any] | None,
+    failure: Exception | None,
+    location: str | None,
+) -> None:
+    """The operator's own export gets a durable copy where it has the credentials; a copy that
+    could not be made leaves the export listed without a location, as a driver's does."""
+    durable = FakeDurable(INSTALLATION_STORAGE)
+    durable.failures = [failure] if failure else []
+    services = dataclasses.replace(services, durable=durable)
+    assert kube.job is not None
+    kube.job["spec"] |= {"suspend": True, "exportSnapshot": {"name": "cold"}}
+    if job_storage is not None:
+        kube.job["spec"]["durableStorage"] = job_storage
+    kube.job["metadata"]["generation"] = 2
+    kube.status.update(
+        {
+            "phase": "SUSPENDED",
+            "observedGeneration": 1,
+            "executionRecord": {"snapshotId": 4, "dataMapIndex": 1, "ongoingSnapshotId": 4},
+        }
+    )
+
+    run(services)
+
+    (exported,) = kube.status["exportedSnapshots"]
+    assert exported["name"] == "cold"
+    assert exported.get("durableLocation") == location
+    expected_copies = (
+        []
+        if job_storage and job_storage["bucket"] == "team-a"
+        else [("__sj.export.default.cold", 4)]
+    )
+    assert durable.copies == expected_copies
 
 
 def test_a_failed_copy_is_recorded_and_retried_then_given_up(
