@@ -31,6 +31,7 @@ import pydantic
 
 from snapshot_operator.reconcile.gates import export_refusal, new_export_name
 from snapshotjob_contract import (
+    NO_SNAPSHOT,
     ConditionStatus,
     ExportedSnapshot,
     Phase,
@@ -190,14 +191,19 @@ class _State:
 def decide_exports(observation: ExportsObservation) -> ExportsDecision:
     """Returns the status of every export object of the job, and what to create or retire."""
     actions: list[ExportAction] = []
-    live = sorted(
-        (e for e in observation.exports if not e.deleting),
-        key=lambda e: (e.created_at, e.name),
-    )
-    states = {e.name: _derive(e, observation) for e in live}
-    waiting = [e.name for e in live if states[e.name].phase is ExportPhase.PENDING]
+    # Exports being deleted still follow their job (one being taken must reach Completed for
+    # its deletion to go on) but are not asked for, created or retired.
+    every = sorted(observation.exports, key=lambda e: (e.created_at, e.name))
+    live = [e for e in every if not e.deleting]
+    states = {e.name: _derive(e, observation) for e in every}
+    waiting = [
+        e.name
+        for e in every
+        if states[e.name].phase is ExportPhase.PENDING
+        and (not e.deleting or e.status.phase is ExportPhase.IN_PROGRESS)
+    ]
     requested = _requested(observation, waiting)
-    for export in live:
+    for export in every:
         state = states[export.name]
         if export.name == requested and _being_taken(export.name, observation):
             state = _State(
@@ -263,6 +269,12 @@ def _derive(export: ExportObject, observation: ExportsObservation) -> _State:
             f"Job spec is invalid job={job}: the job's InvalidSpec condition says why",
         )
     refusal = export_refusal(name, spec, status)
+    if (
+        refusal is None
+        and status.phase is Phase.SUSPENDED
+        and status.record().snapshot_id == NO_SNAPSHOT
+    ):
+        refusal = f"Export cannot be copied name={name}: the job has no snapshot"
     if refusal is not None:
         return _State(ExportPhase.FAILED, ExportReason.EXPORT_REFUSED, refusal)
     if status.phase not in _TAKING_PHASES:
@@ -270,6 +282,14 @@ def _derive(export: ExportObject, observation: ExportsObservation) -> _State:
             ExportPhase.PENDING,
             ExportReason.WAITING_FOR_JOB,
             f"Waiting for the job to run or be suspended job={job} jobPhase={status.phase.value}",
+        )
+    own = new_export_name(spec, status)
+    if own is not None:
+        # Taken after it; if the job refuses it, its Degraded condition says why.
+        return _State(
+            ExportPhase.PENDING,
+            ExportReason.QUEUED,
+            f"Queued behind the job's spec.exportSnapshot.name={own} job={job}",
         )
     return _State(ExportPhase.PENDING, ExportReason.QUEUED, f"Queued job={job}")
 
