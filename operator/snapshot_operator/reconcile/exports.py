@@ -15,27 +15,65 @@ here from the job's status, level-based like the job's decision:
 - retention: completed exports of the operator's origins beyond the job's ``maxCount`` or
   ``maxAgeSeconds``, except those in use.
 
-What a deletion does (:func:`decide_deletion`) is decided here too; the kopf handler performs
-it under the operator's finalizer.
+Retention and what a deletion does live in :mod:`snapshot_operator.reconcile.export_retention`,
+the data in :mod:`snapshot_operator.reconcile.export_model`; both are re-exported here, the
+module the executor and the tests import.
 """
 
 from __future__ import annotations
 
+__all__ = [
+    "DISPOSE_ATTEMPTS",
+    "CreateExport",
+    "DeleteExport",
+    "Disposal",
+    "EmitExportEvent",
+    "ExportAction",
+    "ExportObject",
+    "ExportsDecision",
+    "ExportsObservation",
+    "PatchExportStatus",
+    "completed_status",
+    "decide_deletion",
+    "decide_exports",
+    "names_in_use",
+    "own_names_in_use",
+    "parse_export",
+    "periodic_export_name",
+    "with_requested_export",
+]
+
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import pydantic
-
+from snapshot_operator.reconcile.export_model import (
+    CreateExport,
+    DeleteExport,
+    EmitExportEvent,
+    ExportAction,
+    ExportObject,
+    ExportsDecision,
+    ExportsObservation,
+    PatchExportStatus,
+    parse_export,
+)
+from snapshot_operator.reconcile.export_retention import (
+    DISPOSE_ATTEMPTS,
+    Disposal,
+    decide_deletion,
+    names_in_use,
+    own_names_in_use,
+    retire,
+)
 from snapshot_operator.reconcile.gates import export_refusal, new_export_name
 from snapshotjob_contract import (
     NO_SNAPSHOT,
     ConditionStatus,
     ExportedSnapshot,
     Phase,
-    SnapshotJobSpec,
     SnapshotJobStatus,
 )
 from snapshotjob_contract.exports import (
@@ -49,135 +87,6 @@ from snapshotjob_contract.exports import (
 
 _TAKING_PHASES = frozenset({Phase.RUNNING, Phase.SUSPENDED, Phase.SUSPENDED_EXPORTING_SNAPSHOT})
 """Job phases in which an asked-for export is taken (by the driver, or copied if suspended)."""
-
-_RETAINED_ORIGINS = frozenset({ExportOrigin.EXPORT_SNAPSHOT, ExportOrigin.PERIODIC})
-
-DISPOSE_ATTEMPTS = 5
-"""Failed attempts to destroy an export's data before its deletion gives up and lets the
-object go, with a DisposeFailed Event naming what is left."""
-
-
-@dataclass(frozen=True)
-class ExportObject:
-    """A SnapshotJobExport as the decision reads it.
-
-    Attributes:
-        name: The object's (and the export's) name.
-        uid: The object's uid.
-        created_at: Its creationTimestamp.
-        spec: Its spec.
-        status: Its status.
-        deleting: Whether it has a deletion timestamp.
-    """
-
-    name: str
-    uid: str
-    created_at: datetime
-    spec: SnapshotJobExportSpec
-    status: SnapshotJobExportStatus
-    deleting: bool = False
-
-
-def parse_export(raw: Mapping[str, Any]) -> ExportObject | None:
-    """Returns an export object, or None if its spec is not an export's (nothing to act on)."""
-    metadata = raw.get("metadata") or {}
-    try:
-        spec = SnapshotJobExportSpec.model_validate(raw.get("spec") or {})
-        status = SnapshotJobExportStatus.model_validate(raw.get("status") or {})
-        created = pydantic.TypeAdapter(pydantic.AwareDatetime).validate_python(
-            metadata.get("creationTimestamp")
-        )
-    except pydantic.ValidationError:
-        return None
-    return ExportObject(
-        name=str(metadata.get("name")),
-        uid=str(metadata.get("uid")),
-        created_at=created,
-        spec=spec,
-        status=status,
-        deleting=bool(metadata.get("deletionTimestamp")),
-    )
-
-
-@dataclass(frozen=True)
-class ExportsObservation:
-    """Everything the export decision of one job is based on.
-
-    Attributes:
-        job_name: The job's name.
-        job_uid: The job's uid; None if the job does not exist.
-        spec: The job's spec; None if the job does not exist or its spec is invalid.
-        status: The job's status (empty if the job does not exist).
-        exports: The export objects naming this job.
-        other_export_names: Names of export objects of other jobs in the namespace, which
-            an object for this job cannot take.
-        in_use: Export names some job in the namespace names, with who names them.
-        now: The current time.
-        copy_attempts: Failed copies after which the job gives an export up.
-    """
-
-    job_name: str
-    job_uid: str | None
-    spec: SnapshotJobSpec | None
-    status: SnapshotJobStatus
-    exports: tuple[ExportObject, ...]
-    now: datetime
-    other_export_names: frozenset[str] = frozenset()
-    in_use: Mapping[str, str] = field(default_factory=dict)
-    copy_attempts: int = 3
-
-
-@dataclass(frozen=True)
-class PatchExportStatus:
-    """Replace an export object's status."""
-
-    name: str
-    status: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class CreateExport:
-    """Create an export object, then write its status."""
-
-    name: str
-    spec: SnapshotJobExportSpec
-    status: SnapshotJobExportStatus
-
-
-@dataclass(frozen=True)
-class DeleteExport:
-    """Delete an export object (its uid a precondition): the job's retention retired it."""
-
-    name: str
-    uid: str
-
-
-@dataclass(frozen=True)
-class EmitExportEvent:
-    """Emit an Event regarding an export object (by name; the executor knows the uid)."""
-
-    name: str
-    reason: ExportReason
-    message: str
-    warning: bool = False
-
-
-ExportAction = PatchExportStatus | CreateExport | DeleteExport | EmitExportEvent
-
-
-@dataclass(frozen=True)
-class ExportsDecision:
-    """What to do with a job's export objects.
-
-    Attributes:
-        actions: In order.
-        requested: The export the job should take next, or None.
-        due_in_seconds: When a periodic export falls due, if one will.
-    """
-
-    actions: tuple[ExportAction, ...]
-    requested: str | None
-    due_in_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -216,7 +125,12 @@ def decide_exports(observation: ExportsObservation) -> ExportsDecision:
     actions.extend(_create_for_untracked(observation))
     periodic, due = _periodic(observation)
     actions.extend(periodic)
-    actions.extend(_retire(observation, live, states))
+    completed = [
+        (e, _completed_at(e, states[e.name]))
+        for e in live
+        if states[e.name].phase is ExportPhase.COMPLETED
+    ]
+    actions.extend(retire(observation, completed))
     return ExportsDecision(tuple(actions), requested, due)
 
 
@@ -442,76 +356,10 @@ def _periodic(observation: ExportsObservation) -> tuple[list[ExportAction], floa
     return [create], float(interval)
 
 
-def _retire(
-    observation: ExportsObservation, live: Sequence[ExportObject], states: Mapping[str, _State]
-) -> list[ExportAction]:
-    """Deletes the completed exports of the operator's origins that the policy no longer keeps."""
-    spec = observation.spec
-    if spec is None or observation.job_uid is None:
-        return []
-    policy = spec.export_policy
-    if policy.max_count is None and policy.max_age_seconds is None:
-        return []
-    completed = [
-        (e, _completed_at(e, states[e.name]))
-        for e in live
-        if e.spec.origin in _RETAINED_ORIGINS and states[e.name].phase is ExportPhase.COMPLETED
-    ]
-    newest_first = sorted(completed, key=lambda pair: pair[1], reverse=True)
-    in_use = own_names_in_use(spec, observation.status) | set(observation.in_use)
-    actions: list[ExportAction] = []
-    for index, (export, completed_at) in enumerate(newest_first):
-        age = (observation.now - completed_at).total_seconds()
-        over_count = policy.max_count is not None and index >= policy.max_count
-        too_old = policy.max_age_seconds is not None and age > policy.max_age_seconds
-        if not (over_count or too_old) or export.name in in_use:
-            continue
-        why = (
-            f"maxCount={policy.max_count}"
-            if over_count
-            else f"maxAgeSeconds={policy.max_age_seconds} ageSeconds={int(age)}"
-        )
-        actions.append(
-            EmitExportEvent(
-                export.name,
-                ExportReason.EXPORT_RETIRED,
-                f"Retiring export by the job's exportPolicy job={observation.job_name} {why} "
-                f"disposeOnDelete={str(export.spec.dispose_on_delete).lower()}",
-            )
-        )
-        actions.append(DeleteExport(export.name, export.uid))
-    return actions
-
-
 def _completed_at(export: ExportObject, state: _State) -> datetime:
     if state.exported is not None:
         return state.exported.created_at
     return export.status.completed_at or export.created_at
-
-
-def own_names_in_use(spec: SnapshotJobSpec | None, status: SnapshotJobStatus) -> set[str]:
-    """The export names one job needs kept: its restore point, its start, its spec's export."""
-    names = set()
-    restore_point = status.record().exported_snapshot_name
-    if restore_point is not None:
-        names.add(restore_point)
-    if spec is not None:
-        if spec.initial_snapshot_name is not None:
-            names.add(spec.initial_snapshot_name)
-        if spec.export_snapshot is not None and spec.export_snapshot.name is not None:
-            names.add(spec.export_snapshot.name)
-    return names
-
-
-def names_in_use(
-    jobs: Sequence[tuple[str, SnapshotJobSpec | None, SnapshotJobStatus]],
-) -> dict[str, str]:
-    """Every export name the namespace's jobs need kept, with the first job naming it."""
-    used: dict[str, str] = {}
-    for job_name, spec, status in jobs:
-        for name in sorted(own_names_in_use(spec, status)):
-            used.setdefault(name, job_name)
-    return used
 
 
 def with_requested_export(
@@ -531,39 +379,3 @@ def with_requested_export(
     if own is not None and own not in taken:
         return raw_spec
     return {**raw_spec, "exportSnapshot": {"name": requested}}
-
-
-@dataclass(frozen=True)
-class Disposal:
-    """What deleting an export object does now.
-
-    Attributes:
-        wait: Why the deletion must wait (the export is in use or being taken); None to go on.
-        dispose: Whether to destroy the export's data.
-    """
-
-    wait: str | None
-    dispose: bool
-
-
-def decide_deletion(export: ExportObject, in_use: Mapping[str, str]) -> Disposal:
-    """Whether a deleted export's data is destroyed now, later, or kept.
-
-    An export some job names, or that is being taken, is never destroyed: its deletion waits
-    (the PersistentVolumeClaim protection's shape), with the job to change named in the
-    message. An export without ``disposeOnDelete`` goes at once and keeps its data.
-    """
-    if not export.spec.dispose_on_delete:
-        return Disposal(wait=None, dispose=False)
-    user = in_use.get(export.name)
-    if user is not None:
-        return Disposal(
-            wait=f"Not disposing of export name={export.name}: job={user} names it "
-            "(initialSnapshotName, exportSnapshot.name or its restore point); change that job",
-            dispose=False,
-        )
-    if export.status.phase is ExportPhase.IN_PROGRESS:
-        return Disposal(
-            wait=f"Not disposing of export name={export.name}: it is being taken", dispose=False
-        )
-    return Disposal(wait=None, dispose=True)
