@@ -454,26 +454,37 @@ def durable_copies(release: Release, uid: str) -> list[int]:
     return sorted(int(name) for name in out.split() if name.isdigit())
 
 
-def restart_every_member(release: Release) -> None:
-    """Force-deletes every Hazelcast member Pod at once; waits for three new ones, Ready.
+def recreate_the_store(release: Release) -> None:
+    """Deletes the Hazelcast StatefulSet with its members and creates it again, as it was.
 
-    The StatefulSet starts them again, empty: every snapshot in the store is lost.
+    What a user does after losing the store's namespace or moving it: every snapshot in the
+    store is lost, and the members that come back are new Pods of a new StatefulSet (the
+    operator's restart loop finds it again by name). Waits for three of them, Ready.
     """
+    name = f"{release.fullname}-hazelcast"
+    manifest = json.loads(release.kubectl("get", "statefulset", name, "-o", "json"))
+    metadata = manifest["metadata"]
+    for generated in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"):
+        metadata.pop(generated, None)
+    manifest.pop("status", None)
     before = {p["metadata"]["uid"] for p in release.pods(MEMBERS)}
-    release.kubectl("delete", "pod", "-l", MEMBERS, "--grace-period=0", "--force")
+    release.kubectl("delete", "statefulset", name, "--cascade=foreground", "--wait=true")
+    wait_for(
+        release,
+        "the old members gone",
+        lambda: not {p["metadata"]["uid"] for p in release.pods(MEMBERS)} & before,
+        timeout=300,
+    )
+    release.apply(json.dumps(manifest))
 
     def replaced() -> bool:
         pods = release.pods(MEMBERS)
-        return (
-            len(pods) == 3
-            and not {p["metadata"]["uid"] for p in pods} & before
-            and all(
-                any(
-                    c["type"] == "Ready" and c["status"] == "True"
-                    for c in p["status"].get("conditions") or []
-                )
-                for p in pods
+        return len(pods) == 3 and all(
+            any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in p["status"].get("conditions") or []
             )
+            for p in pods
         )
 
-    wait_for(release, "three new members, Ready", replaced, timeout=300)
+    wait_for(release, "three members of the new StatefulSet, Ready", replaced, timeout=300)

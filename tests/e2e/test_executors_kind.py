@@ -35,7 +35,7 @@ from tests.e2e.release import (
     durable_copies,
     next_execution,
     patch_spec,
-    restart_every_member,
+    recreate_the_store,
     sequence_sum_args,
     snapshot_id,
     suspend_with_exact_prefix,
@@ -144,8 +144,8 @@ def test_driver_executor_and_member_failures_and_the_loss_of_the_store_keep_exac
     # Past the rows of the first snapshot: the output crossed every fault above.
     assert committed > CATCH_UP, committed
 
-    with Step("faults-store-restarted"):
-        restart_every_member(release)
+    with Step("faults-store-recreated"):
+        recreate_the_store(release)
 
     with Step("faults-resumed-from-the-bucket"):
         patch_spec(release, job, {"suspend": False})
