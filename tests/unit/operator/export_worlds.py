@@ -1,6 +1,6 @@
 """Builders for the export decision's tests: a job, its status, its export objects, a decision.
 
-Shared by ``test_exports.py`` (statuses, queue, creation) and ``test_export_retention.py``
+Shared by ``test_export_decision.py`` (statuses, queue, creation) and ``test_export_retention.py``
 (retention, deletion). Every export belongs to the job ``wordcount``; times are relative to
 ``NOW``.
 """
