@@ -213,6 +213,8 @@ def _requested(observation: ExportsObservation, waiting: Sequence[str]) -> str |
     spec = observation.spec
     if spec is None or observation.job_uid is None or not waiting:
         return None
+    if observation.status.phase not in _TAKING_PHASES:
+        return None  # Nothing to hand the job's decision while it can take no export.
     if new_export_name(spec, observation.status) is not None:
         return None  # spec.exportSnapshot first: the user asked for it in the job itself.
     taking = [name for name in waiting if _being_taken(name, observation)]

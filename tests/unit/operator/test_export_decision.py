@@ -213,6 +213,7 @@ def test_an_export_waits_while_the_job_neither_runs_nor_is_suspended(phase: Phas
 
     assert state(decision, "nightly") == ("Pending", "WaitingForJob")
     assert not event(decision, "nightly").warning
+    assert decision.requested is None, "nothing is handed to a job that cannot take it"
 
 
 @pytest.mark.parametrize("dispose", [True, False])
