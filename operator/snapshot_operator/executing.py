@@ -51,6 +51,7 @@ from snapshot_operator.reconcile import (
 from snapshot_operator.reconcile.exports import with_requested_export
 from snapshot_operator.settings import OperatorSettings
 from snapshotjob_contract import (
+    DurableStorageSpec,
     ExportedSnapshot,
     ExportFailureStatus,
     SnapshotJobSpec,
@@ -318,7 +319,7 @@ def _copy_to_durable(
     if durable is None or not isinstance(spec, SnapshotJobSpec):
         return None
     context = f"namespace={observation.job.namespace} name={observation.job.name}"
-    if spec.durable_storage is not None and spec.durable_storage != durable.storage:
+    if spec.durable_storage is not None and _place(spec.durable_storage) != _place(durable.storage):
         log.warning(
             "Export has no durable copy %s export=%s reason=JobsOwnStorage bucket=%s",
             context,
@@ -344,6 +345,12 @@ def _copy_to_durable(
         location,
     )
     return location
+
+
+def _place(storage: DurableStorageSpec) -> tuple[str, str, str | None]:
+    """Where copies go: what two storage settings must share to be the same bucket and prefix
+    (the copy interval and the Secret's name may differ)."""
+    return storage.bucket, storage.prefix, storage.endpoint
 
 
 def _copy_failed(

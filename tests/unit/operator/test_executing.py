@@ -151,10 +151,21 @@ INSTALLATION_STORAGE = DurableStorageSpec(bucket="snapshots", credentials_secret
     [
         (None, None, "s3://snapshots/__sj.export.default.cold/4"),
         (INSTALLATION_STORAGE.to_json(), None, "s3://snapshots/__sj.export.default.cold/4"),
+        (
+            {**INSTALLATION_STORAGE.to_json(), "snapshotCopyIntervalSeconds": 30},
+            None,
+            "s3://snapshots/__sj.export.default.cold/4",
+        ),
         ({"bucket": "team-a", "credentialsSecret": "team-a-s3"}, None, None),
         (None, StoreOperationFailed("SnapshotStoreError", "PUT refused"), None),
     ],
-    ids=["installation-storage", "same-storage-in-the-spec", "jobs-own-bucket", "copy-failed"],
+    ids=[
+        "installation-storage",
+        "same-storage-in-the-spec",
+        "same-bucket-other-interval",
+        "jobs-own-bucket",
+        "copy-failed",
+    ],
 )
 def test_a_suspended_jobs_export_is_copied_to_the_installations_storage(
     kube: FakeKubernetes,
