@@ -295,8 +295,26 @@ class SnapshotCoordinator:
             SnapshotStoreError: If the store or durable storage could not be read.
         """
         durable = self._durable
-        if durable is None or self._snapshots.get_validation_record(map_name, snapshot_id):
+        if durable is None:
             return validate_snapshot(self._snapshots, map_name, snapshot_id)
+        if self._snapshots.get_validation_record(map_name, snapshot_id):
+            try:
+                return validate_snapshot(self._snapshots, map_name, snapshot_id)
+            except SnapshotCorrupted as corrupted:
+                # Chunks lost with members (not changed data): a copy of this very snapshot
+                # replaces them, verified; without one the loss stays a corruption.
+                rescue = self._copy_of(durable, map_name, snapshot_id)
+                if not corrupted.members_lost or rescue is None:
+                    raise
+                _log.warning(
+                    "Copying restore point from durable storage map=%s snapshotId=%d "
+                    "copySnapshotId=%d older=False problem=%s",
+                    map_name,
+                    snapshot_id,
+                    snapshot_id,
+                    corrupted.problem,
+                )
+                return transfer_snapshot(durable, rescue, self._snapshots, map_name, snapshot_id)
         # A terminal export's durable copy is under the export's own map name.
         copy_map = map_name
         copy_id: int | None = snapshot_id
@@ -317,6 +335,13 @@ class SnapshotCoordinator:
             copy_id < snapshot_id,
         )
         return transfer_snapshot(durable, copy_map, self._snapshots, map_name, copy_id)
+
+    def _copy_of(self, durable: SnapshotStore, map_name: str, snapshot_id: int) -> str | None:
+        """The durable map holding a copy of exactly this snapshot, if one does."""
+        if durable.get_validation_record(map_name, snapshot_id) is not None:
+            return map_name
+        copy_map = durable_copy_map_name(self._config.job.uid)
+        return copy_map if durable.latest_snapshot_id(copy_map) == snapshot_id else None
 
     def _validate_initial(self, map_name: str, name: str) -> ValidationRecord:
         """Restore step 4 for the initial snapshot, whose id only its validation records know.

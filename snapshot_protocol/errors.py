@@ -109,6 +109,7 @@ class SnapshotCorrupted(SnapshotUnusable):
             "it fails permanently. To continue, create a SnapshotJob with "
             "spec.initialSnapshotName set to an exported snapshot",
         )
+        self.members_lost = members_lost
 
     @classmethod
     def find_in(cls, text: str) -> SnapshotCorrupted | None:

@@ -3,7 +3,8 @@
 The job's periodic copy of its automatic snapshot is in durable storage. A copy of the
 record's own snapshot is restored as if the store had never lost it; an older copy only with
 the user's consent to exactly that pair of ids, since the output committed since the copy is
-written again; without a copy the loss stays a corruption.
+written again; without a copy the loss stays a corruption. A partial loss (the validation
+record kept, chunks lost) is rescued by a copy of that very snapshot only.
 
 Both stores are the in-memory fakes of ``fakes.py``; a driver process restoring from a copy in
 a real S3 server after the Hazelcast maps are gone is tested in
@@ -134,6 +135,44 @@ def test_without_a_copy_the_lost_restore_point_is_a_corruption() -> None:
     with pytest.raises(SnapshotCorrupted, match="validation record is missing"):
         driver.coordinator.restore()
     assert driver.coordinator.state is S.FAILED
+
+
+def lose_some_chunks(cluster: Cluster, map_name: str) -> None:
+    """Two members too many failed: the record survived, some of the snapshot's chunks did not."""
+    entries = cluster.snapshots.maps[map_name]
+    chunks = [key for key in sorted(entries) if not key.endswith("validation-record")]
+    assert len(chunks) >= 2, chunks
+    for key in chunks[:2]:
+        del entries[key]
+
+
+def test_chunks_lost_from_the_restore_point_are_replaced_by_its_copy_exactly_once() -> None:
+    cluster, durable, taken = job_with_two_snapshots(copied=1)
+    lose_some_chunks(cluster, taken[1][1])
+
+    driver = cluster.start_driver(durable=durable.snapshots)
+    driver.coordinator.restore()
+
+    assert driver.coordinator.state is S.RUNNING
+    assert driver.pipeline.source.offset == 10
+    assert driver.pipeline.state.counts == FakeKeyedState.expected_counts(range(10))
+    driver.pipeline.process(3)
+    driver.coordinator.take_snapshot()
+    driver.coordinator.finish_snapshot()
+    assert cluster.database.committed_items() == list(range(13))
+    assert not cluster.violations
+
+
+@pytest.mark.parametrize("copied", [-1, 0], ids=["no-copy", "older-copy"])
+def test_chunks_lost_without_a_copy_of_that_snapshot_stay_a_corruption(copied: int) -> None:
+    cluster, durable, taken = job_with_two_snapshots(copied=copied)
+    lose_some_chunks(cluster, taken[1][1])
+
+    driver = cluster.start_driver(durable=durable.snapshots)
+    with pytest.raises(SnapshotCorrupted, match="chunks are missing"):
+        driver.coordinator.restore()
+    assert driver.coordinator.state is S.FAILED
+    assert driver.pipeline.source.offset == 0
 
 
 def test_a_corrupted_copy_of_the_restore_point_is_never_restored() -> None:
