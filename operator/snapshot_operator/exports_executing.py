@@ -55,14 +55,31 @@ def _job_parts(raw: Mapping[str, Any]) -> tuple[SnapshotJobSpec | None, Snapshot
     return (spec if isinstance(spec, SnapshotJobSpec) else None), status
 
 
-def _regarding(namespace: str, name: str, uid: str) -> dict[str, str]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": EXPORT_KIND,
-        "namespace": namespace,
-        "name": name,
-        "uid": uid,
-    }
+def _emit(
+    services: Services,
+    namespace: str,
+    export: tuple[str, str],
+    action: str,
+    reason: ExportReason,
+    note: str,
+    *,
+    warning: bool = False,
+) -> None:
+    """One Event regarding an export, given as its name and uid."""
+    name, uid = export
+    services.kube.emit_event(
+        {
+            "apiVersion": API_VERSION,
+            "kind": EXPORT_KIND,
+            "namespace": namespace,
+            "name": name,
+            "uid": uid,
+        },
+        action=action,
+        reason=reason.value,
+        event_type="Warning" if warning else "Normal",
+        note=note,
+    )
 
 
 def reconcile_exports(services: Services, namespace: str, job_name: str) -> ExportsDecision:
@@ -153,13 +170,7 @@ def _perform(
         case EmitExportEvent(name=name, reason=reason, message=message, warning=warning):
             uid = uids.get(name)
             if uid is not None:
-                kube.emit_event(
-                    _regarding(namespace, name, uid),
-                    action="Export",
-                    reason=reason.value,
-                    event_type="Warning" if warning else "Normal",
-                    note=message,
-                )
+                _emit(services, namespace, (name, uid), "Export", reason, message, warning=warning)
 
 
 def delete_export(services: Services, namespace: str, raw: Mapping[str, Any]) -> str | None:
@@ -181,14 +192,15 @@ def delete_export(services: Services, namespace: str, raw: Mapping[str, Any]) ->
     jobs = kube.list_jobs(namespace)
     parts = {str(j["metadata"]["name"]): _job_parts(j) for j in jobs}
     disposal = decide_deletion(export, names_in_use([(n, *p) for n, p in parts.items()]))
-    regarding = _regarding(namespace, name, export.uid)
     if disposal.wait is not None:
-        kube.emit_event(
-            regarding,
-            action="Delete",
-            reason=ExportReason.EXPORT_IN_USE.value,
-            event_type="Warning",
-            note=disposal.wait,
+        _emit(
+            services,
+            namespace,
+            (name, export.uid),
+            "Delete",
+            ExportReason.EXPORT_IN_USE,
+            disposal.wait,
+            warning=True,
         )
         return disposal.wait
     if disposal.dispose:
@@ -203,8 +215,7 @@ def _dispose(
     services: Services, namespace: str, export: ExportObject, job_spec: SnapshotJobSpec | None
 ) -> str | None:
     """Destroys the export's map and durable copy; a failure is retried a few times."""
-    kube = services.kube
-    regarding = _regarding(namespace, export.name, export.uid)
+    ref = (export.name, export.uid)
     map_name = export_map_name(namespace, export.name)
     location = export.status.durable_location
     try:
@@ -221,43 +232,26 @@ def _dispose(
     except StoreOperationFailed as error:
         failures = export.status.dispose_failures + 1
         left = f"map={map_name}" + (f" location={location}" if location else "")
-        if failures < DISPOSE_ATTEMPTS:
+        retry = failures < DISPOSE_ATTEMPTS
+        if retry:
             status = export.status.model_copy(update={"dispose_failures": failures})
-            kube.patch_export_status(namespace, export.name, status.to_json())
+            services.kube.patch_export_status(namespace, export.name, status.to_json())
             message = (
                 f"Disposing of export failed, trying again attempt={failures} "
                 f"limit={DISPOSE_ATTEMPTS} {left} error={error.reason}: {error}"
             )
-            kube.emit_event(
-                regarding,
-                action="Delete",
-                reason=ExportReason.DISPOSE_FAILED.value,
-                event_type="Warning",
-                note=message,
+        else:
+            message = (
+                f"Disposing of export failed, giving up and deleting the object "
+                f"attempts={failures} left {left} error={error.reason}: {error}"
             )
-            log.warning("%s namespace=%s export=%s", message, namespace, export.name)
-            return message
-        message = (
-            f"Disposing of export failed, giving up and deleting the object attempts={failures} "
-            f"left {left} error={error.reason}: {error}"
-        )
-        kube.emit_event(
-            regarding,
-            action="Delete",
-            reason=ExportReason.DISPOSE_FAILED.value,
-            event_type="Warning",
-            note=message,
+        _emit(
+            services, namespace, ref, "Delete", ExportReason.DISPOSE_FAILED, message, warning=True
         )
         log.warning("%s namespace=%s export=%s", message, namespace, export.name)
-        return None
+        return message if retry else None
     note = f"Disposed of export map={map_name}" + (f" location={location}" if location else "")
-    kube.emit_event(
-        regarding,
-        action="Delete",
-        reason=ExportReason.EXPORT_DISPOSED.value,
-        event_type="Normal",
-        note=note,
-    )
+    _emit(services, namespace, ref, "Delete", ExportReason.EXPORT_DISPOSED, note)
     log.info("%s namespace=%s export=%s", note, namespace, export.name)
     return None
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -31,52 +30,39 @@ from snapshotjob_contract.environment import (
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.exports import EXPORT_KIND, EXPORT_PLURAL
 from snapshotjob_contract.resource import GROUP, VERSION
-from testbed.controlplane import KubeAPI
-from testbed.hazelcast import HazelcastCluster
-from testbed.operator_harness import WAIT, OperatorHarness, OperatorProcess
+from testbed.operator_harness import WAIT, OperatorHarness
 from testbed.s3 import S3Server
-from tests.integration.test_operator import crd, namespace, store, write_snapshot
+from tests.integration.test_operator import (
+    crd,
+    harness,
+    namespace,
+    operator,
+    store,
+    write_snapshot,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 
-__all__ = ["crd", "namespace", "store"]
+__all__ = ["crd", "harness", "namespace", "operator", "store"]
 
 
 @pytest.fixture
-def operator(
-    kube_api: KubeAPI,
-    namespace: str,
-    healthy_hazelcast: HazelcastCluster,
-    tmp_path: Path,
-    s3: S3Server,
-    s3_bucket: str,
-) -> Iterator[OperatorProcess]:
-    """The operator, with the installation's durable storage on the test's bucket."""
-    running = OperatorProcess(
-        kube_api,
-        namespace,
-        healthy_hazelcast,
-        tmp_path / "operator.log",
+def operator_args(s3: S3Server, s3_bucket: str) -> tuple[str, ...]:
+    """The installation's durable storage on the test's bucket."""
+    return (
         "--durable-bucket",
         s3_bucket,
         "--durable-endpoint",
         s3.endpoint,
         "--durable-credentials-secret",
         "snapshots-s3",
-        env={
-            ENV_DURABLE_ACCESS_KEY_ID: s3.access_key,
-            ENV_DURABLE_SECRET_ACCESS_KEY: s3.secret_key,
-        },
     )
-    running.start()
-    yield running
-    running.stop()
 
 
 @pytest.fixture
-def harness(kube_api: KubeAPI, namespace: str, operator: OperatorProcess) -> OperatorHarness:
-    """User, kubelet and driver for one namespace."""
-    return OperatorHarness(kube_api, namespace, operator)
+def operator_env(s3: S3Server) -> dict[str, str]:
+    """The bucket's credentials, as the chart gives them to the operator from its Secret."""
+    return {ENV_DURABLE_ACCESS_KEY_ID: s3.access_key, ENV_DURABLE_SECRET_ACCESS_KEY: s3.secret_key}
 
 
 class Exports:

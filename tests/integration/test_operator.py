@@ -62,16 +62,28 @@ def operator_args() -> tuple[str, ...]:
 
 
 @pytest.fixture
+def operator_env() -> dict[str, str]:
+    """Extra environment of the operator's process; tests override it."""
+    return {}
+
+
+@pytest.fixture
 def operator(
     kube_api: KubeAPI,
     namespace: str,
     healthy_hazelcast: HazelcastCluster,
     tmp_path: Path,
     operator_args: tuple[str, ...],
+    operator_env: dict[str, str],
 ) -> Iterator[OperatorProcess]:
     """The operator, running for one test."""
     running = OperatorProcess(
-        kube_api, namespace, healthy_hazelcast, tmp_path / "operator.log", *operator_args
+        kube_api,
+        namespace,
+        healthy_hazelcast,
+        tmp_path / "operator.log",
+        *operator_args,
+        env=operator_env,
     )
     running.start()
     yield running

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
+from snapshotjob_contract.base import CrossFieldRule
 from snapshotjob_contract.exports import (
     EXPORT_KIND,
     EXPORT_NAME_RULE,
@@ -187,25 +189,37 @@ def _property(raw: Mapping[str, Any], definitions: Mapping[str, Any], path: str)
     return node
 
 
-def crd() -> dict[str, Any]:
-    """Returns the SnapshotJob CustomResourceDefinition."""
-    spec_schema = structural(SnapshotJobSpec.model_json_schema(by_alias=True), path="spec")
+def _definition(
+    *,
+    name: str,
+    plural: str,
+    singular: str,
+    kind: str,
+    short_names: Sequence[str],
+    columns: Sequence[Mapping[str, str]],
+    description: str,
+    name_rule: CrossFieldRule,
+    spec: type[BaseModel],
+    status: type[BaseModel],
+) -> dict[str, Any]:
+    """One namespaced CRD of the group: a single served version with a status subresource."""
+    spec_schema = structural(spec.model_json_schema(by_alias=True), path="spec")
     status_schema = structural(
-        SnapshotJobStatus.model_json_schema(by_alias=True, mode="serialization"), path="status"
+        status.model_json_schema(by_alias=True, mode="serialization"), path="status"
     )
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD_NAME},
+        "metadata": {"name": name},
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
             "names": {
-                "plural": PLURAL,
-                "singular": SINGULAR,
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "shortNames": list(SHORT_NAMES),
+                "plural": plural,
+                "singular": singular,
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "shortNames": list(short_names),
                 "categories": ["all"],
             },
             "versions": [
@@ -214,18 +228,15 @@ def crd() -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": [dict(c) for c in PRINTER_COLUMNS],
+                    "additionalPrinterColumns": [dict(c) for c in columns],
                     "schema": {
                         "openAPIV3Schema": {
                             "type": "object",
-                            "description": "A long-running PySpark pipeline protected by "
-                            "non-corruptible snapshots in Hazelcast: restarted from its last "
-                            "good snapshot after failures, suspended and upgraded through "
-                            "terminal snapshots, and exported by name on request.",
+                            "description": description,
                             "required": ["spec"],
                             # Only a root rule sees metadata.name.
                             "x-kubernetes-validations": [
-                                {"rule": NAME_RULE.cel, "message": NAME_RULE.message}
+                                {"rule": name_rule.cel, "message": name_rule.message}
                             ],
                             "properties": {
                                 "apiVersion": {
@@ -246,67 +257,42 @@ def crd() -> dict[str, Any]:
             ],
         },
     }
+
+
+def crd() -> dict[str, Any]:
+    """Returns the SnapshotJob CustomResourceDefinition."""
+    return _definition(
+        name=CRD_NAME,
+        plural=PLURAL,
+        singular=SINGULAR,
+        kind=KIND,
+        short_names=SHORT_NAMES,
+        columns=PRINTER_COLUMNS,
+        description="A long-running PySpark pipeline protected by non-corruptible snapshots in "
+        "Hazelcast: restarted from its last good snapshot after failures, suspended and "
+        "upgraded through terminal snapshots, and exported by name on request.",
+        name_rule=NAME_RULE,
+        spec=SnapshotJobSpec,
+        status=SnapshotJobStatus,
+    )
 
 
 def export_crd() -> dict[str, Any]:
     """Returns the SnapshotJobExport CustomResourceDefinition."""
-    spec_schema = structural(SnapshotJobExportSpec.model_json_schema(by_alias=True), path="spec")
-    status_schema = structural(
-        SnapshotJobExportStatus.model_json_schema(by_alias=True, mode="serialization"),
-        path="status",
+    return _definition(
+        name=EXPORT_CRD_NAME,
+        plural=EXPORT_PLURAL,
+        singular=EXPORT_SINGULAR,
+        kind=EXPORT_KIND,
+        short_names=EXPORT_SHORT_NAMES,
+        columns=EXPORT_PRINTER_COLUMNS,
+        description="One exported snapshot of a SnapshotJob, named like this object: created "
+        "by a user to ask the job for it, or by the operator for the job's other exports; "
+        "deleting it with spec.disposeOnDelete destroys its data (docs/exports.md).",
+        name_rule=EXPORT_NAME_RULE,
+        spec=SnapshotJobExportSpec,
+        status=SnapshotJobExportStatus,
     )
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": EXPORT_CRD_NAME},
-        "spec": {
-            "group": GROUP,
-            "scope": "Namespaced",
-            "names": {
-                "plural": EXPORT_PLURAL,
-                "singular": EXPORT_SINGULAR,
-                "kind": EXPORT_KIND,
-                "listKind": f"{EXPORT_KIND}List",
-                "shortNames": list(EXPORT_SHORT_NAMES),
-                "categories": ["all"],
-            },
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [dict(c) for c in EXPORT_PRINTER_COLUMNS],
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": "One exported snapshot of a SnapshotJob, named like "
-                            "this object: created by a user to ask the job for it, or by the "
-                            "operator for the job's other exports; deleting it with "
-                            "spec.disposeOnDelete destroys its data (docs/exports.md).",
-                            "required": ["spec"],
-                            "x-kubernetes-validations": [
-                                {"rule": EXPORT_NAME_RULE.cel, "message": EXPORT_NAME_RULE.message}
-                            ],
-                            "properties": {
-                                "apiVersion": {
-                                    "type": "string",
-                                    "description": "Versioned schema of this object.",
-                                },
-                                "kind": {
-                                    "type": "string",
-                                    "description": "REST resource this object represents.",
-                                },
-                                "metadata": {"type": "object"},
-                                "spec": spec_schema,
-                                "status": status_schema,
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
 
 
 def render() -> str:
