@@ -26,6 +26,8 @@ from pathlib import Path
 
 from snapshotjob_contract.environment import ENV_EXECUTION_ID, ENV_JOB_NAME, ENV_NAMESPACE
 from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.logs import configure_logging
+from snapshotjob_contract.observability import ENV_LOG_FORMAT, LogFormat
 from snapshotjob_contract.record import MAX_BACKUP_COUNT
 from snapshotjob_contract.spec import DEFAULT_STATE_PARTITIONS, ProcessingGuarantee
 from spark_runtime.execution import BadInput, Mode, run
@@ -97,6 +99,13 @@ def parser() -> argparse.ArgumentParser:
         "epoch's range of a source ends (a Kafka cluster that is down)",
     )
     run.add_argument("--log-level", default="INFO")
+    run.add_argument(
+        "--log-format",
+        default=os.environ.get(ENV_LOG_FORMAT, LogFormat.TEXT.value),
+        choices=[log_format.value for log_format in LogFormat],
+        help=f"text, or json for one JSON object per line (env {ENV_LOG_FORMAT}, which the "
+        "operator sets to its own format)",
+    )
     add_snapshot_parser(commands)
     return root
 
@@ -121,11 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.command == "snapshot":
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
         return run_snapshot_command(ns)
-    logging.basicConfig(
-        level=ns.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(ns.log_level.upper(), ns.log_format)
     for noisy in ("py4j", "hazelcast"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:

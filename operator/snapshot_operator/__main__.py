@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import sys
 from collections.abc import Sequence
 
 import kopf
@@ -21,9 +20,11 @@ from snapshot_operator.connecting import connect
 from snapshot_operator.durable_gateway import S3DurableGateway
 from snapshot_operator.executing import Services
 from snapshot_operator.kubernetes_gateway import ClientKubernetesGateway
+from snapshot_operator.metrics import OperatorMetrics
 from snapshot_operator.settings import parse_settings
 from snapshot_operator.snapshot_maps import SnapshotMaps
 from snapshot_operator.store_gateway import HazelcastStoreGateway
+from snapshotjob_contract.logs import configure_logging
 
 log = logging.getLogger("snapshot_operator")
 
@@ -33,12 +34,13 @@ _PRIORITY_RANGE = 2**31 - 1
 def main(argv: Sequence[str] | None = None) -> None:
     """Runs the operator until SIGTERM or SIGINT."""
     settings = parse_settings(argv)
-    logging.basicConfig(
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
+    configure_logging(settings.log_level, settings.log_format)
+    metrics = OperatorMetrics()
+    if settings.metrics_port is not None:
+        metrics.serve(settings.metrics_port)
+    kube = ClientKubernetesGateway(
+        connect(), instance=settings.instance, on_api_error=metrics.api_error
     )
-    kube = ClientKubernetesGateway(connect(), instance=settings.instance)
     maps = SnapshotMaps()
     store = HazelcastStoreGateway(maps)
     durable = (
@@ -46,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if settings.durable_storage is not None
         else None
     )
-    services = Services(kube=kube, store=store, settings=settings, durable=durable)
+    services = Services(kube=kube, store=store, settings=settings, durable=durable, metrics=metrics)
     priority = settings.priority
     if priority is None:
         priority = 1 + secrets.randbelow(_PRIORITY_RANGE)
@@ -74,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     finally:
         store.close()
+        metrics.close()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +31,7 @@ from snapshot_operator.gateways import (
     StoreOperationFailed,
 )
 from snapshot_operator.manifests import build_driver_pod
+from snapshot_operator.metrics import OperatorMetrics
 from snapshot_operator.reconcile import (
     Action,
     CopySnapshotToExport,
@@ -79,6 +80,7 @@ class Services:
         clock: The current time, timezone-aware (UTC).
         durable: The installation's durable storage, for disposing of exports' copies; None
             without one.
+        metrics: The operator's metrics, which each reconcile reports to.
     """
 
     kube: KubernetesGateway
@@ -86,6 +88,7 @@ class Services:
     settings: OperatorSettings
     clock: Callable[[], datetime] = _utc_now
     durable: DurableGateway | None = None
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
 
 @dataclass(frozen=True)
@@ -133,8 +136,24 @@ def reconcile_once(
         snapshot_operator.gateways.StoreOperationFailed: If the store failed.
     """
     started = time.perf_counter()
+    try:
+        return _reconcile_once(services, namespace, name, requested_export, started)
+    except Exception:
+        services.metrics.reconcile_failed(time.perf_counter() - started)
+        raise
+
+
+def _reconcile_once(
+    services: Services,
+    namespace: str,
+    name: str,
+    requested_export: str | None,
+    started: float,
+) -> Outcome:
+    metrics = services.metrics
     raw = services.kube.read_job(namespace, name)
     if raw is None:
+        metrics.job_gone(namespace, name)
         return Outcome(requeue_after=0, gone=True)
     if requested_export is not None:
         raw = {
@@ -144,17 +163,34 @@ def reconcile_once(
     uid = str(raw["metadata"]["uid"])
     pods = services.kube.list_driver_pods(namespace, uid)
     spec = parse_spec(raw.get("spec"))
-    members, _ = store_of(services, spec if isinstance(spec, SnapshotJobSpec) else None)
+    members, cluster = store_of(services, spec if isinstance(spec, SnapshotJobSpec) else None)
     health = services.store.read_health(members, services.settings.health_timeout_seconds)
     read = time.perf_counter()
     observation = observe(raw, pods, health, services.clock())
+    metrics.store_health(cluster, observation.store)
     actions = decide(observation, services.settings.decision)
     decided = time.perf_counter()
+    previous_phase = (raw.get("status") or {}).get("phase")
     try:
         outcome = _perform(services, observation, raw, actions)
     except StaleObservation as stale:
         log.info("Deciding again %s", stale)
+        # Nothing the decision wanted was written: only the time is recorded.
+        metrics.reconciled(
+            namespace,
+            name,
+            seconds=time.perf_counter() - started,
+            previous_phase=previous_phase,
+            actions=(),
+        )
         return Outcome(requeue_after=RETRY_STALE_SECONDS)
+    metrics.reconciled(
+        namespace,
+        name,
+        seconds=time.perf_counter() - started,
+        previous_phase=previous_phase,
+        actions=actions,
+    )
     if len(actions) > 1:
         # Only reconciles that did something: the timings say where a slow reaction went.
         log.info(
@@ -206,6 +242,7 @@ def _perform(
                     store_address=",".join(members) or None,
                     store_cluster_name=cluster,
                     default_durable_storage=services.settings.durable_storage,
+                    log_format=services.settings.log_format,
                 )
                 try:
                     kube.ensure_driver_identity(job)
@@ -214,6 +251,8 @@ def _perform(
                     _start_failed(services, observation, version, status, action, error)
                     # The rest (the start's Events) did not happen; the decision reports it.
                     return Outcome(requeue_after=RETRY_STALE_SECONDS)
+                if created:
+                    services.metrics.execution_started()
                 log.info(
                     "Created driver pod %s pod=%s executionId=%s new=%s",
                     context,

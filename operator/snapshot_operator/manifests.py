@@ -43,6 +43,13 @@ from snapshotjob_contract.environment import (
     SECRET_ACCESS_KEY_ID_KEY,
     SECRET_SECRET_ACCESS_KEY_KEY,
 )
+from snapshotjob_contract.observability import (
+    DRIVER_METRICS_PORT,
+    ENV_LOG_FORMAT,
+    ENV_METRICS_PORT,
+    METRICS_PORT_NAME,
+    LogFormat,
+)
 from snapshotjob_contract.pods import (
     LABEL_COMPONENT,
     LABEL_JOB,
@@ -179,6 +186,7 @@ def build_driver_pod(
     store_address: str | None = None,
     store_cluster_name: str | None = None,
     default_durable_storage: DurableStorageSpec | None = None,
+    log_format: LogFormat = LogFormat.TEXT,
 ) -> dict[str, Any]:
     """Returns the driver Pod of one execution.
 
@@ -191,6 +199,7 @@ def build_driver_pod(
         store_cluster_name: Cluster name of the installation's Hazelcast cluster.
         default_durable_storage: The installation's durable storage, for a spec without
             ``durableStorage``.
+        log_format: The driver's log format, the operator's own.
     """
     metadata = _metadata(job, create.pod_name, "driver")
     metadata["labels"][LABEL_EXECUTION_ID] = create.execution_id
@@ -200,6 +209,8 @@ def build_driver_pod(
         {"name": ENV_EXECUTION_ID, "value": create.execution_id},
         # Spark advertises this as spark.driver.host: Pod names do not resolve, Pod IPs do.
         {"name": "SPARK_LOCAL_HOSTNAME", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": ENV_METRICS_PORT, "value": str(DRIVER_METRICS_PORT)},
+        {"name": ENV_LOG_FORMAT, "value": log_format.value},
     ]
     if spec.hazelcast.address is None:
         if store_address is not None:
@@ -242,6 +253,14 @@ def build_driver_pod(
                     "command": list(DRIVER_COMMAND),
                     "args": [f"--conf={key}={value}" for key, value in sorted(conf.items())],
                     "env": env,
+                    # Named, so a PodMonitor selects it by name (docs/metrics.md).
+                    "ports": [
+                        {
+                            "name": METRICS_PORT_NAME,
+                            "containerPort": DRIVER_METRICS_PORT,
+                            "protocol": "TCP",
+                        }
+                    ],
                     # The driver names its failure there before it exits; without a message
                     # (a crash) the kubelet takes the log's last lines instead.
                     "terminationMessagePath": TERMINATION_MESSAGE_PATH,

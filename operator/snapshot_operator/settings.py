@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from snapshot_operator.reconcile import DecisionSettings
 from snapshotjob_contract.base import explain
+from snapshotjob_contract.observability import LogFormat
 from snapshotjob_contract.spec import DurableStorageSpec
 
 ENV_PREFIX = "SJ_OPERATOR_"
@@ -47,6 +48,9 @@ class OperatorSettings:
         liveness_endpoint: ``http://host:port/path`` for kopf's liveness probe, or None.
         instance: This replica's name, reported in Events (the Pod name in a cluster).
         log_level: Level of the operator's and kopf's logging.
+        log_format: How the operator writes log lines; the drivers it starts write theirs
+            the same way.
+        metrics_port: The port of the operator's metrics endpoint; None for no endpoint.
         durable_storage: The installation's durable storage, for jobs without
             ``spec.durableStorage``; None when there is none.
     """
@@ -66,6 +70,8 @@ class OperatorSettings:
     liveness_endpoint: str | None = None
     instance: str = "snapshotjob-operator"
     log_level: str = "INFO"
+    log_format: LogFormat = LogFormat.TEXT
+    metrics_port: int | None = None
     durable_storage: DurableStorageSpec | None = None
 
     @property
@@ -204,6 +210,20 @@ def parse_settings(
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="Logging level (env SJ_OPERATOR_LOG_LEVEL)",
     )
+    parser.add_argument(
+        "--log-format",
+        default=default("LOG_FORMAT", LogFormat.TEXT.value),
+        choices=[log_format.value for log_format in LogFormat],
+        help="text, or json for one JSON object per line; drivers follow (env "
+        "SJ_OPERATOR_LOG_FORMAT)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(default("METRICS_PORT") or 0) or None,
+        help="Serve Prometheus metrics on this port at /metrics; none if not set (env "
+        "SJ_OPERATOR_METRICS_PORT)",
+    )
     durable = parser.add_argument_group(
         "durable storage",
         "The default of spec.durableStorage: an S3 bucket that keeps verified copies of every "
@@ -267,5 +287,7 @@ def parse_settings(
         liveness_endpoint=args.liveness,
         instance=args.instance,
         log_level=args.log_level,
+        log_format=LogFormat(args.log_format),
+        metrics_port=args.metrics_port,
         durable_storage=durable_storage,
     )

@@ -24,6 +24,13 @@ from snapshot_operator.reconcile import CreateDriverPod, JobRef, driver_pod_name
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 from snapshotjob_contract import SnapshotJobSpec
 from snapshotjob_contract.base import LABEL_VALUE_MAX_LENGTH
+from snapshotjob_contract.observability import (
+    DRIVER_METRICS_PORT,
+    ENV_LOG_FORMAT,
+    ENV_METRICS_PORT,
+    METRICS_PORT_NAME,
+    LogFormat,
+)
 from snapshotjob_contract.pods import (
     LABEL_COMPONENT,
     LABEL_JOB,
@@ -98,6 +105,18 @@ def test_a_first_start_from_an_export_names_it() -> None:
     create = CreateDriverPod("wordcount-driver-1", "0b7e6c1a-uid-1", 1, "nightly")
 
     assert env_of(build_driver_pod(JOB, spec(), create))["SJ_INITIAL_SNAPSHOT_NAME"] == "nightly"
+
+
+def test_the_driver_serves_metrics_on_a_named_port_and_logs_as_the_operator() -> None:
+    pod = build_driver_pod(JOB, spec(), CREATE, log_format=LogFormat.JSON)
+    [container] = pod["spec"]["containers"]
+    assert container["ports"] == [
+        {"name": METRICS_PORT_NAME, "containerPort": DRIVER_METRICS_PORT, "protocol": "TCP"}
+    ]
+    env = env_of(pod)
+    assert env[ENV_METRICS_PORT] == str(DRIVER_METRICS_PORT)
+    assert env[ENV_LOG_FORMAT] == "json"
+    assert env_of(build_driver_pod(JOB, spec(), CREATE))[ENV_LOG_FORMAT] == "text"
 
 
 def test_the_installations_store_is_used_unless_the_spec_names_one() -> None:

@@ -63,3 +63,20 @@ def test_an_invalid_durable_storage_stops_the_start_naming_the_field(
     error = capsys.readouterr().err
     assert "Invalid durable storage (--durable-*)" in error
     assert named in error
+
+
+def test_metrics_and_the_log_format_come_from_flags_or_the_charts_environment() -> None:
+    plain = parse_settings(BASE, {})
+    assert plain.metrics_port is None
+    assert plain.log_format == "text"
+    from_env = parse_settings(
+        BASE, {"SJ_OPERATOR_METRICS_PORT": "9400", "SJ_OPERATOR_LOG_FORMAT": "json"}
+    )
+    assert from_env.metrics_port == 9400
+    assert from_env.log_format == "json"
+    assert parse_settings([*BASE, "--metrics-port", "9500"], {}).metrics_port == 9500
+
+
+def test_an_unknown_log_format_stops_the_start() -> None:
+    with pytest.raises(SystemExit):
+        parse_settings([*BASE, "--log-format", "xml"], {})

@@ -1,0 +1,239 @@
+"""The operator's Prometheus metrics: what a platform team alerts and draws dashboards on.
+
+The metrics' names, types and labels are defined once in
+:mod:`snapshotjob_contract.observability` (the chart's alert rules and dashboard are checked
+against the same definitions); this module only creates the collectors and says when each one
+moves. The executor (:mod:`snapshot_operator.executing`) reports what a reconcile did through
+:meth:`OperatorMetrics.reconciled`, from the observation and the decided actions, so no metric
+needs a read of its own. Kubernetes API errors are counted where every call passes, in
+:class:`snapshot_operator.kubernetes_gateway.ClientKubernetesGateway`.
+
+Each :class:`OperatorMetrics` has its own registry rather than prometheus_client's global one:
+tests build many operators in one process, and a global registry would refuse the second.
+The jobs-by-phase gauge is computed when scraped, from the phase each job's last reconcile
+left, so a deleted job drops out instead of leaving a stale series.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from snapshot_operator.reconcile import Action, EmitEvent, PatchStatus, StoreHealth
+from snapshotjob_contract import Phase
+from snapshotjob_contract.observability import (
+    OPERATOR_EXECUTIONS_STARTED,
+    OPERATOR_JOBS,
+    OPERATOR_KUBERNETES_API_ERRORS,
+    OPERATOR_RECONCILE_DURATION,
+    OPERATOR_RECONCILE_ERRORS,
+    OPERATOR_RESTARTS,
+    OPERATOR_STORE_CLUSTER_SAFE,
+    OPERATOR_STORE_MEMBERS_REACHABLE,
+)
+
+log = logging.getLogger(__name__)
+
+RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""Reconciles take milliseconds unless a store copy or a slow API server is involved."""
+
+UNKNOWN_REASON = "Unknown"
+"""The restart reason when the decision emitted no Event with the restart."""
+
+
+def restart_reason(previous_phase: str | None, actions: Sequence[Action]) -> str | None:
+    """Returns why the decided actions restart the job, or None if they do not.
+
+    A restart is the job's move into RESTARTING; its reason is the Event the same decision
+    emitted with it (``ForcedRestart``, ``ExecutionFailed``, ``DriverNodeLost``...), a fixed
+    set of CamelCase words, so the label's cardinality is bounded.
+
+    Args:
+        previous_phase: ``status.phase`` as read before the decision.
+        actions: The decided actions.
+    """
+    if previous_phase == Phase.RESTARTING:
+        return None
+    if phase_after(previous_phase, actions) != Phase.RESTARTING:
+        return None
+    for action in actions:
+        if isinstance(action, EmitEvent):
+            return str(action.reason)
+    return UNKNOWN_REASON
+
+
+def phase_after(previous_phase: str | None, actions: Sequence[Action]) -> str | None:
+    """Returns the job's phase once the decided status patches are written."""
+    phase = previous_phase
+    for action in actions:
+        if isinstance(action, PatchStatus) and "phase" in action.patch:
+            phase = action.patch["phase"]
+    return phase
+
+
+class _JobsByPhase(Collector):
+    """The jobs-by-phase gauge, computed at scrape time from the last phase of each job."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._phases: dict[tuple[str, str], str] = {}
+
+    def set(self, namespace: str, name: str, phase: str | None) -> None:
+        with self._lock:
+            if phase is None:
+                self._phases.pop((namespace, name), None)
+            else:
+                self._phases[(namespace, name)] = phase
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            phases = list(self._phases.values())
+        family = GaugeMetricFamily(
+            OPERATOR_JOBS.name, OPERATOR_JOBS.help, labels=list(OPERATOR_JOBS.labels)
+        )
+        # Every phase is reported, zeros too: an alert on `== 0` needs the series to exist.
+        for phase in Phase:
+            family.add_metric([phase.value], phases.count(phase.value))
+        yield family
+
+
+class OperatorMetrics:
+    """The operator's collectors on a registry of their own, and the endpoint serving them."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._jobs = _JobsByPhase()
+        self.registry.register(self._jobs)
+        self._reconcile_seconds = Histogram(
+            OPERATOR_RECONCILE_DURATION.name,
+            OPERATOR_RECONCILE_DURATION.help,
+            buckets=RECONCILE_BUCKETS,
+            registry=self.registry,
+        )
+        self._reconcile_errors = Counter(
+            _counter_name(OPERATOR_RECONCILE_ERRORS.name),
+            OPERATOR_RECONCILE_ERRORS.help,
+            registry=self.registry,
+        )
+        self._restarts = Counter(
+            _counter_name(OPERATOR_RESTARTS.name),
+            OPERATOR_RESTARTS.help,
+            OPERATOR_RESTARTS.labels,
+            registry=self.registry,
+        )
+        self._executions_started = Counter(
+            _counter_name(OPERATOR_EXECUTIONS_STARTED.name),
+            OPERATOR_EXECUTIONS_STARTED.help,
+            registry=self.registry,
+        )
+        self._members_reachable = Gauge(
+            OPERATOR_STORE_MEMBERS_REACHABLE.name,
+            OPERATOR_STORE_MEMBERS_REACHABLE.help,
+            OPERATOR_STORE_MEMBERS_REACHABLE.labels,
+            registry=self.registry,
+        )
+        self._cluster_safe = Gauge(
+            OPERATOR_STORE_CLUSTER_SAFE.name,
+            OPERATOR_STORE_CLUSTER_SAFE.help,
+            OPERATOR_STORE_CLUSTER_SAFE.labels,
+            registry=self.registry,
+        )
+        self._api_errors = Counter(
+            _counter_name(OPERATOR_KUBERNETES_API_ERRORS.name),
+            OPERATOR_KUBERNETES_API_ERRORS.help,
+            OPERATOR_KUBERNETES_API_ERRORS.labels,
+            registry=self.registry,
+        )
+        self._server: Any = None
+
+    def reconciled(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        seconds: float,
+        previous_phase: str | None,
+        actions: Sequence[Action],
+    ) -> None:
+        """Records one reconcile that ran to its end (its writes may have lost a race).
+
+        Args:
+            namespace: The job's namespace.
+            name: The job's name.
+            seconds: How long the reconcile took.
+            previous_phase: The job's phase as read.
+            actions: The decided actions.
+        """
+        self._reconcile_seconds.observe(seconds)
+        self._jobs.set(namespace, name, phase_after(previous_phase, actions))
+        reason = restart_reason(previous_phase, actions)
+        if reason is not None:
+            self._restarts.labels(reason).inc()
+
+    def reconcile_failed(self, seconds: float) -> None:
+        """Records a reconcile that raised; it is retried."""
+        self._reconcile_seconds.observe(seconds)
+        self._reconcile_errors.inc()
+
+    def job_gone(self, namespace: str, name: str) -> None:
+        """Forgets a job that no longer exists."""
+        self._jobs.set(namespace, name, None)
+
+    def execution_started(self) -> None:
+        """Records a driver Pod the operator created."""
+        self._executions_started.inc()
+
+    def store_health(self, cluster: str, health: StoreHealth | None) -> None:
+        """Records the store's health as a reconcile read it.
+
+        Args:
+            cluster: The store's cluster name.
+            health: The store's health; None if no member answered (no member reachable).
+        """
+        reachable = health.member_count if health is not None else 0
+        safe = health is not None and health.cluster_safe
+        self._members_reachable.labels(cluster).set(reachable)
+        self._cluster_safe.labels(cluster).set(1 if safe else 0)
+
+    def api_error(self, operation: str, code: int) -> None:
+        """Records a Kubernetes API call that failed.
+
+        Args:
+            operation: The gateway method, e.g. ``patch_status``.
+            code: The HTTP status; 0 when no response came.
+        """
+        self._api_errors.labels(operation, str(code)).inc()
+
+    def serve(self, port: int, address: str = "0.0.0.0") -> int:
+        """Serves the metrics on ``http://address:port/metrics`` in a daemon thread.
+
+        Args:
+            port: The TCP port; 0 picks a free one.
+            address: The address to listen on.
+
+        Returns:
+            The port listened on.
+        """
+        server, _ = start_http_server(port, addr=address, registry=self.registry)
+        self._server = server
+        bound = int(server.server_port)
+        log.info("Serving metrics address=%s port=%d path=/metrics", address, bound)
+        return bound
+
+    def close(self) -> None:
+        """Stops the endpoint, if it was started."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def _counter_name(name: str) -> str:
+    """The name prometheus_client wants for a counter: it adds ``_total`` itself."""
+    return name.removesuffix("_total")
