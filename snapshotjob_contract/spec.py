@@ -16,7 +16,7 @@ import hashlib
 import json
 from typing import Any, ClassVar
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from snapshotjob_contract.base import (
     DNS_LABEL_MAX_LENGTH,
@@ -24,6 +24,7 @@ from snapshotjob_contract.base import (
     ApiModel,
     CrossFieldRule,
 )
+from snapshotjob_contract.pod_template import template_problems
 from snapshotjob_contract.record import MAX_BACKUP_COUNT
 
 DEFAULT_STATE_PARTITIONS = 8
@@ -41,6 +42,14 @@ CPU_QUANTITY_PATTERN = r"^([1-9][0-9]*m|[1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-
 def _unset(value: object) -> bool:
     """Whether an optional field is left out of dumps, so adding it changed no fingerprint."""
     return value is None
+
+
+def _checked_template(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is not None:
+        problems = template_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+    return value
 
 
 class ImagePullPolicy(enum.StrEnum):
@@ -107,6 +116,11 @@ class DriverResources(ApiModel):
     pipeline's Python process (its own code, pandas, Arrow batches) lives there too. The
     container's memory request and limit are the heap plus this; when omitted, Spark's default
     overhead: a tenth of the heap, at least 384 MiB."""
+    pod_template: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+    """The driver Pod's template, over `spec.podTemplate`. A partial Pod as described there;
+    a driver with a service account of its own needs the operator's driver Role bound to it."""
+
+    _check_template = field_validator("pod_template")(_checked_template)
 
 
 class ExecutorResources(ApiModel):
@@ -130,6 +144,11 @@ class ExecutorResources(ApiModel):
     """Memory of each executor Pod beyond the heap, in Spark's notation, e.g. `384m`
     (`spark.executor.memoryOverhead`); Spark's default when omitted: a tenth of the heap, at
     least 384 MiB."""
+    pod_template: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+    """The executor Pods' template, over `spec.podTemplate`. A partial Pod as described
+    there."""
+
+    _check_template = field_validator("pod_template")(_checked_template)
 
 
 class SparkSpec(ApiModel):
@@ -366,6 +385,18 @@ class SnapshotJobSpec(ApiModel):
     operator's default (the chart's `durableStorage`) applies."""
     durable_restore: DurableRestoreSpec | None = Field(default=None, exclude_if=_unset)
     """Restore an older durable copy after the store lost the restore point."""
+    pod_template: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+    """Pod settings of the driver and the executors: environment from Secrets, volumes, node
+    selection, tolerations, affinity, security contexts, service account, image pull Secrets.
+    A partial Pod (`metadata.labels`, `metadata.annotations` and `spec`), as in a Pod template
+    of Flink or Spark: its container named `main` stands for the driver's or executor's own
+    container (env, envFrom, volumeMounts, securityContext; not image, command, args or
+    resources, which come from this spec), other containers are sidecars. serviceAccountName,
+    securityContext, affinity and topologySpreadConstraints replace the operator's, lists add
+    up, restartPolicy stays the operator's; `spec.spark.driver.podTemplate` and
+    `spec.spark.executor.podTemplate` add to it for one role. See docs/pod-template.md."""
+
+    _check_template = field_validator("pod_template")(_checked_template)
 
     def execution_fingerprint(self) -> str:
         """Returns a digest of the fields an execution runs with.
@@ -386,6 +417,7 @@ class SnapshotJobSpec(ApiModel):
                 "processing_guarantee",
                 "snapshot_interval_seconds",
                 "hazelcast",
+                "pod_template",
             },
         )
         if self.state_partitions != DEFAULT_STATE_PARTITIONS:

@@ -31,6 +31,7 @@ from kubernetes import config as kube_config
 from pydantic import ValidationError
 
 from snapshot_protocol import JobIdentity
+from snapshotjob_contract import pod_template
 from snapshotjob_contract.base import explain
 from snapshotjob_contract.environment import (
     ENV_DURABLE_RESTORE,
@@ -42,6 +43,7 @@ from snapshotjob_contract.pods import EXECUTOR_POD_TEMPLATE_CONF, executor_pod_t
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from snapshotjob_contract.spec import SnapshotJobSpec, SparkSpec
 from snapshotjob_contract.status import ExportedSnapshot
+from spark_runtime import pipeline_args
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import (
     DriverSettings,
@@ -73,14 +75,19 @@ def spark_settings(
     return master, conf
 
 
-def write_executor_pod_template(directory: Path | None = None) -> Path:
+def write_executor_pod_template(
+    directory: Path | None = None, spec: SnapshotJobSpec | None = None
+) -> Path:
     """Writes Spark's executor pod template (JSON, which Spark reads as YAML) to a new file.
 
     Spark reads the file in the driver process (client mode), so a local file is enough and
-    no ConfigMap is needed.
+    no ConfigMap is needed. The spec's pod templates (``spec.podTemplate``, then
+    ``spec.spark.executor.podTemplate``) are merged in by the rules the driver Pod follows
+    (:func:`snapshotjob_contract.pod_template.merge`).
 
     Args:
         directory: Where to write; the temporary directory by default.
+        spec: The job's spec, for its pod templates; none merged without it.
 
     Returns:
         The file's path.
@@ -89,11 +96,14 @@ def write_executor_pod_template(directory: Path | None = None) -> Path:
         prefix="snapshotjob-executor-pod-", suffix=".json", dir=directory
     )
     with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        json.dump(executor_pod_template(), file, indent=2)
+        templates = (spec.pod_template, spec.spark.executor.pod_template) if spec else ()
+        json.dump(pod_template.merge(executor_pod_template(), *templates), file, indent=2)
     return Path(name)
 
 
-def with_executor_pod_template(config: JobConfig, directory: Path | None = None) -> JobConfig:
+def with_executor_pod_template(
+    config: JobConfig, directory: Path | None = None, spec: SnapshotJobSpec | None = None
+) -> JobConfig:
     """Adds the executor pod template to a job whose executors run as Pods.
 
     A template the spec's ``spark.conf`` names is kept, and a ``local[N]`` job needs none.
@@ -108,7 +118,7 @@ def with_executor_pod_template(config: JobConfig, directory: Path | None = None)
         )
     if not config.master.startswith("k8s://") or EXECUTOR_POD_TEMPLATE_CONF in config.spark_conf:
         return config
-    path = write_executor_pod_template(directory)
+    path = write_executor_pod_template(directory, spec)
     config.spark_conf[EXECUTOR_POD_TEMPLATE_CONF] = str(path)
     return config
 
@@ -164,7 +174,11 @@ def kubernetes_config(
         durable_restore=durable_restore(os.environ.get(ENV_DURABLE_RESTORE)),
     )
     master, conf = spark_settings(spec.spark, operator_conf or {})
-    return JobConfig(spec.pipeline.module, dict(spec.pipeline.args), settings, master, conf)
+    try:
+        args = pipeline_args.expand(spec.pipeline.args, os.environ)
+    except pipeline_args.MissingVariableError as error:
+        raise BadInput(str(error)) from error
+    return JobConfig(spec.pipeline.module, args, settings, master, conf)
 
 
 def durable_restore(value: str | None) -> tuple[int, int] | None:
@@ -233,8 +247,10 @@ class KubernetesMode:
             job = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
             return cast(Mapping[str, Any], job)
 
+        job = fetch()
         config = with_executor_pod_template(
-            kubernetes_config(fetch(), operator_conf, ns.store_lost_seconds)
+            kubernetes_config(job, operator_conf, ns.store_lost_seconds),
+            spec=SnapshotJobSpec.model_validate(job.get("spec") or {}),
         )
         return cls(
             config,

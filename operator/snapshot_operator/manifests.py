@@ -23,7 +23,7 @@ from snapshot_operator.reconcile.observe import (
     LABEL_EXECUTION_ID,
     TERMINATION_MESSAGE_PATH,
 )
-from snapshotjob_contract import SnapshotJobSpec
+from snapshotjob_contract import SnapshotJobSpec, pod_template
 from snapshotjob_contract.environment import (
     DRIVER_COMMAND,
     ENV_DURABLE_ACCESS_KEY_ID,
@@ -235,7 +235,7 @@ def build_driver_pod(
     )
     memory = f"{container_memory_mib(spark_memory_mib(driver.memory), overhead_mib)}Mi"
     cores = driver.cores_request or str(driver.cores)
-    return {
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": metadata,
@@ -275,6 +275,7 @@ def build_driver_pod(
             ],
         },
     }
+    return pod_template.merge(pod, spec.pod_template, driver.pod_template)
 
 
 def durable_storage_env(storage: DurableStorageSpec | None) -> list[dict[str, Any]]:

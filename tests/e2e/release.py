@@ -319,6 +319,28 @@ less far along when it is suspended, and a test that waits for the next snapshot
 fault waits for it."""
 
 
+SECRET_DSN = "$(PG_DSN)"
+"""The PostgreSQL DSN as a job's arguments carry it: a reference to the driver's environment,
+which :data:`DSN_FROM_SECRET` fills from ``examples/kubernetes/postgres.yaml``'s Secret."""
+
+DSN_FROM_SECRET: dict[str, Any] = {
+    "spec": {
+        "containers": [
+            {
+                "name": "main",
+                "env": [
+                    {
+                        "name": "PG_DSN",
+                        "valueFrom": {"secretKeyRef": {"name": "postgres", "key": "DSN"}},
+                    }
+                ],
+            }
+        ]
+    }
+}
+"""A ``podTemplate`` that gives the driver (and executors) the DSN from the Secret."""
+
+
 def sequence_sum_args(
     dsn: str, job: str, end: int, rate: int, max_rows_per_epoch: int | None = None
 ) -> dict[str, Any]:

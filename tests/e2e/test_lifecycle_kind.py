@@ -18,6 +18,8 @@ import pytest
 from tests.e2e.release import (
     CATCH_UP,
     CHART,
+    DSN_FROM_SECRET,
+    SECRET_DSN,
     SEQUENCE_SUM,
     SUM_KEYS,
     Release,
@@ -53,15 +55,18 @@ def _ready(pod: dict[str, Any]) -> bool:
     ].get("deletionTimestamp")
 
 
+@pytest.mark.usefixtures("postgres")
 def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
-    release: Release, postgres: str
+    release: Release,
 ) -> None:
     job, end = "lifecycle", 15_000
     with Step("lifecycle-first-snapshot"):
         release.apply_job(
             job,
-            sequence_sum_args(postgres, job, end, rate=50, max_rows_per_epoch=CATCH_UP),
+            # The DSN comes from a Secret through the pod template, not in the spec's text.
+            sequence_sum_args(SECRET_DSN, job, end, rate=50, max_rows_per_epoch=CATCH_UP),
             pipeline=SEQUENCE_SUM,
+            podTemplate=DSN_FROM_SECRET,
         )
         running = wait_snapshot(release, job, 1, timeout=300)
 
@@ -192,9 +197,10 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
         # waiting for the paced minutes the export's offset has not reached yet.
         release.apply_job(
             copy,
-            sequence_sum_args(postgres, copy, end, rate=FINISHING_RATE),
+            sequence_sum_args(SECRET_DSN, copy, end, rate=FINISHING_RATE),
             pipeline=SEQUENCE_SUM,
             initialSnapshotName=EXPORT,
+            podTemplate=DSN_FROM_SECRET,
         )
         done = wait_phase(release, copy, {"COMPLETED"}, timeout=600)
     assert snapshot_id(done) > 0

@@ -110,3 +110,45 @@ def test_a_local_master_needs_no_template(tmp_path: Path) -> None:
 def test_master_k8s_without_the_operators_settings_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="operator's Spark settings"):
         with_executor_pod_template(kubernetes_config(_job(master="k8s")), tmp_path)
+
+
+def test_executor_pods_get_the_specs_templates(tmp_path: Path) -> None:
+    secret_env = {"name": "PG_DSN", "valueFrom": {"secretKeyRef": {"name": "pg", "key": "dsn"}}}
+    job = _job(
+        master="k8s",
+        executor={"podTemplate": {"spec": {"nodeSelector": {"pool": "executors"}}}},
+    )
+    job["spec"]["podTemplate"] = {
+        "spec": {
+            "nodeSelector": {"pool": "spark"},
+            "tolerations": [{"key": "spark", "operator": "Exists"}],
+            "containers": [{"name": "main", "env": [secret_env]}],
+        }
+    }
+    spec = SnapshotJobSpec.model_validate(job["spec"])
+
+    config = with_executor_pod_template(
+        kubernetes_config(job, _operator_conf(job)), tmp_path, spec=spec
+    )
+
+    template = json.loads(Path(config.spark_conf[EXECUTOR_POD_TEMPLATE_CONF]).read_text())
+    assert template["spec"]["nodeSelector"] == {"pool": "executors"}
+    assert template["spec"]["tolerations"] == [{"key": "spark", "operator": "Exists"}]
+    [container] = template["spec"]["containers"]
+    assert container["name"] == "executor"
+    assert container["env"] == [secret_env]
+    assert template["spec"]["automountServiceAccountToken"] is False
+
+
+def test_pipeline_args_take_secrets_from_the_drivers_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job = _job(master="local[2]")
+    job["spec"]["pipeline"]["args"] = {"dsn": "$(PG_DSN)", "table": "sums"}
+    monkeypatch.setenv("PG_DSN", "postgresql://u:secret@pg/db")
+    config = kubernetes_config(job)
+    assert config.args == {"dsn": "postgresql://u:secret@pg/db", "table": "sums"}
+
+    monkeypatch.delenv("PG_DSN")
+    with pytest.raises(BadInput, match=r"args\.dsn refers to \$\(PG_DSN\)"):
+        kubernetes_config(job)
