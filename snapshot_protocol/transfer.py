@@ -13,11 +13,18 @@ without I/O.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from typing import Protocol, runtime_checkable
 
-from snapshot_protocol.chunks import ChunkKey, ValidationRecord, validate_snapshot, verify_chunk
+from snapshot_protocol.chunks import (
+    ChunkDescriptor,
+    ChunkKey,
+    ValidationRecord,
+    validate_snapshot,
+    verify_chunk,
+)
 from snapshot_protocol.ports import ChunkReader, SnapshotStore
 
 TRANSFER_BATCH = 32
@@ -37,6 +44,50 @@ class BulkChunkReader(Protocol):
     def read_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> Sequence[bytes | bytearray]:
         """Returns the chunks' values in the order of ``keys``."""
         ...
+
+
+@runtime_checkable
+class StreamingChunkReader(Protocol):
+    """A store that streams chunks in order with its requests kept in flight across them.
+
+    Reading round by round leaves a store's window half empty at the end of every round,
+    while the last requests of the round finish; a remote store (S3) then runs well below
+    its bandwidth. A stream keeps the window full from the first chunk to the last.
+    """
+
+    def iter_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> Generator[bytes, None, None]:
+        """Yields the chunks' values in the order of ``keys``.
+
+        Closing the iterator early (or an error) stops the requests not yet started and waits
+        for those in flight, so none is still running when the caller goes on.
+        """
+        ...
+
+
+def read_verified(
+    store: ChunkReader, map_name: str, snapshot_id: int, chunks: Sequence[ChunkDescriptor]
+) -> Generator[tuple[ChunkDescriptor, bytes | bytearray], None, None]:
+    """Yields each of ``chunks`` with its value, verified against its size and checksum.
+
+    Streams where the store can (:class:`StreamingChunkReader`), else reads in rounds of
+    :data:`TRANSFER_BATCH` (in parallel where it can, :class:`BulkChunkReader`).
+
+    Raises:
+        SnapshotCorrupted: If a chunk does not match what the record lists, naming it.
+        SnapshotStoreError: If a chunk could not be read.
+    """
+    if isinstance(store, StreamingChunkReader):
+        with closing(store.iter_chunks(map_name, [chunk.key for chunk in chunks])) as values:
+            for chunk, streamed in zip(chunks, values, strict=True):
+                verify_chunk(map_name, snapshot_id, chunk, streamed)
+                yield chunk, streamed
+        return
+    for start in range(0, len(chunks), TRANSFER_BATCH):
+        batch = chunks[start : start + TRANSFER_BATCH]
+        batch_values = _read(store, map_name, [chunk.key for chunk in batch])
+        for chunk, value in zip(batch, batch_values, strict=True):
+            verify_chunk(map_name, snapshot_id, chunk, value)
+            yield chunk, value
 
 
 def transfer_snapshot(
@@ -74,22 +125,21 @@ def transfer_snapshot(
     # long as the slower of the two stores, not their sum. A failed write surfaces before the
     # round after it is written, and leaving the block waits for the last write in flight, so
     # nothing is still being written when this function raises or writes the record.
-    with ThreadPoolExecutor(WRITES_IN_FLIGHT, thread_name_prefix="transfer-write") as writer:
+    with (
+        ThreadPoolExecutor(WRITES_IN_FLIGHT, thread_name_prefix="transfer-write") as writer,
+        closing(read_verified(source, source_map, snapshot_id, chunks)) as verified,
+    ):
         writing: deque[Future[None]] = deque()
-        for start in range(0, len(chunks), TRANSFER_BATCH):
-            batch = chunks[start : start + TRANSFER_BATCH]
-            values = _read(source, source_map, [chunk.key for chunk in batch])
-            for chunk, value in zip(batch, values, strict=True):
-                verify_chunk(source_map, snapshot_id, chunk, value)
+        batch: list[tuple[ChunkKey, bytes]] = []
+        last = len(chunks) - 1
+        for position, (chunk, value) in enumerate(verified):
+            batch.append((chunk.key, bytes(value)))
+            if len(batch) < TRANSFER_BATCH and position < last:
+                continue
             if len(writing) == WRITES_IN_FLIGHT:
                 writing.popleft().result()
-            writing.append(
-                writer.submit(
-                    target.put_chunks,
-                    target_map,
-                    [(chunk.key, bytes(value)) for chunk, value in zip(batch, values, strict=True)],
-                )
-            )
+            writing.append(writer.submit(target.put_chunks, target_map, batch))
+            batch = []
         while writing:
             writing.popleft().result()
     target.put_validation_record(target_map, record)

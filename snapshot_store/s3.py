@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
@@ -51,6 +52,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW = 16
 """Requests in flight at once: S3 serves many connections, each request costs a round trip."""
+
+READ_AHEAD_WINDOWS = 2
+"""How many windows of chunks a streamed read holds ahead of its consumer: two keep the
+window full while the consumer verifies or writes, and bound the memory to 32 chunks."""
 
 _DELETE_BATCH = 1000
 """The most keys one DeleteObjects request takes."""
@@ -239,6 +244,37 @@ class S3SnapshotStore:
         # _get raises for an absent chunk, and any failure was raised above.
         return [value for value in values if value is not None]
 
+    def iter_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> Generator[bytes, None, None]:
+        """Chunk values in the order of ``keys``, with ``window`` GETs in flight throughout.
+
+        At most :data:`READ_AHEAD_WINDOWS` windows of chunks are read ahead of the consumer,
+        which bounds the memory held. Closing the iterator early (or a failed GET, raised when
+        its chunk's turn comes) cancels the GETs not started and waits for those in flight.
+
+        Raises:
+            SnapshotStoreError: If a chunk is absent or could not be read.
+        """
+        ahead = self._window * READ_AHEAD_WINDOWS
+        remaining = iter(keys)
+        with ThreadPoolExecutor(self._window, thread_name_prefix="s3-store-read") as pool:
+            pending: deque[Future[bytes]] = deque()
+
+            def submit_next() -> None:
+                key = next(remaining, None)
+                if key is not None:
+                    pending.append(pool.submit(self._get_chunk, map_name, str(key)))
+
+            try:
+                for _ in range(ahead):
+                    submit_next()
+                while pending:
+                    value = pending.popleft().result()
+                    submit_next()
+                    yield value
+            finally:
+                for future in pending:
+                    future.cancel()
+
     # --- plumbing -----------------------------------------------------------------------------
 
     def _put(self, map_name: str, key: str, body: bytes) -> None:
@@ -246,6 +282,12 @@ class S3SnapshotStore:
             self._client.put_object(
                 Bucket=self.bucket, Key=self.object_key(map_name, key), Body=body
             )
+
+    def _get_chunk(self, map_name: str, key: str) -> bytes:
+        value = self._get(map_name, key)
+        if value is None:  # _get raises for an absent object unless told otherwise
+            raise SnapshotStoreError(f"Chunk '{key}' of map {map_name} has no value")
+        return value
 
     def _get(self, map_name: str, key: str, *, absent_ok: bool = False) -> bytes | None:
         try:

@@ -19,14 +19,14 @@ From the command line: ``python -m spark_runtime snapshot read --operator sums .
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from contextlib import closing
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from snapshot_protocol import SnapshotStore
-from snapshot_protocol.chunks import ChunkDescriptor, validate_snapshot, verify_chunk
-from snapshot_protocol.transfer import TRANSFER_BATCH, BulkChunkReader
+from snapshot_protocol.chunks import validate_snapshot
+from snapshot_protocol.transfer import read_verified
 from spark_runtime.chunk_io import decode_batches
 
 
@@ -70,10 +70,8 @@ def read_state_table(
     taken_with = record.shape.state_partitions or max(chunk.key.partition for chunk in mine)
     state = sorted((c for c in mine if c.key.partition < taken_with), key=lambda c: c.key)
     batches: list[pa.RecordBatch] = []
-    for start in range(0, len(state), TRANSFER_BATCH):
-        batch = state[start : start + TRANSFER_BATCH]
-        for chunk, value in zip(batch, _read(store, map_name, batch), strict=True):
-            verify_chunk(map_name, snapshot_id, chunk, value)
+    with closing(read_verified(store, map_name, snapshot_id, state)) as verified:
+        for chunk, value in verified:
             try:
                 batches.extend(decode_batches(value))
             except (pa.ArrowInvalid, OSError) as error:
@@ -113,12 +111,3 @@ def read_state(
     if table.num_columns == 0:
         raise NotAStateTable(f"Operator '{operator}' has no state rows in map {map_name}")
     return spark.createDataFrame(table)
-
-
-def _read(
-    store: SnapshotStore, map_name: str, chunks: Sequence[ChunkDescriptor]
-) -> Sequence[bytes | bytearray]:
-    keys = [chunk.key for chunk in chunks]
-    if isinstance(store, BulkChunkReader):
-        return store.read_chunks(map_name, keys)
-    return [store.read_chunk(map_name, key) for key in keys]

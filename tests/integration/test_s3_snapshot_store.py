@@ -149,3 +149,26 @@ def test_a_wrong_secret_is_a_store_error_naming_the_bucket(s3: S3Server, s3_buck
     store = S3SnapshotStore(s3.client(secret_key="not-the-secret"), s3_bucket)
     with pytest.raises(SnapshotStoreError, match=f"of bucket {s3_bucket}: SignatureDoesNotMatch"):
         store.latest_snapshot_id("__sj.export.ns.name")
+
+
+def test_a_streamed_read_keeps_the_order_and_names_a_missing_chunk(
+    durable: S3SnapshotStore,
+) -> None:
+    # More chunks than the read-ahead (two windows), so the stream refills as it is consumed.
+    count = 2 * 16 + 9
+    map_name = "__sj.export.ns.streamed"
+    keys = [ChunkKey(1, "state", 0, seq) for seq in range(count)]
+    values = [os.urandom(1024) + seq.to_bytes(4, "big") for seq in range(count)]
+    durable.put_chunks(map_name, list(zip(keys, values, strict=True)))
+
+    assert list(durable.iter_chunks(map_name, keys)) == values
+
+    stream = durable.iter_chunks(map_name, keys)
+    assert next(stream) == values[0]
+    stream.close()  # Early: the GETs not started are cancelled, the others waited for.
+
+    absent = ChunkKey(1, "state", 0, 999)
+    stream = durable.iter_chunks(map_name, [*keys[:3], absent, *keys[3:]])
+    assert [next(stream) for _ in range(3)] == values[:3]
+    with pytest.raises(SnapshotStoreError, match=f"Chunk '{absent}' is missing"):
+        next(stream)
