@@ -72,6 +72,8 @@ class ConditionType(enum.StrEnum):
     DEGRADED = "Degraded"
     SNAPSHOT_HEALTHY = "SnapshotHealthy"
     STORE_READY = "StoreReady"
+    RECONCILING = "Reconciling"
+    STALLED = "Stalled"
 
     @property
     def description(self) -> str:
@@ -90,6 +92,11 @@ CONDITION_DESCRIPTIONS: Mapping[ConditionType, str] = MappingProxyType(
         "(the recovery point is within a few snapshot intervals)",
         ConditionType.STORE_READY: "the Hazelcast store is cluster-safe and, with split-brain "
         "protection, has a quorum",
+        ConditionType.RECONCILING: "the same as Progressing, under the name kstatus (Flux, "
+        "kpt, cli-utils) reads: the job is not yet where its spec wants it",
+        ConditionType.STALLED: "the job cannot get where its spec wants it without the user: "
+        "it failed, was suspended on failure, or its spec is invalid (kstatus reads it as "
+        "Failed)",
     }
 )
 

@@ -1,4 +1,4 @@
-"""The five standard conditions a decision reports, computed from the status it arrived at.
+"""The standard conditions a decision reports, computed from the status it arrived at.
 
 Conditions are derived, never decided: each is a function of the plan's final status and the
 problems the decision found, so they can be recomputed by every reconcile and say the same
@@ -84,6 +84,8 @@ def conditions(plan: Plan, spec: SnapshotJobSpec | None) -> list[Condition]:
         ConditionType.DEGRADED: _degraded(plan, spec),
         ConditionType.SNAPSHOT_HEALTHY: _snapshot_healthy(plan, spec),
         ConditionType.STORE_READY: _store_ready(plan),
+        ConditionType.RECONCILING: _progressing(plan),
+        ConditionType.STALLED: _stalled(plan),
     }
     result = []
     for condition_type, (status, reason, message) in computed.items():
@@ -173,6 +175,24 @@ def _progressing(plan: Plan) -> _State:
             f"Exporting name={request.name}",
         )
     return _State(ConditionStatus.FALSE, ConditionReason.SETTLED, f"Job is {phase.value}")
+
+
+def _stalled(plan: Plan) -> _State:
+    """Stalled for kstatus: True where only the user can move the job on."""
+    status = plan.status
+    failure = status.last_failure
+    if plan.invalid_spec is not None:
+        return _State(
+            ConditionStatus.TRUE,
+            ConditionReason.INVALID_SPEC,
+            f"Spec is invalid: {plan.invalid_spec}",
+        )
+    if status.phase is Phase.FAILED and failure is not None:
+        return _State(ConditionStatus.TRUE, failure.reason, failure.message)
+    if suspended_on_failure(status) and failure is not None:
+        return _State(ConditionStatus.TRUE, ConditionReason.SUSPENDED_ON_FAILURE, failure.message)
+    phase = status.phase
+    return _State(ConditionStatus.FALSE, _PHASE_REASONS[phase], f"Job is {phase.value}")
 
 
 def _degraded(plan: Plan, spec: SnapshotJobSpec | None) -> _State:

@@ -464,6 +464,29 @@ def test_a_corrupted_restore_point_fails_permanently_naming_the_snapshot() -> No
     assert creates(actions) == []
 
 
+def test_kstatus_reads_a_failed_job_as_stalled_and_a_restart_as_reconciling() -> None:
+    spec = spec_of()
+    corrupted = running_job(spec, pod_phase=PodPhase.FAILED, exit_code=65, record=a_snapshot())
+    failed = status_after(corrupted.status, decide(corrupted))
+    stalled = condition(failed, ConditionType.STALLED)
+    assert stalled.status is ConditionStatus.TRUE
+    assert failed.last_failure is not None
+    assert (stalled.reason, stalled.message) == (
+        failed.last_failure.reason,
+        failed.last_failure.message,
+    )
+    assert condition(failed, ConditionType.RECONCILING).status is ConditionStatus.FALSE
+
+    crashed = running_job(spec, pod_phase=PodPhase.FAILED, exit_code=1)
+    restarting = status_after(crashed.status, decide(crashed))
+    assert restarting.phase is Phase.RESTARTING
+    assert condition(restarting, ConditionType.STALLED).status is ConditionStatus.FALSE
+    reconciling = condition(restarting, ConditionType.RECONCILING)
+    progressing = condition(restarting, ConditionType.PROGRESSING)
+    assert reconciling.status is ConditionStatus.TRUE
+    assert (reconciling.reason, reconciling.message) == (progressing.reason, progressing.message)
+
+
 # Spec changes of a live execution -> termination modes.
 
 
