@@ -4,18 +4,31 @@ Rendering with the real ``helm`` (built by ``hack/kube/build.sh`` with the rest 
 Kubernetes binaries) checks the templates as users will run them; the assertions then tie the
 rendered objects to the code: the operator's permissions cover the driver Role it grants
 (Kubernetes refuses to grant more than the granter holds), the store members the operator is
-given are the StatefulSet's Pods, and the member config holds the protocol's settings.
+given are the StatefulSet's Pods, and the member config holds the protocol's settings. Helm
+also validates every values combination the project installs with against
+values.schema.json; the install notes name the release's objects; the PodMonitors, alerts and
+dashboard use the metrics, ports and Pod labels of snapshotjob_contract; and the ``helm test``
+Pod's script runs here against fake endpoints (the same Pod on kind: ``helm test``).
 """
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
 
+from examples import demo_cluster
 from snapshot_operator.manifests import build_role
 from snapshot_operator.reconcile import JobRef
 from snapshot_operator.settings import parse_settings
@@ -24,30 +37,60 @@ from snapshotjob_contract import (
     member_map_backup_counts,
     member_map_merge_policy,
 )
+from snapshotjob_contract.observability import (
+    DRIVER_METRICS,
+    METRICS_PATH,
+    METRICS_PORT_NAME,
+    OPERATOR_METRICS,
+    OPERATOR_METRICS_PORT,
+    LogFormat,
+    MetricType,
+)
+from snapshotjob_contract.pods import LABEL_COMPONENT, LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY
+from tests.e2e import release as e2e_release
 from tests.fixtures.kube import binary
 
 pytestmark = pytest.mark.helm
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "snapshotjob-operator"
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "snapshotjob-operator"
+KIND_VALUES = REPO / "examples" / "kubernetes" / "values-kind.yaml"
+LOCAL_VALUES = CHART / "values-local.yaml"
 RELEASE = "sj"
 NAMESPACE = "snapshots"
 
 
-def helm(*args: str) -> str:
-    """Runs the built helm binary; fails the test with helm's message if it fails."""
-    result = subprocess.run(
+def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
+    """Runs the built helm binary."""
+    return subprocess.run(
         [str(binary("helm")), *args], capture_output=True, text=True, timeout=60, check=False
     )
+
+
+def helm(*args: str) -> str:
+    """Runs the built helm binary; fails the test with helm's message if it fails."""
+    result = run_helm(*args)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
-def render(*sets: str) -> list[dict[str, Any]]:
-    """Renders the chart's templates with ``--set`` values."""
+def render(*sets: str, values: tuple[Path, ...] = ()) -> list[dict[str, Any]]:
+    """Renders the chart's templates (the test hook included) with values files and ``--set``."""
     args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    for path in values:
+        args += ["--values", str(path)]
     for value in sets:
         args += ["--set", value]
     return [doc for doc in yaml.safe_load_all(helm(*args)) if doc]
+
+
+def named(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    """The one rendered object of a kind and name."""
+    (obj,) = [o for o in by_kind(objects, kind) if o["metadata"]["name"] == name]
+    return obj
+
+
+HAZELCAST_SERVICE = f"{RELEASE}-snapshotjob-operator-hazelcast"
 
 
 def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -76,8 +119,36 @@ def env_of(deployment: dict[str, Any]) -> dict[str, str]:
     return {item["name"]: item["value"] for item in container["env"] if "value" in item}
 
 
+def lint(*args: str) -> str:
+    """``helm lint --strict`` with more arguments; fails on any warning or error."""
+    out = helm("lint", str(CHART), "--strict", "--namespace", NAMESPACE, *args)
+    assert "0 chart(s) failed" in out, out
+    assert not re.search(r"\[(WARNING|ERROR)\]", out), out
+    return out
+
+
 def test_chart_lints() -> None:
-    assert "0 chart(s) failed" in helm("lint", str(CHART), "--strict")
+    lint()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--values", str(LOCAL_VALUES)),
+        ("--values", str(KIND_VALUES)),
+        (
+            "--set",
+            "metrics.podMonitor.enabled=true,metrics.prometheusRule.enabled=true,"
+            "metrics.dashboard.enabled=true",
+        ),
+        ("--set", "metrics.enabled=false,tests.enabled=false,hazelcast.enabled=false"),
+        ("--set", "operator.allNamespaces=false,operator.namespaces={team-a,team-b}"),
+        ("--set", "peering.enabled=false,operator.replicas=1"),
+    ],
+    ids=["values-local", "values-kind", "monitoring", "minimal", "namespaced", "standalone"],
+)
+def test_chart_lints_with_the_values_it_is_installed_with(args: tuple[str, ...]) -> None:
+    lint(*args)
 
 
 def test_operator_holds_every_permission_it_grants_to_drivers() -> None:
@@ -179,7 +250,7 @@ def test_namespaced_mode_without_namespaces_is_refused() -> None:
 def test_hazelcast_statefulset_and_operator_agree_on_the_members(replicas: int) -> None:
     objects = render(f"hazelcast.replicas={replicas}")
     (statefulset,) = by_kind(objects, "StatefulSet")
-    (service,) = by_kind(objects, "Service")
+    service = named(objects, "Service", HAZELCAST_SERVICE)
     assert statefulset["spec"]["updateStrategy"] == {"type": "OnDelete"}
     assert statefulset["spec"]["replicas"] == replicas
     assert service["spec"]["clusterIP"] == "None"
@@ -196,7 +267,7 @@ def test_hazelcast_member_config() -> None:
     objects = render("hazelcast.backupCount=2", "hazelcast.clusterName=store-1")
     (config_map,) = by_kind(objects, "ConfigMap")
     config = yaml.safe_load(config_map["data"]["hazelcast.yaml"])["hazelcast"]
-    (service,) = by_kind(objects, "Service")
+    service = named(objects, "Service", HAZELCAST_SERVICE)
     assert config["cluster-name"] == "store-1"
     assert config["jet"]["enabled"] is False
     assert config["map"]["__sj.*"]["backup-count"] == 2
@@ -249,9 +320,42 @@ def test_without_peering_the_operator_runs_standalone() -> None:
     assert not [obj for obj in objects if obj["apiVersion"] == "kopf.dev/v1"]
 
 
+def test_the_default_images_are_the_ones_make_builds() -> None:
+    """``make images-app`` builds ``snapshotjob/runtime:dev`` (hack/images/build.sh): the
+    operator, the members (with the image's launcher) and the test Pod default to it."""
+    build = (REPO / "hack" / "images" / "build.sh").read_text()
+    built = re.search(r'APP_IMAGE="\$\{APP_IMAGE:-(?P<image>[^}]+)\}"', build)
+    assert built is not None
+    objects = render()
+    operator_pod = operator(objects)["spec"]["template"]["spec"]
+    member_pod = by_kind(objects, "StatefulSet")[0]["spec"]["template"]["spec"]
+    (test_pod,) = by_kind(objects, "Pod")
+    for container in (
+        operator_pod["containers"][0],
+        member_pod["containers"][0],
+        test_pod["spec"]["containers"][0],
+    ):
+        assert container["image"] == built["image"] == "snapshotjob/runtime:dev"
+        assert container["imagePullPolicy"] == "IfNotPresent"
+    assert member_pod["containers"][0]["command"] == ["hazelcast-member"]
+    assert (REPO / "hack" / "images" / "hazelcast-member").exists()
+    # values-local.yaml: the same image, never pulled (it only exists where it was loaded).
+    local = render(values=(LOCAL_VALUES,))
+    for workload in (operator(local), by_kind(local, "StatefulSet")[0]):
+        container = workload["spec"]["template"]["spec"]["containers"][0]
+        assert (container["image"], container["imagePullPolicy"]) == (
+            "snapshotjob/runtime:dev",
+            "Never",
+        )
+
+
 def test_hazelcast_members_may_run_another_image_with_its_launcher() -> None:
-    (default,) = by_kind(render(), "StatefulSet")
-    container = default["spec"]["template"]["spec"]["containers"][0]
+    official = render(
+        "hazelcast.image.repository=hazelcast/hazelcast",
+        "hazelcast.image.tag=5.6.0",
+        "hazelcast.command=null",
+    )
+    container = by_kind(official, "StatefulSet")[0]["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "hazelcast/hazelcast:5.6.0"
     assert "command" not in container and "args" not in container
     objects = render(
@@ -400,3 +504,457 @@ def operator(objects: list[dict[str, Any]]) -> dict[str, Any]:
     """The operator's Deployment."""
     [deployment] = by_kind(objects, "Deployment")
     return deployment
+
+
+# --- Values schema ---------------------------------------------------------------------------
+
+
+def _values_file(tmp_path: Path, name: str, values: dict[str, Any]) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def test_every_values_the_project_installs_with_meet_the_schema(tmp_path: Path) -> None:
+    """What tests/e2e (conftest's install, the lifecycle test's upgrade), ``make demo``
+    (examples/demo_cluster.py) and the values files in the repository give the chart."""
+    e2e = e2e_release.chart_values()
+    e2e["operator"] |= {"allNamespaces": False, "namespaces": ["sj-e2e-abc123"]}
+    e2e_file = _values_file(tmp_path, "e2e", e2e)
+    demo_file = _values_file(
+        tmp_path, "demo", demo_cluster.chart_values("snapshotjob-demo", "snapshotjob/runtime:dev")
+    )
+    for values, sets in (
+        ((e2e_file,), ()),
+        ((e2e_file,), ("hazelcast.javaOpts=-Dsnapshotjob.e2e.rollout=1",)),
+        ((demo_file,), ()),
+        ((KIND_VALUES,), ()),
+        ((LOCAL_VALUES,), ()),
+        ((LOCAL_VALUES,), ("operator.replicas=2",)),
+        # docs/quickstart.md: values-local.yaml, then values-kind.yaml for its placement.
+        ((LOCAL_VALUES, KIND_VALUES), ()),
+        ((LOCAL_VALUES,), ("operator.image.tag=v2", "hazelcast.image.tag=v2")),
+    ):
+        objects = render(*sets, values=values)
+        assert operator(objects)["spec"]["replicas"] >= 1
+    # The e2e install watches its namespace only and runs its image, never pulled.
+    e2e_objects = render(values=(e2e_file,))
+    container = operator(e2e_objects)["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == e2e_release.IMAGE
+    assert container["imagePullPolicy"] == "Never"
+    assert env_of(operator(e2e_objects))["SJ_OPERATOR_NAMESPACES"] == "sj-e2e-abc123"
+
+
+@pytest.mark.parametrize(
+    ("value", "wrong"),
+    [
+        ("operator.replica=2", "replica"),  # a typo
+        ("operatr.replicas=2", "operatr"),
+        ("hazelcast.resources.request.cpu=1", "request"),
+        ("metrics.podMonitor.enable=true", "enable"),
+        ("operator.logLevel=TRACE", "logLevel"),
+        ("operator.image.pullPolicy=Sometimes", "pullPolicy"),
+        ("hazelcast.replicas=0", "replicas"),
+        ("hazelcast.backupCount=7", "backupCount"),
+        ("metrics.port=70000", "port"),
+        ("hazelcast.heap=lots", "heap"),
+        ("tests.timeoutSeconds=0", "timeoutSeconds"),
+        ("durableStorage.snapshotCopyIntervalSeconds=5", "snapshotCopyIntervalSeconds"),
+        ("operator.allNamespaces=yes", "allNamespaces"),
+        ("hazelcast.command=[]", "command"),  # a string to --set
+        ("hazelcast.command={}", "command"),  # [""]
+    ],
+)
+def test_the_schema_refuses_typos_and_wrong_values(value: str, wrong: str) -> None:
+    result = run_helm("template", RELEASE, str(CHART), "--set", value)
+    assert result.returncode != 0, f"{value} was accepted"
+    assert "schema" in result.stderr, result.stderr
+    assert wrong in result.stderr, result.stderr
+
+
+def test_several_replicas_without_peering_are_refused() -> None:
+    result = run_helm("template", RELEASE, str(CHART), "--set", "peering.enabled=false")
+    assert result.returncode != 0
+    assert "operator.replicas must be 1" in result.stderr
+
+
+def test_two_replicas_with_peering_by_default_spread_over_nodes() -> None:
+    """The operator draws a random peering priority per replica (snapshot_operator.__main__),
+    so two replicas of one Deployment never tie: one works, the other stands by."""
+    objects = render()
+    deployment = operator(objects)
+    assert deployment["spec"]["replicas"] == 2
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert "--standalone" not in container["args"]
+    assert "--priority" not in " ".join(container["args"])
+    assert [p["kind"] for p in objects if p["apiVersion"] == "kopf.dev/v1"] == [
+        "ClusterKopfPeering"
+    ]
+    spread = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    (term,) = spread["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert (
+        term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+        == (deployment["spec"]["selector"]["matchLabels"])
+    )
+
+
+# --- Install notes ---------------------------------------------------------------------------
+
+
+def notes(tmp_path: Path, *sets: str) -> str:
+    """The NOTES.txt an install prints, rendered without a cluster.
+
+    ``helm template`` renders NOTES.txt but prints nothing of it, and an install, even a
+    client-side dry run, needs an API server; so a copy of the chart gets one more template:
+    a ConfigMap holding NOTES.txt rendered by the same engine, values and release.
+    """
+    chart = tmp_path / "chart"
+    if not chart.exists():
+        shutil.copytree(CHART, chart)
+        body = (CHART / "templates" / "NOTES.txt").read_text()
+        (chart / "templates" / "zz-notes.yaml").write_text(
+            '{{- define "sj.test.notes" -}}\n' + body + "\n{{- end -}}\n"
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+            'data: {notes: {{ include "sj.test.notes" . | quote }}}\n'
+        )
+    args = ["template", RELEASE, str(chart), "--namespace", NAMESPACE]
+    args += ["--show-only", "templates/zz-notes.yaml"]
+    for value in sets:
+        args += ["--set", value]
+    text: str = yaml.safe_load(helm(*args))["data"]["notes"]
+    return text
+
+
+def test_the_install_notes_name_the_releases_objects(tmp_path: Path) -> None:
+    text = notes(tmp_path)
+    fullname = f"{RELEASE}-snapshotjob-operator"
+    for expected in (
+        f"kubectl -n {NAMESPACE} rollout status deployment/{fullname}",
+        f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=hazelcast",
+        f"kubectl -n {NAMESPACE} port-forward pod/{fullname}-hazelcast-0 5701",
+        "/hazelcast/health",
+        f"helm test {RELEASE} -n {NAMESPACE}",
+        "kubectl get clusterkopfpeering snapshotjob-operator",
+        "examples/kubernetes/snapshotjob.yaml",
+        "examples/kubernetes/postgres.yaml",
+        "values-local.yaml",
+        "kind load docker-image snapshotjob/runtime:dev",
+        "docs/operator.md",
+        "charts/snapshotjob-operator/README.md",
+    ):
+        assert expected in text, f"{expected!r} not in the notes:\n{text}"
+    namespaced = notes(
+        tmp_path, "operator.allNamespaces=false", "operator.namespaces={team-a,team-b}"
+    )
+    assert "kubectl -n team-a apply -f examples/kubernetes/snapshotjob.yaml" in namespaced
+    assert "kopfpeering -n team-a snapshotjob-operator" in namespaced
+    assert "It watches SnapshotJobs in team-a, team-b." in namespaced
+    elsewhere = notes(
+        tmp_path, "operator.image.repository=registry.example/sj", "hazelcast.enabled=false"
+    )
+    assert "kind load" not in elsewhere
+    assert "spec.hazelcast.address" in elsewhere
+
+
+# --- Metrics ---------------------------------------------------------------------------------
+
+
+def test_the_operator_serves_metrics_on_the_contracts_port() -> None:
+    deployment = operator(render())
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert f"--metrics-port={OPERATOR_METRICS_PORT}" in container["args"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports[METRICS_PORT_NAME] == OPERATOR_METRICS_PORT
+    off = operator(render("metrics.enabled=false"))["spec"]["template"]["spec"]["containers"][0]
+    assert not [a for a in off["args"] if a.startswith("--metrics-port")]
+    assert METRICS_PORT_NAME not in {p["name"] for p in off["ports"]}
+    assert not [p for p in render() if p["kind"] in ("PodMonitor", "PrometheusRule")]
+
+
+def test_the_operator_reads_its_metrics_port_and_log_format_as_the_chart_writes_them() -> None:
+    for sets, port, log_format in (
+        ((), OPERATOR_METRICS_PORT, LogFormat.TEXT),
+        (("metrics.port=9500", "operator.logFormat=json"), 9500, LogFormat.JSON),
+        (("metrics.enabled=false",), None, LogFormat.TEXT),
+    ):
+        deployment = operator(render(*sets))
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        settings = parse_settings(args, env_of(deployment))
+        assert (settings.metrics_port, settings.log_format) == (port, log_format), sets
+    # The schema knows the operator's formats, and no other.
+    assert {f.value for f in LogFormat} == set(
+        json.loads((CHART / "values.schema.json").read_text())["properties"]["operator"][
+            "properties"
+        ]["logFormat"]["enum"]
+    )
+
+
+MONITORING = (
+    "metrics.podMonitor.enabled=true",
+    "metrics.prometheusRule.enabled=true",
+    "metrics.dashboard.enabled=true",
+)
+
+_METRIC = re.compile(r"\bsnapshotjob_[a-z0-9_]+")
+
+
+def known_metric_names() -> set[str]:
+    """Every series name the operator and the driver serve, with a histogram's suffixes."""
+    names = set()
+    for metric in (*OPERATOR_METRICS, *DRIVER_METRICS):
+        names.add(metric.name)
+        if metric.type == MetricType.HISTOGRAM:
+            names |= {metric.name + suffix for suffix in ("_bucket", "_sum", "_count")}
+    return names
+
+
+def dashboard_queries(dashboard: dict[str, Any]) -> list[str]:
+    """Every PromQL query of a Grafana dashboard: panel targets and template variables."""
+    queries = []
+    panels = list(dashboard["panels"])
+    while panels:
+        panel = panels.pop()
+        panels += panel.get("panels", [])
+        queries += [target["expr"] for target in panel.get("targets", [])]
+    for variable in dashboard["templating"]["list"]:
+        query = variable.get("query")
+        if isinstance(query, dict):
+            queries.append(query["query"])
+    return queries
+
+
+def test_pod_monitors_select_the_operator_and_the_drivers_by_the_contracts_labels() -> None:
+    objects = render(*MONITORING)
+    fullname = f"{RELEASE}-snapshotjob-operator"
+    operator_monitor = named(objects, "PodMonitor", f"{fullname}-operator")
+    assert operator_monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    pod_labels = operator(objects)["spec"]["template"]["metadata"]["labels"]
+    selector = operator_monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items()
+    assert operator_monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    (endpoint,) = operator_monitor["spec"]["podMetricsEndpoints"]
+    assert (endpoint["port"], endpoint["path"]) == (METRICS_PORT_NAME, METRICS_PATH)
+
+    drivers = named(objects, "PodMonitor", f"{fullname}-drivers")
+    # The labels the operator puts on every driver Pod (snapshotjob_contract.pods).
+    assert drivers["spec"]["selector"]["matchLabels"] == {
+        LABEL_COMPONENT: "driver",
+        LABEL_MANAGED_BY: MANAGED_BY,
+    }
+    assert drivers["spec"]["namespaceSelector"] == {"any": True}
+    (endpoint,) = drivers["spec"]["podMetricsEndpoints"]
+    assert (endpoint["port"], endpoint["path"]) == (METRICS_PORT_NAME, METRICS_PATH)
+    relabeled = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
+    job_label = "__meta_kubernetes_pod_label_" + re.sub(r"[^A-Za-z0-9_]", "_", LABEL_JOB)
+    assert relabeled["snapshotjob"] == [job_label]
+    assert relabeled["namespace"] == ["__meta_kubernetes_namespace"]
+
+    namespaced = render(*MONITORING, "operator.allNamespaces=false", "operator.namespaces={a,b}")
+    drivers = named(namespaced, "PodMonitor", f"{fullname}-drivers")
+    assert drivers["spec"]["namespaceSelector"] == {"matchNames": ["a", "b"]}
+    labelled = render(*MONITORING, "metrics.podMonitor.labels.release=kube-prometheus-stack")
+    for monitor in by_kind(labelled, "PodMonitor"):
+        assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_alerts_and_dashboard_use_only_the_metrics_the_programs_serve() -> None:
+    objects = render(
+        *MONITORING,
+        "metrics.prometheusRule.snapshotAgeIntervals=4",
+        "metrics.prometheusRule.restartsIn15Minutes=6",
+    )
+    known = known_metric_names()
+
+    (rule,) = by_kind(objects, "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    rules = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert rules.keys() == {
+        "SnapshotJobSnapshotTooOld",
+        "SnapshotJobRestartLoop",
+        "SnapshotJobStoreNotClusterSafe",
+    }
+    for name, alert in rules.items():
+        used = set(_METRIC.findall(alert["expr"]))
+        assert used, name
+        assert used <= known, f"{name} uses unknown metrics {used - known}"
+    too_old = rules["SnapshotJobSnapshotTooOld"]["expr"]
+    assert "4 * snapshotjob_driver_snapshot_interval_seconds" in too_old
+    assert "time() - snapshotjob_driver_last_successful_snapshot_timestamp_seconds" in too_old
+    assert (
+        "increase(snapshotjob_operator_restarts_total[15m])"
+        in (rules["SnapshotJobRestartLoop"]["expr"])
+    )
+    assert rules["SnapshotJobRestartLoop"]["expr"].endswith("> 6")
+    assert rules["SnapshotJobStoreNotClusterSafe"]["expr"] == (
+        "snapshotjob_operator_store_cluster_safe == 0"
+    )
+    assert rules["SnapshotJobStoreNotClusterSafe"]["for"] == "5m"
+
+    (config_map,) = [
+        c for c in by_kind(objects, "ConfigMap") if c["metadata"]["name"].endswith("-dashboard")
+    ]
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    (raw,) = config_map["data"].values()
+    dashboard = json.loads(raw)
+    assert dashboard == json.loads((CHART / "dashboards" / "snapshotjob.json").read_text())
+    queries = dashboard_queries(dashboard)
+    used = {name for query in queries for name in _METRIC.findall(query)}
+    assert used <= known, f"the dashboard uses unknown metrics {used - known}"
+    # The panels the dashboard promises, by the metric each one draws.
+    for wanted in (
+        "snapshotjob_operator_jobs",
+        "snapshotjob_operator_reconcile_duration_seconds_bucket",
+        "snapshotjob_operator_reconcile_errors_total",
+        "snapshotjob_operator_restarts_total",
+        "snapshotjob_driver_snapshot_duration_seconds_bucket",
+        "snapshotjob_driver_snapshot_size_bytes",
+        "snapshotjob_driver_last_successful_snapshot_timestamp_seconds",
+        "snapshotjob_driver_snapshot_interval_seconds",
+        "snapshotjob_driver_rows_in_total",
+        "snapshotjob_driver_rows_out_total",
+        "snapshotjob_driver_epoch_duration_seconds_bucket",
+        "snapshotjob_operator_store_members_reachable",
+        "snapshotjob_operator_store_cluster_safe",
+    ):
+        assert wanted in used, f"no panel draws {wanted}"
+    # Driver series are told apart by the label the drivers' PodMonitor writes.
+    assert any('snapshotjob=~"$snapshotjob"' in query for query in queries)
+    elsewhere = render("metrics.dashboard.enabled=true", "metrics.dashboard.namespace=grafana")
+    (moved,) = [c for c in by_kind(elsewhere, "ConfigMap") if "-dashboard" in c["metadata"]["name"]]
+    assert moved["metadata"]["namespace"] == "grafana"
+
+
+# --- helm test -------------------------------------------------------------------------------
+
+
+def helm_test_pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``helm test`` hook Pod."""
+    (pod,) = [
+        p for p in by_kind(objects, "Pod") if p["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    ]
+    return pod
+
+
+def test_the_helm_test_pod_checks_the_releases_operator_and_store() -> None:
+    objects = render()
+    pod = helm_test_pod(objects)
+    assert pod["metadata"]["name"] == f"{RELEASE}-snapshotjob-operator-test-health"
+    assert "before-hook-creation" in pod["metadata"]["annotations"]["helm.sh/hook-delete-policy"]
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    (container,) = pod["spec"]["containers"]
+    deployment = operator(objects)
+    operator_container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == operator_container["image"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    # The store members the operator is given, and the operator Pods' headless Service.
+    assert env["SJ_TEST_STORE_MEMBERS"] == env_of(deployment)["SJ_OPERATOR_STORE_MEMBERS"]
+    assert env["SJ_TEST_STORE_SIZE"] == "3"
+    service = named(objects, "Service", f"{RELEASE}-snapshotjob-operator")
+    assert env["SJ_TEST_OPERATOR_SERVICE"] == f"{service['metadata']['name']}.{NAMESPACE}.svc"
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"].items() <= (
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
+    ports = {p["name"]: p["containerPort"] for p in operator_container["ports"]}
+    assert int(env["SJ_TEST_LIVENESS_PORT"]) == ports["liveness"]
+    assert int(env["SJ_TEST_METRICS_PORT"]) == ports[METRICS_PORT_NAME]
+    assert operator_container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    without_store = helm_test_pod(render("hazelcast.enabled=false", "metrics.enabled=false"))
+    env = {e["name"]: e["value"] for e in without_store["spec"]["containers"][0]["env"]}
+    assert env["SJ_TEST_STORE_MEMBERS"] == env["SJ_TEST_METRICS_PORT"] == ""
+    assert not by_kind(render("tests.enabled=false"), "Pod")
+
+
+class _Fake(BaseHTTPRequestHandler):
+    """An operator's /healthz and /metrics, and a member's /hazelcast/health."""
+
+    health: ClassVar[dict[str, Any]] = {}
+
+    def do_GET(self) -> None:
+        if self.path in ("/healthz", "/metrics"):
+            body = b"{}"
+        elif self.path == "/hazelcast/health":
+            body = json.dumps(type(self).health).encode()
+        else:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def _fake_server() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Fake)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _run_test_pod(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Runs the test Pod's script here, with the project's code, as the Pod would."""
+    container = helm_test_pod(render())["spec"]["containers"][0]
+    command = container["command"]
+    assert command[:2] == ["python", "-c"]
+    return subprocess.run(
+        [sys.executable, "-c", command[2]],
+        env={"PYTHONPATH": f"{REPO / 'operator'}:{REPO}", "PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_helm_test_script_passes_on_a_healthy_installation_and_names_each_problem() -> None:
+    healthy = {
+        "nodeState": "ACTIVE",
+        "clusterState": "ACTIVE",
+        "clusterSafe": True,
+        "migrationQueueSize": 0,
+        "clusterSize": 3,
+    }
+    with _fake_server() as port:
+        env = {
+            "SJ_TEST_OPERATOR_SERVICE": "127.0.0.1",
+            "SJ_TEST_LIVENESS_PORT": str(port),
+            "SJ_TEST_METRICS_PORT": str(port),
+            "SJ_TEST_STORE_MEMBERS": ",".join([f"127.0.0.1:{port}"] * 3),
+            "SJ_TEST_STORE_SIZE": "3",
+            "SJ_TEST_TIMEOUT_SECONDS": "0",
+        }
+        _Fake.health = healthy
+        passed = _run_test_pod(env)
+        assert passed.returncode == 0, passed.stdout + passed.stderr
+        assert passed.stdout.startswith("OK: operator Pods 127.0.0.1 healthy; store: 3 members")
+
+        _Fake.health = healthy | {"clusterSafe": False}
+        unsafe = _run_test_pod(env)
+        assert unsafe.returncode == 1
+        assert "FAILED: store member 127.0.0.1" in unsafe.stdout
+        assert "not ACTIVE and cluster-safe" in unsafe.stdout
+
+        _Fake.health = healthy | {"clusterSize": 2}
+        small = _run_test_pod(env)
+        assert small.returncode == 1
+        assert "sees 2 members, not 3" in small.stdout
+
+        # No store of the release's own (hazelcast.enabled=false): the operator alone.
+        operator_only = _run_test_pod(env | {"SJ_TEST_STORE_MEMBERS": ""})
+        assert operator_only.returncode == 0, operator_only.stdout + operator_only.stderr
+        assert "store: not installed by this release" in operator_only.stdout
+
+        with _fake_server() as closed:
+            pass  # a port nothing listens on any more
+        down = _run_test_pod(env | {"SJ_TEST_LIVENESS_PORT": str(closed)})
+        assert down.returncode == 1
+        assert f"operator Pod 127.0.0.1: /healthz on port {closed}: no answer" in down.stdout

@@ -60,3 +60,13 @@ merge-policy:
 split-brain-protection-ref: {{ include "sj.splitBrainProtection" .root }}
 {{- end }}
 {{- end -}}
+
+{{/* An image reference from an image value: repository:tag, the tag defaulting to appVersion. */}}
+{{- define "sj.image" -}}
+{{- printf "%s:%s" .image.repository (.image.tag | default .root.Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The headless Service of the operator Pods: `helm test` asks each one's /healthz. */}}
+{{- define "sj.operator.service" -}}
+{{- include "sj.fullname" . -}}
+{{- end -}}
