@@ -27,7 +27,12 @@ from pathlib import Path
 from snapshotjob_contract.environment import ENV_EXECUTION_ID, ENV_JOB_NAME, ENV_NAMESPACE
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.logs import configure_logging
-from snapshotjob_contract.observability import ENV_LOG_FORMAT, LogFormat
+from snapshotjob_contract.observability import (
+    ENV_LOG_FORMAT,
+    ENV_METRICS_PORT,
+    METRICS_PATH,
+    LogFormat,
+)
 from snapshotjob_contract.record import MAX_BACKUP_COUNT
 from snapshotjob_contract.spec import DEFAULT_STATE_PARTITIONS, ProcessingGuarantee
 from spark_runtime.execution import BadInput, Mode, run
@@ -106,6 +111,14 @@ def parser() -> argparse.ArgumentParser:
         help=f"text, or json for one JSON object per line (env {ENV_LOG_FORMAT}, which the "
         "operator sets to its own format)",
     )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        # A string default goes through type=int too, so a malformed variable is refused.
+        default=os.environ.get(ENV_METRICS_PORT) or None,
+        help=f"serve Prometheus metrics on this port at {METRICS_PATH}, 0 for any free port "
+        f"(env {ENV_METRICS_PORT}, which the operator sets in driver Pods; none by default)",
+    )
     add_snapshot_parser(commands)
     return root
 
@@ -134,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("py4j", "hazelcast"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        return int(run(open_mode(ns)))
+        return int(run(open_mode(ns), metrics_port=ns.metrics_port))
     except BadInput as error:
         _log.error("Bad input error=%s", error)
         return DriverExit.BAD_INPUT

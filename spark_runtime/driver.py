@@ -33,6 +33,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from snapshot_protocol import (
+    NO_SNAPSHOT,
     CoordinatorConfig,
     CoordinatorState,
     Failpoints,
@@ -64,6 +65,7 @@ from spark_runtime.driver_settings import (
     TerminationPoll,
 )
 from spark_runtime.durable import DurableCopies
+from spark_runtime.metrics import DriverMetrics, taken_snapshot
 from spark_runtime.pipeline import DefinePipeline, Pipeline
 from spark_runtime.state import StateContext
 
@@ -110,6 +112,8 @@ class Driver:
             and before every snapshot (split-brain protection, a lost store); none checked if
             omitted.
         durable: The durable storage of ``settings.durable_storage``, connected.
+        metrics: Where the execution's snapshots, restore, epochs and rows are observed
+            (:mod:`spark_runtime.metrics`); observed but not served if omitted.
         clock: Current time in epoch milliseconds.
     """
 
@@ -129,6 +133,7 @@ class Driver:
         signals: StopSignals | None = None,
         membership: StoreMembership | None = None,
         durable: DurableCopies | None = None,
+        metrics: DriverMetrics | None = None,
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._spark = spark
@@ -144,12 +149,15 @@ class Driver:
         self._membership = membership
         self._durable = durable
         self._clock = clock
+        self.metrics = metrics if metrics is not None else DriverMetrics()
+        self.metrics.configured(settings.snapshot_interval_ms / 1000)
         self.pipeline = Pipeline(
             spark,
             StateContext(spark, settings.state_partitions, settings.store),
             settings.guarantee,
             settings.job.uid,
             args,
+            rows=self.metrics,
         )
         self.epochs = 0
         self.snapshots_taken = 0
@@ -203,6 +211,7 @@ class Driver:
             durable=durable.store if (durable := self._durable) is not None else None,
         )
         self.coordinator = coordinator
+        started = time.monotonic()
         try:
             coordinator.restore()
         except SnapshotUnusable as unusable:
@@ -213,6 +222,13 @@ class Driver:
             return DriverExit.FENCED
         if coordinator.state is not CoordinatorState.RUNNING:
             return self._exit_code()
+        record = coordinator.record
+        from_snapshot = self._settings.initial_snapshot_name is not None or (
+            record is not None and record.snapshot_id != NO_SNAPSHOT
+        )
+        self.metrics.restored(
+            time.monotonic() - started, self._clock() / 1000 if from_snapshot else None
+        )
         try:
             return self._loop(coordinator, max_epochs)
         except ZombieExecution as zombie:
@@ -282,9 +298,9 @@ class Driver:
                     coordinator.fail(f"epoch {self.epochs} failed: {error}")
                     self.exit_message = f"Epoch {self.epochs} failed: {error}"
                     return DriverExit.FAILED
-                _log.info(
-                    "Epoch done epoch=%d seconds=%.2f", self.epochs, time.monotonic() - started
-                )
+                seconds = time.monotonic() - started
+                _log.info("Epoch done epoch=%d seconds=%.2f", self.epochs, seconds)
+                self.metrics.epoch_done(seconds)
                 self.epochs += 1
                 self._report_running(ran_epoch=True)
             if snapshots_on and coordinator.is_snapshot_due():
@@ -371,8 +387,10 @@ class Driver:
         """Takes an automatic snapshot with both phases; returns whether it was successful."""
         started = time.monotonic()
         outcome = coordinator.take_snapshot()
+        taken = taken_snapshot(outcome, coordinator)
         if coordinator.state is CoordinatorState.PHASE_2_PENDING:
             coordinator.finish_snapshot()
+        self.metrics.snapshot_attempted(time.monotonic() - started, taken)
         if outcome.successful:
             self.snapshots_taken += 1
             _log.info(

@@ -6,7 +6,7 @@ whether an operator sends requests. So each mode is one object behind the :class
 protocol (:class:`~spark_runtime.local_mode.LocalMode`,
 :class:`~spark_runtime.kubernetes_mode.KubernetesMode`), and :func:`run` is the one
 sequence both go through: load the pipeline, arm failpoints, install signal handlers,
-start Spark and the Hazelcast client, run the driver, stop everything.
+start Spark, the metrics endpoint and the Hazelcast client, run the driver, stop everything.
 
 A :class:`FailpointCrash` (from ``SJ_FAILPOINTS``) ends the process with ``os._exit`` at once,
 skipping every cleanup, because it stands for the process dying at that point. A ``pause``
@@ -41,6 +41,7 @@ from spark_runtime.driver import (
     TerminationPoll,
 )
 from spark_runtime.durable import open_durable_copies
+from spark_runtime.metrics import DriverMetrics
 from spark_runtime.pipeline import DefinePipeline
 from spark_runtime.session import spark_session
 
@@ -168,6 +169,24 @@ class StoreUnreachable(Exception):  # noqa: N818 - names the condition, like Bad
 
 
 @contextmanager
+def _metrics(port: int | None) -> Iterator[DriverMetrics]:
+    """The execution's metrics, served on ``port`` (0: any free one) unless it is None.
+
+    A port that cannot be bound is logged, not fatal: the job runs on without its metrics.
+    """
+    metrics = DriverMetrics()
+    if port is not None:
+        try:
+            metrics.serve(port)
+        except OSError as error:
+            _log.error("Metrics not served port=%d error=%s", port, error)
+    try:
+        yield metrics
+    finally:
+        metrics.close()
+
+
+@contextmanager
 def _hazelcast(address: StoreAddress) -> Iterator[HazelcastSnapshotStore]:
     try:
         client = connect(address.members, address.cluster_name)
@@ -181,8 +200,13 @@ def _hazelcast(address: StoreAddress) -> Iterator[HazelcastSnapshotStore]:
         client.shutdown()
 
 
-def run(mode: Mode) -> DriverExit:
+def run(mode: Mode, metrics_port: int | None = None) -> DriverExit:
     """Runs one execution; returns its exit code.
+
+    Args:
+        mode: Where the job and its record come from.
+        metrics_port: Serve the driver's metrics on this port from before the restore until
+            the execution ends (0: any free port); not served if None.
 
     Raises:
         BadInput: If the pipeline module cannot be loaded.
@@ -195,6 +219,7 @@ def run(mode: Mode) -> DriverExit:
     spark = start_spark(config, mode.app_name)
     try:
         with (
+            _metrics(metrics_port) as metrics,
             _hazelcast(config.settings.store) as snapshots,
             open_durable_copies(config.settings.durable_storage, os.environ) as durable,
         ):
@@ -212,6 +237,7 @@ def run(mode: Mode) -> DriverExit:
                 signals=signals,
                 membership=snapshots,
                 durable=durable,
+                metrics=metrics,
             )
             mode.start()
             try:

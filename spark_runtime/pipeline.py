@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -35,6 +35,17 @@ _log = logging.getLogger(__name__)
 
 DefinePipeline = Callable[["Pipeline"], None]
 """A pipeline module's ``define_pipeline(p)``."""
+
+
+class RowCounts(Protocol):
+    """Told the rows the pipeline read and wrote, where the sources and sinks can count them
+    without a Spark job of their own (the driver's metrics, :mod:`spark_runtime.metrics`)."""
+
+    def rows_in(self, source: str, rows: int) -> None:
+        """Rows an epoch read from the source named ``source``."""
+
+    def rows_out(self, sink: str, rows: int) -> None:
+        """Rows the sink named ``sink`` published."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,7 @@ class Pipeline:
         args: The pipeline's arguments (``spec.pipeline.args``).
         open_sinks: Open each sink as it is added (connect, create its table); False to
             define the pipeline only to learn its shape.
+        rows: Told the rows read and written, where they are counted; not counted if omitted.
     """
 
     def __init__(
@@ -82,11 +94,13 @@ class Pipeline:
         args: Mapping[str, Any],
         *,
         open_sinks: bool = True,
+        rows: RowCounts | None = None,
     ) -> None:
         self.spark = spark
         # False only to learn the pipeline's shape (the snapshot command's compatibility
         # check): defining it then touches no external system.
         self._open_sinks = open_sinks
+        self._rows = rows
         self.args = dict(args)
         self.state_context = state
         self._guarantee = guarantee
@@ -146,10 +160,11 @@ class Pipeline:
         key = self._register_name("sink", name)
         if self._open_sinks:
             sink.open(schema_of.schema, self._job_uid, key)
+        count = self._rows.rows_out if self._rows is not None else None
         participant = (
-            StagedSinkParticipant(key, sink, self._guarantee, self.state_context)
+            StagedSinkParticipant(key, sink, self._guarantee, self.state_context, count)
             if isinstance(sink, StagedSink)
-            else SinkParticipant(key, sink, self._guarantee)
+            else SinkParticipant(key, sink, self._guarantee, count)
         )
         self._sinks[key] = (input_node, participant)
         self._participants.append(participant)
@@ -259,6 +274,16 @@ class Pipeline:
         for name, (_start, end) in plan.ranges.items():
             self._sources[name].offset = end
         self._batches = {}
+        self._count_rows_in(plan)
+
+    def _count_rows_in(self, plan: EpochPlan) -> None:
+        """Reports the rows an epoch read, from the sources whose offsets tell."""
+        if self._rows is None:
+            return
+        for name, (start, end) in plan.ranges.items():
+            rows = self._sources[name].source.rows_between(start, end)
+            if rows is not None:
+                self._rows.rows_in(name, rows)
 
     # --- plumbing ----------------------------------------------------------------------------
 

@@ -40,8 +40,13 @@ class Sink(ABC):
         return
 
     @abstractmethod
-    def write(self, frame: DataFrame) -> None:
-        """Publishes ``frame`` now (every epoch; the at-least-once path)."""
+    def write(self, frame: DataFrame) -> int | None:
+        """Publishes ``frame`` now (every epoch; the at-least-once path).
+
+        Returns:
+            The rows written, if the sink counted them while writing (for the driver's
+            rows-written metric); None if only another Spark job could count them.
+        """
 
 
 class TransactionalSink(Sink):
@@ -50,6 +55,11 @@ class TransactionalSink(Sink):
     @abstractmethod
     def prepare(self, frame: DataFrame, snapshot_id: int) -> list[str]:
         """Phase 1: writes ``frame`` into prepared transactions and returns their ids."""
+
+    def prepared_rows(self, transaction_ids: Sequence[str]) -> int | None:
+        """The rows the last :meth:`prepare` wrote into these transactions, if it counted them
+        (for the driver's rows-written metric); None if it did not (the default)."""
+        return None
 
     @abstractmethod
     def commit(self, transaction_ids: Sequence[str]) -> None:

@@ -51,8 +51,9 @@ class HazelcastMapSink(Sink):
         self.map_name = map_name
         self.key = tuple(key)
 
-    def write(self, frame: DataFrame) -> None:
-        """Puts every row as JSON under its key, from the executors."""
+    def write(self, frame: DataFrame) -> int:
+        """Puts every row as JSON under its key, from the executors; returns the entries put
+        (rows of one batch with the same key are one entry)."""
         members, cluster, map_name, key = self.members, self.cluster_name, self.map_name, self.key
         columns = [c for c in frame.columns if c != EPOCH_COLUMN]
 
@@ -71,4 +72,4 @@ class HazelcastMapSink(Sink):
                 count += len(entries)
             yield pa.RecordBatch.from_pydict({"n": [count]})
 
-        frame.mapInArrow(put, "n long").collect()
+        return sum(int(row["n"]) for row in frame.mapInArrow(put, "n long").collect())

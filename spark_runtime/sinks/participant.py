@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Generic, TypeVar
 
 from pyspark.sql import DataFrame
@@ -29,6 +29,9 @@ _log = logging.getLogger(__name__)
 
 SinkT = TypeVar("SinkT", bound=Sink)
 
+RowsPublished = Callable[[str, int], None]
+"""Told the rows a sink published: ``(sink name, rows)``."""
+
 
 class EpochOutput(Generic[SinkT]):
     """What every sink participant does with an epoch's output: buffer it, or write it now.
@@ -38,13 +41,17 @@ class EpochOutput(Generic[SinkT]):
         sink: The sink.
         buffered: Whether output waits for a snapshot (materialised in the executors, tagged
             with its epoch) instead of being written every epoch.
+        published: Told the rows the sink published, where it counted them.
     """
 
-    def __init__(self, name: str, sink: SinkT, buffered: bool) -> None:
+    def __init__(
+        self, name: str, sink: SinkT, buffered: bool, published: RowsPublished | None = None
+    ) -> None:
         self._name = name
         self.sink = sink
         self.buffered = buffered
         self._pending: list[Checkpointed] = []
+        self._published = published
 
     @property
     def name(self) -> str:
@@ -56,7 +63,12 @@ class EpochOutput(Generic[SinkT]):
         if self.buffered:
             self._pending.append(checkpoint(frame.withColumn(EPOCH_COLUMN, F.lit(epoch))))
         else:
-            self.sink.write(frame)
+            self._count_published(self.sink.write(frame))
+
+    def _count_published(self, rows: int | None) -> None:
+        """Reports rows the sink published; None (not counted) is not reported."""
+        if rows is not None and self._published is not None:
+            self._published(self._name, rows)
 
     def _drop_buffers(self, held: Iterable[Sequence[Checkpointed]]) -> None:
         """Releases the pending output and every list in ``held`` (restore step 5)."""
@@ -81,15 +93,25 @@ class SinkParticipant(EpochOutput[Sink]):
         name: The sink's operator name.
         sink: The sink.
         guarantee: The job's processing guarantee.
+        published: Told the rows the sink published, where it counted them: at each write,
+            or when a snapshot's 2nd phase commits them.
     """
 
-    def __init__(self, name: str, sink: Sink, guarantee: ProcessingGuarantee) -> None:
+    def __init__(
+        self,
+        name: str,
+        sink: Sink,
+        guarantee: ProcessingGuarantee,
+        published: RowsPublished | None = None,
+    ) -> None:
         super().__init__(
             name,
             sink,
             guarantee is ProcessingGuarantee.EXACTLY_ONCE and isinstance(sink, TransactionalSink),
+            published,
         )
-        self._prepared: dict[int, tuple[list[str], list[Checkpointed]]] = {}
+        # snapshot id -> (transaction ids, the buffered output in them, its rows if counted)
+        self._prepared: dict[int, tuple[list[str], list[Checkpointed], int | None]] = {}
 
     def save_and_prepare(
         self, snapshot_id: int, writer: ChunkWriter, export_only: bool
@@ -107,7 +129,7 @@ class SinkParticipant(EpochOutput[Sink]):
             self._pending = frames + self._pending
             sink.abort(snapshot_id)
             raise
-        self._prepared[snapshot_id] = (gids, frames)
+        self._prepared[snapshot_id] = (gids, frames, sink.prepared_rows(gids))
         _log.info(
             "Prepared sink name=%s snapshotId=%d transactions=%d",
             self._name,
@@ -123,9 +145,10 @@ class SinkParticipant(EpochOutput[Sink]):
             return
         sink = self.sink
         assert isinstance(sink, TransactionalSink)
-        gids, frames = entry
+        gids, frames, rows = entry
         if success:
             sink.commit(gids)
+            self._count_published(rows)
             for frame in frames:
                 frame.release()
             stale = sink.roll_back_older(snapshot_id)
@@ -153,7 +176,7 @@ class SinkParticipant(EpochOutput[Sink]):
     ) -> None:
         """Drops buffered output and settles this sink's prepared transactions (restore step 5)
         of snapshots up to ``through_snapshot_id``."""
-        self._drop_buffers(frames for _gids, frames in self._prepared.values())
+        self._drop_buffers(frames for _gids, frames, _rows in self._prepared.values())
         self._prepared = {}
         if not isinstance(self.sink, TransactionalSink):
             return

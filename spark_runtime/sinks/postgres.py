@@ -83,6 +83,8 @@ class PostgresSink(TransactionalSink):
         self.partitions = partitions
         self._prefix = ""
         self._columns: list[str] = []
+        # Rows per transaction of the last prepare, as its tasks counted them.
+        self._prepared_rows: dict[str, int] = {}
 
     def open(self, schema: StructType, job_uid: str, name: str) -> None:
         """Checks that the server can prepare transactions and creates the table if missing.
@@ -145,10 +147,14 @@ class PostgresSink(TransactionalSink):
         with psycopg.connect(self.dsn) as conn:
             return insert.as_string(conn)
 
-    def _run_partitions(self, frame: DataFrame, gid_template: str | None) -> list[str]:
+    def _run_partitions(self, frame: DataFrame, gid_template: str | None) -> list[tuple[str, int]]:
         """Writes each sink partition in its own transaction from the executors.
 
         With ``gid_template`` (``...{partition}``) each transaction is prepared, not committed.
+
+        Returns:
+            Each partition's transaction id (empty if not prepared) and rows written, for
+            the partitions that had rows.
         """
         dsn, statement, columns = self.dsn, self._statement(), list(self._columns)
         if self.key:
@@ -166,7 +172,7 @@ class PostgresSink(TransactionalSink):
                 data = batch.select(columns).to_pylist()
                 rows.extend(tuple(row[c] for c in columns) for row in data)
             if not rows:
-                yield pa.RecordBatch.from_pydict({"gid": []}, schema=_GID_SCHEMA)
+                yield pa.RecordBatch.from_pydict({"gid": [], "rows": []}, schema=_RESULT_SCHEMA)
                 return
             gid = None if gid_template is None else gid_template.format(context.partitionId())
             with psycopg.connect(dsn) as conn:
@@ -174,18 +180,29 @@ class PostgresSink(TransactionalSink):
                     cursor.executemany(statement, rows)
                 if gid is not None:
                     conn.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
-            yield pa.RecordBatch.from_pydict({"gid": [gid or ""]}, schema=_GID_SCHEMA)
+            yield pa.RecordBatch.from_pydict(
+                {"gid": [gid or ""], "rows": [len(rows)]}, schema=_RESULT_SCHEMA
+            )
 
-        result = ordered.mapInArrow(write, "gid string").collect()
-        return sorted(row["gid"] for row in result if row["gid"])
+        result = ordered.mapInArrow(write, "gid string, rows long").collect()
+        return [(row["gid"], int(row["rows"])) for row in result]
 
-    def write(self, frame: DataFrame) -> None:
-        """Writes and commits each partition now."""
-        self._run_partitions(frame, None)
+    def write(self, frame: DataFrame) -> int:
+        """Writes and commits each partition now; returns the rows written."""
+        return sum(rows for _gid, rows in self._run_partitions(frame, None))
 
     def prepare(self, frame: DataFrame, snapshot_id: int) -> list[str]:
         """Writes each partition into a transaction named by :meth:`gid` and prepares it."""
-        return self._run_partitions(frame, f"{self._prefix}{snapshot_id}:{{}}")
+        prepared = self._run_partitions(frame, f"{self._prefix}{snapshot_id}:{{}}")
+        self._prepared_rows = {gid: rows for gid, rows in prepared if gid}
+        return sorted(self._prepared_rows)
+
+    def prepared_rows(self, transaction_ids: Sequence[str]) -> int | None:
+        """The rows the last :meth:`prepare` wrote into these transactions; None if it did not
+        prepare them all."""
+        if any(gid not in self._prepared_rows for gid in transaction_ids):
+            return None
+        return sum(self._prepared_rows[gid] for gid in transaction_ids)
 
     def _finish(self, gids: Sequence[str], command: str) -> list[str]:
         done = []
@@ -248,4 +265,4 @@ class PostgresSink(TransactionalSink):
         return int(gid[len(self._prefix) :].split(":", 1)[0])
 
 
-_GID_SCHEMA = pa.schema([pa.field("gid", pa.string())])
+_RESULT_SCHEMA = pa.schema([pa.field("gid", pa.string()), pa.field("rows", pa.int64())])

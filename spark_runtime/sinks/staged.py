@@ -44,7 +44,7 @@ from spark_runtime.chunk_io import (
 )
 from spark_runtime.lineage import Checkpointed
 from spark_runtime.sinks.base import EPOCH_COLUMN, StagedSink
-from spark_runtime.sinks.participant import EpochOutput, union_frames
+from spark_runtime.sinks.participant import EpochOutput, RowsPublished, union_frames
 from spark_runtime.state.keyed import StateContext
 
 _log = logging.getLogger(__name__)
@@ -63,6 +63,8 @@ class StagedSinkParticipant(EpochOutput[StagedSink]):
         sink: The sink.
         guarantee: The job's processing guarantee.
         context: The session and where executors find the snapshot store.
+        published: Told the rows the sink published, where it counted them: the staged rows
+            each 2nd phase (or restore) publishes, which every staged sink counts.
     """
 
     def __init__(
@@ -71,8 +73,9 @@ class StagedSinkParticipant(EpochOutput[StagedSink]):
         sink: StagedSink,
         guarantee: ProcessingGuarantee,
         context: StateContext,
+        published: RowsPublished | None = None,
     ) -> None:
-        super().__init__(name, sink, guarantee is ProcessingGuarantee.EXACTLY_ONCE)
+        super().__init__(name, sink, guarantee is ProcessingGuarantee.EXACTLY_ONCE, published)
         self._context = context
         self._staged: dict[int, tuple[SnapshotRef, list[Checkpointed]]] = {}
 
@@ -121,6 +124,7 @@ class StagedSinkParticipant(EpochOutput[StagedSink]):
         _log.info(
             "Published sink output name=%s snapshotId=%d rows=%d", self._name, snapshot_id, rows
         )
+        self._count_published(rows)
 
     def restore(
         self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int
@@ -138,6 +142,7 @@ class StagedSinkParticipant(EpochOutput[StagedSink]):
             snapshot.snapshot_id,
             rows,
         )
+        self._count_published(rows)
 
     def _stage(
         self, snapshot_id: int, map_name: str, frames: Sequence[Checkpointed]

@@ -43,6 +43,14 @@ class Source(ABC):
     def read(self, spark: SparkSession, start: Offset, end: Offset) -> DataFrame:
         """The rows after ``start`` up to and including ``end``; the same every time."""
 
+    def rows_between(self, start: Offset, end: Offset) -> int | None:
+        """How many rows :meth:`read` of this range yields, if the offsets tell without reading.
+
+        For the driver's rows-read metric, which must cost no Spark job: a source that could
+        only count by reading returns None (the default) and is not counted.
+        """
+        return None
+
     def committed(self, offset: Offset) -> None:  # noqa: B027 - optional, no-op by default
         """Told after a snapshot's second phase that ``offset`` is in a completed snapshot.
 

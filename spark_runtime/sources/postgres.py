@@ -57,6 +57,9 @@ class PostgresSource(Source):
         self.id_column = id_column
         self.max_rows_per_epoch = max_rows_per_epoch
         self._schema: StructType | None = None
+        # The rows of the range next_offset found last, counted by the same query, so the
+        # rows-read metric costs nothing more: ((start id, end id), rows).
+        self._counted: tuple[tuple[int | None, int], int] | None = None
 
     def _query(self, spark: SparkSession, sql: str) -> DataFrame:
         url, properties = jdbc_url(self.dsn)
@@ -83,14 +86,23 @@ class PostgresSource(Source):
         last = offset["lastId"]
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             row = conn.execute(
-                f"SELECT max({self.id_column}) FROM (SELECT {self.id_column} FROM {self.table} "
+                f"SELECT max({self.id_column}), count(*) FROM (SELECT {self.id_column} "
+                f"FROM {self.table} "
                 f"WHERE %(last)s::bigint IS NULL OR {self.id_column} > %(last)s::bigint "
                 f"ORDER BY {self.id_column} LIMIT %(limit)s) AS next_rows",
                 {"last": last, "limit": self.max_rows_per_epoch},
             ).fetchone()
         if row is None or row[0] is None:
             return None
+        self._counted = ((last, int(row[0])), int(row[1]))
         return {"lastId": int(row[0])}
+
+    def rows_between(self, start: Offset, end: Offset) -> int | None:
+        """The rows :meth:`next_offset` counted for this range; None for another range."""
+        counted = self._counted
+        if counted is None or counted[0] != (start["lastId"], end["lastId"]):
+            return None
+        return counted[1]
 
     def is_exhausted(self, offset: Offset) -> bool:
         """A bounded source ends when no unread row is left; otherwise never."""

@@ -91,6 +91,10 @@ class SequenceSource(Source):
         """True once ``end`` rows were read."""
         return self.end is not None and int(offset["next"]) >= self.end
 
+    def rows_between(self, start: Offset, end: Offset) -> int:
+        """Exactly the values in the range."""
+        return int(end["next"]) - int(start["next"])
+
     def read(self, spark: SparkSession, start: Offset, end: Offset) -> DataFrame:
         """Values ``start.next`` to ``end.next - 1``."""
         rows = spark.range(int(start["next"]), int(end["next"]), numPartitions=self.partitions)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.kind import KindCluster
 from tests.fixtures.kube import binary
@@ -121,6 +122,13 @@ class Release:
                 return int(found[-1])
             assert time.monotonic() < deadline, f"pod={pod}: {last} in {timeout}s"
             time.sleep(2)
+
+    def scrape(self, pod: str, port: int) -> str:
+        """The Pod's Prometheus metrics, fetched through the API server's Pod proxy: the path
+        a Prometheus outside the cluster network would not have, but kubectl does."""
+        return self.cluster.kubectl(
+            "get", "--raw", f"/api/v1/namespaces/{self.namespace}/pods/{pod}:{port}/proxy/metrics"
+        )
 
     def read_map(self, map_name: str) -> dict[str, dict[str, int]]:
         """The map's entries, read by a Python client inside a member Pod."""
@@ -361,6 +369,24 @@ def sequence_sum_args(
         "rows_per_second": rate,
         **({} if max_rows_per_epoch is None else {"max_rows_per_epoch": max_rows_per_epoch}),
     }
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+"""Scraped samples by name and sorted labels."""
+
+
+def parse_metrics(text: str) -> Samples:
+    """The samples of a scrape in Prometheus' text format."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def sample(samples: Samples, name: str, **labels: str) -> float | None:
+    """One sample's value, None if the scrape has no such series."""
+    return samples.get((name, tuple(sorted(labels.items()))))
 
 
 def psql(release: Release, query: str) -> list[list[str]]:

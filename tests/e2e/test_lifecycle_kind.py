@@ -10,11 +10,28 @@ of them would take. PostgreSQL runs in the cluster (``examples/kubernetes/postgr
 from __future__ import annotations
 
 import json
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from snapshotjob_contract.observability import (
+    DRIVER_EPOCH_DURATION,
+    DRIVER_LAST_SNAPSHOT_TIME,
+    DRIVER_METRICS_PORT,
+    DRIVER_SNAPSHOT_CHUNKS,
+    DRIVER_SNAPSHOT_FAILURES,
+    DRIVER_SNAPSHOT_INTERVAL,
+    DRIVER_SNAPSHOT_SIZE,
+    DRIVER_SNAPSHOTS,
+    OPERATOR_EXECUTIONS_STARTED,
+    OPERATOR_JOBS,
+    OPERATOR_METRICS_PORT,
+    OPERATOR_STORE_CLUSTER_SAFE,
+    OPERATOR_STORE_MEMBERS_REACHABLE,
+)
 from tests.e2e.release import (
     CATCH_UP,
     CHART,
@@ -26,8 +43,10 @@ from tests.e2e.release import (
     Step,
     assert_exactly_once,
     attempt,
+    parse_metrics,
     patch_spec,
     psql,
+    sample,
     sequence_sum_args,
     snapshot_id,
     wait_for,
@@ -69,6 +88,9 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
             podTemplate=DSN_FROM_SECRET,
         )
         running = wait_snapshot(release, job, 1, timeout=300)
+
+    with Step("lifecycle-metrics"):
+        _check_metrics(release, job)
 
     with Step("lifecycle-store-rollout"):
         # A new member template: the operator replaces the members one at a time.
@@ -237,3 +259,67 @@ def _wait_export(release: Release, name: str, phase: str) -> dict[str, Any]:
 
     result: dict[str, Any] = wait_for(release, f"export {name} {phase}", found, timeout=240)
     return result
+
+
+METRICS_DIR = Path(tempfile.gettempdir()) / "snapshotjob-e2e-metrics"
+"""Where the scrapes of the operator and the driver are kept for a look after the run."""
+
+
+def _check_metrics(release: Release, job: str) -> None:
+    """Scrapes the driver and the operator through the API server and checks the figures
+    against the job's status: snapshots counted as the execution record numbers them."""
+    driver = release.current_driver(job)["metadata"]["name"]
+
+    def last_attempt(obj: dict[str, Any]) -> int:
+        """The id of the last snapshot attempt that ended, successful or not."""
+        record = (obj.get("status") or {}).get("executionRecord") or {}
+        return int((record.get("snapshotStats") or {}).get("snapshotId", -1))
+
+    for _ in range(20):
+        before = release.job(job) or {}
+        driver_text = release.scrape(driver, DRIVER_METRICS_PORT)
+        after = release.job(job) or {}
+        if last_attempt(before) == last_attempt(after):
+            break
+        time.sleep(0.5)  # A snapshot ended between the reads: the figures may differ.
+    else:
+        raise AssertionError("a snapshot ended during every scrape")
+    samples = parse_metrics(driver_text)
+    record = (after.get("status") or {}).get("executionRecord") or {}
+    taken = sample(samples, DRIVER_SNAPSHOTS.name) or 0.0
+    failures = sum(
+        value for (name, _), value in samples.items() if name == DRIVER_SNAPSHOT_FAILURES.name
+    )
+    # The first execution started empty, and no export has been taken yet: snapshot ids
+    # number this execution's automatic snapshots from 0, the successful and the failed.
+    assert taken >= 1
+    assert taken + failures == last_attempt(after) + 1, (taken, failures, record)
+    if last_attempt(after) == snapshot_id(after):
+        stats = record["snapshotStats"]
+        assert sample(samples, DRIVER_SNAPSHOT_SIZE.name) == stats["numBytes"]
+        assert sample(samples, DRIVER_SNAPSHOT_CHUNKS.name) == stats["numChunks"]
+    assert (sample(samples, DRIVER_LAST_SNAPSHOT_TIME.name) or 0) > time.time() - 120
+    assert sample(samples, DRIVER_SNAPSHOT_INTERVAL.name) == 1
+    assert (sample(samples, f"{DRIVER_EPOCH_DURATION.name}_count") or 0) >= 1
+
+    operators = release.pods("app.kubernetes.io/component=operator")
+    scrapes = {
+        pod["metadata"]["name"]: release.scrape(pod["metadata"]["name"], OPERATOR_METRICS_PORT)
+        for pod in operators
+    }
+    # With several replicas only the one that works (kopf peering) supervises jobs.
+    working = max(
+        scrapes,
+        key=lambda name: (
+            sample(parse_metrics(scrapes[name]), OPERATOR_JOBS.name, phase="RUNNING") or 0
+        ),
+    )
+    operator = parse_metrics(scrapes[working])
+    assert sample(operator, OPERATOR_JOBS.name, phase="RUNNING") == 1
+    assert (sample(operator, OPERATOR_EXECUTIONS_STARTED.name) or 0) >= 1
+    cluster = "snapshotjob"
+    assert sample(operator, OPERATOR_STORE_CLUSTER_SAFE.name, cluster=cluster) == 1
+    assert sample(operator, OPERATOR_STORE_MEMBERS_REACHABLE.name, cluster=cluster) == 3
+    METRICS_DIR.mkdir(exist_ok=True)
+    (METRICS_DIR / "driver.txt").write_text(driver_text)
+    (METRICS_DIR / "operator.txt").write_text(scrapes[working])

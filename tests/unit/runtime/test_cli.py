@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.observability import DRIVER_METRICS_PORT, ENV_METRICS_PORT
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.cli import main, open_mode, parser
 from spark_runtime.execution import BadInput, load_definition
@@ -97,6 +98,20 @@ def test_local_mode_claims_the_record_file_and_hears_no_operator(tmp_path: Path)
     assert mode.app_name == "snapshotjob-job-1"
     assert mode.poll_termination is None and mode.poll_export is None
     assert mode.publish_export is None
+
+
+def test_the_metrics_port_comes_from_the_option_or_the_operators_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(ENV_METRICS_PORT, raising=False)
+    assert parser().parse_args(_local()).metrics_port is None
+    assert parser().parse_args(_local("--metrics-port", "0")).metrics_port == 0
+    monkeypatch.setenv(ENV_METRICS_PORT, str(DRIVER_METRICS_PORT))
+    assert parser().parse_args(_local()).metrics_port == DRIVER_METRICS_PORT
+    assert parser().parse_args(_local("--metrics-port", "9500")).metrics_port == 9500
+    monkeypatch.setenv(ENV_METRICS_PORT, "metrics")
+    with pytest.raises(SystemExit):
+        parser().parse_args(_local())
 
 
 def test_kubernetes_mode_names_its_missing_options_before_calling_the_api() -> None:
