@@ -147,9 +147,7 @@ def _new_job() -> Observation:
 
 def starting() -> dict[str, Any]:
     observation = _new_job()
-    status = decided(observation)
-    assert status.phase is Phase.STARTING
-    return job_object(observation, status)
+    return decided_in(observation, Phase.STARTING)
 
 
 def waiting_for_pipeline() -> dict[str, Any]:
@@ -159,16 +157,12 @@ def waiting_for_pipeline() -> dict[str, Any]:
 
 def store_not_ready() -> dict[str, Any]:
     observation = replace(_new_job(), store=StoreHealth(cluster_safe=False, member_count=1))
-    status = decided(observation)
-    assert status.phase is Phase.NOT_RUNNING
-    return job_object(observation, status)
+    return decided_in(observation, Phase.NOT_RUNNING)
 
 
 def running() -> dict[str, Any]:
     observation = running_job(spec_of(), record=a_snapshot())
-    status = decided(observation)
-    assert status.phase is Phase.RUNNING
-    return job_object(observation, status)
+    return decided_in(observation, Phase.RUNNING)
 
 
 def running_with_a_stale_snapshot() -> dict[str, Any]:
@@ -182,16 +176,19 @@ def _suspend_requested() -> Observation:
 
 def suspending() -> dict[str, Any]:
     observation = _suspend_requested()
-    status = decided(observation)
-    assert status.phase is Phase.COMPLETING
-    return job_object(observation, status)
+    return decided_in(observation, Phase.COMPLETING)
 
 
 def suspended() -> dict[str, Any]:
     # Asked to suspend, the driver took its terminal snapshot and exited TERMINATED (64).
     observation = then_driver_exits(_suspend_requested(), 64)
+    return decided_in(observation, Phase.SUSPENDED)
+
+
+def decided_in(observation: Observation, phase: Phase) -> dict[str, Any]:
+    """The job as the decision leaves it, which must be in ``phase``."""
     status = decided(observation)
-    assert status.phase is Phase.SUSPENDED
+    assert status.phase is phase
     return job_object(observation, status)
 
 
@@ -199,16 +196,12 @@ def snapshot_corrupted() -> dict[str, Any]:
     observation = running_job(
         spec_of(), pod_phase=PodPhase.FAILED, exit_code=65, record=a_snapshot()
     )
-    status = decided(observation)
-    assert status.phase is Phase.FAILED
-    return job_object(observation, status)
+    return decided_in(observation, Phase.FAILED)
 
 
 def bad_input() -> dict[str, Any]:
     observation = running_job(spec_of(), pod_phase=PodPhase.FAILED, exit_code=2)
-    status = decided(observation)
-    assert status.phase is Phase.FAILED
-    return job_object(observation, status)
+    return decided_in(observation, Phase.FAILED)
 
 
 def failed_without_a_recorded_failure() -> dict[str, Any]:
@@ -221,17 +214,13 @@ def failed_without_a_recorded_failure() -> dict[str, Any]:
 
 def restarting_after_failure() -> dict[str, Any]:
     observation = running_job(spec_of(), pod_phase=PodPhase.FAILED, exit_code=1)
-    status = decided(observation)
-    assert status.phase is Phase.RESTARTING
-    return job_object(observation, status)
+    return decided_in(observation, Phase.RESTARTING)
 
 
 def suspended_on_failure() -> dict[str, Any]:
     spec = spec_of({"suspendOnFailure": True})
     observation = running_job(spec, pod_phase=PodPhase.FAILED, exit_code=1)
-    status = decided(observation)
-    assert status.phase is Phase.SUSPENDED
-    return job_object(observation, status)
+    return decided_in(observation, Phase.SUSPENDED)
 
 
 def invalid_spec() -> dict[str, Any]:
@@ -248,16 +237,12 @@ def cancelled() -> dict[str, Any]:
         pod_phase=PodPhase.FAILED,
         exit_code=64,
     )
-    status = decided(observation)
-    assert status.phase is Phase.FAILED
-    return job_object(observation, status)
+    return decided_in(observation, Phase.FAILED)
 
 
 def completed() -> dict[str, Any]:
     observation = running_job(spec_of(), pod_phase=PodPhase.SUCCEEDED, exit_code=0)
-    status = decided(observation)
-    assert status.phase is Phase.COMPLETED
-    return job_object(observation, status)
+    return decided_in(observation, Phase.COMPLETED)
 
 
 def generation_lags() -> dict[str, Any]:
