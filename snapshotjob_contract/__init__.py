@@ -31,7 +31,11 @@ from snapshotjob_contract.conditions import (
     ConditionType,
     Phase,
 )
-from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.exits import (
+    DRIVER_GRACE_SECONDS,
+    EXIT_REPORT_AFTER_SIGNAL_SECONDS,
+    DriverExit,
+)
 from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
 from snapshotjob_contract.record import (
     EXPORT_BACKUP_COUNT,
@@ -81,6 +85,8 @@ from snapshotjob_contract.status import (
 
 __all__ = [
     "CONDITION_DESCRIPTIONS",
+    "DRIVER_GRACE_SECONDS",
+    "EXIT_REPORT_AFTER_SIGNAL_SECONDS",
     "EXPORT_BACKUP_COUNT",
     "MAX_BACKUP_COUNT",
     "NO_SNAPSHOT",

@@ -10,6 +10,17 @@ from __future__ import annotations
 
 import enum
 
+DRIVER_GRACE_SECONDS = 30
+"""The driver Pod's ``terminationGracePeriodSeconds``: after SIGTERM the kubelet waits this long
+before SIGKILL. The operator owns the field (a pod template cannot change it), so the driver
+can count on it."""
+
+EXIT_REPORT_AFTER_SIGNAL_SECONDS = 20
+"""A driver whose current step has not ended this long after SIGTERM reports
+:attr:`DriverExit.INTERRUPTED` anyway, while it still can: an evicted Pod is gone with its exit
+code, and a driver the kubelet kills before it reports is taken for a lost one (a failure).
+Leaves ``DRIVER_GRACE_SECONDS`` minus this for the report's own retries."""
+
 
 class DriverExit(enum.IntEnum):
     """Every exit code a driver uses on purpose, with its meaning for the operator."""

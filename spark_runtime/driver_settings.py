@@ -106,19 +106,54 @@ class StopSignals:
     The current step (an epoch, a snapshot's phases) always finishes: a signal in the middle
     of a snapshot would otherwise leave it to be repaired by the next restore, which is safe
     but slower. No new snapshot is taken after the signal.
+
+    A step can outlast the Pod's grace period (an epoch waiting for executors evicted with
+    the driver): the kubelet then kills the driver before it says how it ends. So, when
+    ``on_overdue`` is given, a watchdog thread calls it once if the signal has not been served
+    ``overdue_after_s`` after it arrived (:meth:`served` not called), while the Pod can still
+    report.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        on_overdue: Callable[[], None] | None = None,
+        overdue_after_s: float = 20.0,
+    ) -> None:
         self._event = threading.Event()
+        self._served = threading.Event()
+        self._on_overdue = on_overdue
+        self._overdue_after_s = overdue_after_s
 
     def install(self) -> None:
-        """Handles SIGTERM and SIGINT in this (main) thread."""
+        """Handles SIGTERM and SIGINT in this (main) thread, and starts the watchdog."""
         signal.signal(signal.SIGTERM, self._handle)
         signal.signal(signal.SIGINT, self._handle)
+        if self._on_overdue is not None:
+            # Started now, not from the handler: a handler that starts a thread could find
+            # the interrupted main thread holding threading's own locks.
+            threading.Thread(target=self._watch, name="stop-signal-watchdog", daemon=True).start()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         _log.warning("Received signal=%s, stopping at the next epoch boundary", signum)
         self._event.set()
+
+    def _watch(self) -> None:
+        self._event.wait()
+        if self._served.wait(self._overdue_after_s) or self._on_overdue is None:
+            return
+        _log.warning(
+            "Stop signal not served in time seconds=%s, reporting the exit before the grace "
+            "period ends",
+            self._overdue_after_s,
+        )
+        try:
+            self._on_overdue()
+        except Exception as error:  # A watchdog that dies says so and changes nothing.
+            _log.warning("Could not report the overdue stop error=%s", error)
+
+    def served(self) -> None:
+        """Tells the watchdog the driver is exiting on its own: nothing is overdue."""
+        self._served.set()
 
     @property
     def received(self) -> bool:

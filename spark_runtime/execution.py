@@ -30,7 +30,7 @@ from pyspark.sql import SparkSession
 
 from snapshot_protocol import FailpointCrash, Failpoints, RecordStore, SnapshotStoreError
 from snapshot_store.hazelcast import CONNECT_TIMEOUT_S, HazelcastSnapshotStore, connect
-from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.exits import EXIT_REPORT_AFTER_SIGNAL_SECONDS, DriverExit
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import (
     Driver,
@@ -214,7 +214,15 @@ def run(mode: Mode, metrics_port: int | None = None) -> DriverExit:
     config = mode.config
     define = load_definition(config.module)
     failpoints = Failpoints.from_env(os.environ, pause=pause_here)
-    signals = StopSignals()
+    signals = StopSignals(
+        on_overdue=lambda: report_exit(
+            mode.records,
+            DriverExit.INTERRUPTED,
+            f"Stop signal not served within {EXIT_REPORT_AFTER_SIGNAL_SECONDS}s: the current "
+            "step is abandoned and the last snapshot restored",
+        ),
+        overdue_after_s=EXIT_REPORT_AFTER_SIGNAL_SECONDS,
+    )
     signals.install()
     spark = start_spark(config, mode.app_name)
     try:
@@ -254,10 +262,12 @@ def run(mode: Mode, metrics_port: int | None = None) -> DriverExit:
             if driver.exit_message is not None:
                 _log.error("Execution ended code=%s message=%s", code.name, driver.exit_message)
                 write_termination_message(driver.exit_message)
+            signals.served()
             report_exit(mode.records, code, driver.exit_message)
             return code
     except StoreUnreachable as unreachable:
         # Counted as a failure with a backoff: an outage that lasts ends in maxRestarts.
+        signals.served()
         _log.error("Store unreachable error=%s", unreachable)
         write_termination_message(str(unreachable))
         report_exit(mode.records, DriverExit.TRANSIENT_FAILURE, str(unreachable))

@@ -7,6 +7,8 @@ for ``hazelcast_cluster``, ``postgres``, ``s3``, ``spark``, ``kube_api`` or ``ki
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from hypothesis import settings
 
@@ -54,3 +56,36 @@ def _run_order(item: pytest.Item) -> int:
     if "unit" in item.path.parts:
         return 0
     return 2 if item.get_closest_marker("cluster") else 1
+
+
+TIERS = ("unit", "integration", "e2e")
+
+MODULE_TIME_SHOWN_S = 30.0
+"""Modules that took at least this long are listed in the time summary."""
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Where ``make test``'s time went: seconds by tier and by module (setup, call, teardown).
+
+    ``--durations`` names single phases; budgeting the run needs the sums, and a session
+    fixture's start (the kind cluster, the servers) counts in the module that paid for it.
+    """
+    by_module: Counter[str] = Counter()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            duration = getattr(report, "duration", None)
+            nodeid = getattr(report, "nodeid", "")
+            if isinstance(duration, float) and nodeid:
+                by_module[nodeid.split("::")[0]] += duration
+    if not by_module:
+        return
+    by_tier: Counter[str] = Counter()
+    for module, seconds in by_module.items():
+        parts = module.split("/")
+        by_tier[next((tier for tier in TIERS if tier in parts), "other")] += seconds
+    terminalreporter.section("time by tier and module")
+    for tier, seconds in by_tier.most_common():
+        terminalreporter.write_line(f"Tier time tier={tier} seconds={seconds:.0f}")
+    for module, seconds in by_module.most_common():
+        if seconds >= MODULE_TIME_SHOWN_S:
+            terminalreporter.write_line(f"Module time module={module} seconds={seconds:.0f}")

@@ -23,7 +23,7 @@ from snapshot_operator.reconcile.observe import (
     LABEL_EXECUTION_ID,
     TERMINATION_MESSAGE_PATH,
 )
-from snapshotjob_contract import SnapshotJobSpec, pod_template
+from snapshotjob_contract import DRIVER_GRACE_SECONDS, SnapshotJobSpec, pod_template
 from snapshotjob_contract.environment import (
     DRIVER_COMMAND,
     ENV_DURABLE_ACCESS_KEY_ID,
@@ -244,7 +244,7 @@ def build_driver_pod(
             "restartPolicy": "Never",
             "serviceAccountName": driver_service_account_name(job),
             "enableServiceLinks": False,
-            "terminationGracePeriodSeconds": 30,
+            "terminationGracePeriodSeconds": DRIVER_GRACE_SECONDS,
             "containers": [
                 {
                     "name": DRIVER_CONTAINER,

@@ -84,6 +84,15 @@ class Release:
         out = self.kubectl("get", "snapshotjob", name, "-o", "json", "--ignore-not-found")
         return json.loads(out) if out.strip() else None
 
+    def jobs_in_phase(self, phase: str) -> list[str]:
+        """This namespace's SnapshotJobs whose ``status.phase`` is ``phase``, sorted by name."""
+        out = self.kubectl("get", "snapshotjobs", "-o", "json")
+        return sorted(
+            item["metadata"]["name"]
+            for item in json.loads(out)["items"]
+            if (item.get("status") or {}).get("phase") == phase
+        )
+
     def pods(self, selector: str) -> list[dict[str, Any]]:
         out = self.kubectl("get", "pods", "-l", selector, "-o", "json")
         pods: list[dict[str, Any]] = json.loads(out)["items"]

@@ -201,7 +201,7 @@ def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(
     finally:
         release.cluster.kubectl("uncordon", node)
     # The evicted Pod is gone with its exit code; the driver's exit report told the operator.
-    assert "DriverInterrupted" in _event_reasons(release, job)
+    assert "DriverInterrupted" in _event_reasons(release, job), _event_lines(release, job)
     assert int(after["status"].get("restarts", 0)) == restarts, after["status"]
     assert after["status"]["driverExit"]["exitCode"] == 143, after["status"]
     assert release.current_driver(job)["spec"]["nodeName"] != node
@@ -244,6 +244,19 @@ def _running_containers(node: str, pod: str) -> list[str]:
         check=True,
     )
     return out.stdout.split()
+
+
+def _event_lines(release: Release, job: str) -> str:
+    """The job's Events, a reason and message per line, oldest first: for failure messages."""
+    return release.kubectl(
+        "get",
+        "events",
+        "--field-selector",
+        f"involvedObject.kind=SnapshotJob,involvedObject.name={job}",
+        "--sort-by=.lastTimestamp",
+        "-o",
+        "custom-columns=REASON:.reason,MESSAGE:.message",
+    )
 
 
 def _event_reasons(release: Release, job: str) -> list[str]:

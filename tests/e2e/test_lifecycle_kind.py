@@ -303,10 +303,20 @@ def _check_metrics(release: Release, job: str) -> None:
     assert (sample(samples, f"{DRIVER_EPOCH_DURATION.name}_count") or 0) >= 1
 
     operators = release.pods("app.kubernetes.io/component=operator")
-    scrapes = {
-        pod["metadata"]["name"]: release.scrape(pod["metadata"]["name"], OPERATOR_METRICS_PORT)
-        for pod in operators
-    }
+    # Other modules' jobs may still run in this namespace (one left by a failed test, say):
+    # the gauge is checked against the API's count, read before and after the scrapes.
+    for _ in range(20):
+        running = release.jobs_in_phase("RUNNING")
+        scrapes = {
+            pod["metadata"]["name"]: release.scrape(pod["metadata"]["name"], OPERATOR_METRICS_PORT)
+            for pod in operators
+        }
+        if release.jobs_in_phase("RUNNING") == running:
+            break
+        time.sleep(0.5)  # A job changed phase between the reads.
+    else:
+        raise AssertionError("a job changed phase during every scrape")
+    assert job in running
     # With several replicas only the one that works (kopf peering) supervises jobs.
     working = max(
         scrapes,
@@ -315,7 +325,7 @@ def _check_metrics(release: Release, job: str) -> None:
         ),
     )
     operator = parse_metrics(scrapes[working])
-    assert sample(operator, OPERATOR_JOBS.name, phase="RUNNING") == 1
+    assert sample(operator, OPERATOR_JOBS.name, phase="RUNNING") == len(running), running
     assert (sample(operator, OPERATOR_EXECUTIONS_STARTED.name) or 0) >= 1
     cluster = "snapshotjob"
     assert sample(operator, OPERATOR_STORE_CLUSTER_SAFE.name, cluster=cluster) == 1
