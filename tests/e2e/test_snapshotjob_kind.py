@@ -19,17 +19,23 @@ printed at the end of the session (``E2E timing ...`` lines).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import pytest
 
 from tests.e2e.pipelines.sequence_map_sum import expected_sums
-from tests.e2e.release import Release, Step, snapshot_id, wait_for, wait_phase
+from tests.e2e.release import CHART, Release, Step, snapshot_id, wait_for, wait_phase
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(900)]
 
 KEYS = 5
+TEXT_LOG_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR) ", re.M
+)
+"""A line in the text format (``snapshotjob_contract.logs.TEXT_FORMAT``): none may be left
+once the format is JSON."""
 CHUNK_WRITERS = re.compile(r"Snapshot chunks written .*writers=(\S+)")
 
 
@@ -82,11 +88,89 @@ def test_job_runs_to_completion_with_exact_output(release: Release) -> None:
     wait_for(release, f"job={job} executors gone", lambda: not release.executor_pods(job), 120)
 
 
+DELETED_JOB = "sum-delete"
+"""Started by the JSON log test (its driver's lines are checked), deleted by the next test."""
+
+
+def _start_deleted_job(release: Release) -> None:
+    job = DELETED_JOB
+    release.apply_job(job, {"map": job, "keys": KEYS, "end": 100_000, "rows_per_epoch": 10})
+    wait_phase(release, job, {"RUNNING"}, timeout=180)
+
+
+def test_helm_test_passes_then_json_logs_reach_the_operator_and_its_drivers(
+    release: Release,
+) -> None:
+    """``helm test`` checks the installation from inside the cluster (the operator's health and
+    metrics endpoints, every member ACTIVE and cluster-safe); then ``helm upgrade`` switches
+    the operator to ``logFormat: json`` and a driver it starts writes JSON too."""
+    with Step("helm-test"):
+        out = release.cluster.helm(
+            "test", release.name, "--namespace", release.namespace, "--timeout", "3m"
+        )
+        assert re.search(r"TEST SUITE:\s+\S+-test-health", out), out
+        assert re.search(r"Phase:\s+Succeeded", out), out
+    with Step("json-logs-upgrade"):
+        release.cluster.helm(
+            "upgrade",
+            release.name,
+            str(CHART),
+            "--namespace",
+            release.namespace,
+            "--reuse-values",
+            "--set",
+            "operator.logFormat=json",
+            "--wait",
+            "--timeout",
+            "5m",
+        )
+        release.kubectl("rollout", "status", f"deploy/{release.fullname}", "--timeout=180s")
+    with Step("json-logs-driver"):
+        _start_deleted_job(release)
+        driver = release.current_driver(DELETED_JOB)["metadata"]["name"]
+
+        def serving_metrics() -> dict[str, Any] | None:
+            try:
+                lines = _json_lines(release.kubectl("logs", driver))
+            except RuntimeError:  # Its container has not started yet.
+                return None
+            return next((line for line in lines if line.get("event") == "Serving metrics"), None)
+
+        serving = wait_for(
+            release, f"pod={driver} logged that it serves metrics", serving_metrics, timeout=180
+        )
+    assert serving["logger"] == "spark_runtime.metrics" and serving["port"] == "9401", serving
+    assert not TEXT_LOG_LINE.search(release.kubectl("logs", driver)), driver
+
+    (operator,) = [
+        pod
+        for pod in release.pods("app.kubernetes.io/component=operator")
+        if not pod["metadata"].get("deletionTimestamp")
+    ]
+    text = release.kubectl("logs", operator["metadata"]["name"])
+    assert not TEXT_LOG_LINE.search(text), text[-2000:]
+    lines = _json_lines(text)
+    (start,) = [line for line in lines if line.get("event") == "Starting operator"]
+    assert start["level"] == "INFO" and start["namespaces"] == release.namespace, start
+    # Each key=value of a message is a field of its own, so a log pipeline can select a job.
+    assert any(
+        line.get("event") == "Patched status" and line.get("name") == DELETED_JOB for line in lines
+    ), lines[-20:]
+
+
+def _json_lines(log: str) -> list[dict[str, Any]]:
+    """The lines of ``log`` that are JSON objects (Spark's JVM still writes its own text)."""
+    parsed = []
+    for line in log.splitlines():
+        if line.startswith("{"):
+            parsed.append(json.loads(line))
+    return parsed
+
+
 def test_deleting_a_job_removes_its_driver_and_finalizer(release: Release) -> None:
-    job = "sum-delete"
+    job = DELETED_JOB
     with Step("job3-running"):
-        release.apply_job(job, {"map": job, "keys": KEYS, "end": 100_000, "rows_per_epoch": 10})
-        wait_phase(release, job, {"RUNNING"}, timeout=180)
+        _start_deleted_job(release)
         wait_for(
             release,
             f"job={job} driver Pod running",
