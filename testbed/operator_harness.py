@@ -183,6 +183,13 @@ class OperatorHarness:
         ordered = sorted(events.items, key=lambda e: e.event_time or e.metadata.creation_timestamp)
         return [event.reason for event in ordered]
 
+    def event_messages(self, name: str, reason: str) -> list[str]:
+        """Returns the messages (notes) of the Events with ``reason`` regarding the job."""
+        events = k8s.EventsV1Api(self.api).list_namespaced_event(
+            self.namespace, field_selector=f"regarding.name={name}"
+        )
+        return [event.note or "" for event in events.items if event.reason == reason]
+
     def wait_event(self, name: str, reason: str, timeout: float = WAIT) -> None:
         """Waits until an Event with the reason regards the job."""
         deadline = time.monotonic() + timeout

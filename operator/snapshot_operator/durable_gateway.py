@@ -2,8 +2,9 @@
 
 Drivers write and read most copies (:mod:`spark_runtime.durable`). The operator writes one
 kind: the export of a suspended job, which it copies inside the store itself and then on to
-object storage, verified, with the same transfer the driver uses. And it deletes copies, when
-a SnapshotJobExport with ``disposeOnDelete`` is deleted. It uses the installation's durable
+object storage, verified, with the same transfer the driver uses. And it deletes copies: an
+export's, when a SnapshotJobExport with ``disposeOnDelete`` is deleted, and a deleted job's
+periodic copies. It uses the installation's durable
 storage (the chart's ``durableStorage``) and the credentials the chart gives the operator's
 container from its Secret (boto3 reads ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY``);
 a copy in another bucket (a job's own ``spec.durableStorage``) is refused rather than guessed
@@ -21,6 +22,9 @@ from snapshot_operator.snapshot_maps import SnapshotMaps
 from snapshot_protocol import SnapshotStoreError, SnapshotUnusable
 from snapshot_store.s3 import S3SnapshotStore, connect_s3
 from snapshotjob_contract import DurableStorageSpec
+
+_EVERY_SNAPSHOT = 2**63 - 1
+"""A snapshot id above every real one: discarding through it empties a map's prefix."""
 
 
 def parse_location(location: str) -> tuple[str, str, str, int]:
@@ -80,6 +84,24 @@ class S3DurableGateway:
             raise StoreOperationFailed(type(error).__name__, str(error)) from error
         parts = [self._storage.bucket, self._storage.prefix, map_name, str(snapshot_id)]
         return "s3://" + "/".join(part for part in parts if part)
+
+    def discard_job_copies(self, storage: DurableStorageSpec, map_name: str) -> list[int]:
+        """See :meth:`snapshot_operator.gateways.DurableGateway.discard_job_copies`."""
+        ours = (self._storage.bucket, self._storage.endpoint)
+        if (storage.bucket, storage.endpoint) != ours:
+            raise StoreOperationFailed(
+                "NotOperatorBucket",
+                f"Copies are in bucket={storage.bucket} endpoint={storage.endpoint or 'aws'}, the "
+                f"operator has credentials for bucket={ours[0]} endpoint={ours[1] or 'aws'} only",
+            )
+        bucket = self._bucket(storage.prefix)
+        try:
+            snapshot_ids = bucket.snapshot_ids(map_name)
+            # Also the chunks of a copy that never got its validation record.
+            bucket.discard(map_name, _EVERY_SNAPSHOT)
+        except SnapshotStoreError as error:
+            raise StoreOperationFailed(type(error).__name__, str(error)) from error
+        return snapshot_ids
 
     def discard(self, location: str) -> None:
         """See :meth:`snapshot_operator.gateways.DurableGateway.discard`."""

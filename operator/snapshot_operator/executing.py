@@ -30,6 +30,7 @@ from snapshot_operator.gateways import (
     StoreGateway,
     StoreOperationFailed,
 )
+from snapshot_operator.job_copies import delete_job_copies
 from snapshot_operator.manifests import build_driver_pod
 from snapshot_operator.metrics import OperatorMetrics
 from snapshot_operator.reconcile import (
@@ -37,6 +38,7 @@ from snapshot_operator.reconcile import (
     CopySnapshotToExport,
     CreateDriverPod,
     DeleteDriverPod,
+    DeleteDurableCopies,
     DeleteSnapshotMaps,
     EmitEvent,
     Observation,
@@ -278,6 +280,18 @@ def _perform(
                 )
                 services.store.destroy_maps(members, cluster, map_names)
                 log.info("Destroyed snapshot maps %s maps=%s", context, ",".join(map_names))
+            case DeleteDurableCopies():
+                event = delete_job_copies(
+                    services.durable, services.settings.durable_storage, action
+                )
+                log.info(
+                    "Deleted durable copies %s map=%s outcome=%s",
+                    context,
+                    action.map_name,
+                    event.reason if event else "none",
+                )
+                if event is not None:
+                    kube.emit_job_event(job, event)
             case EmitEvent():
                 kube.emit_job_event(job, action)
             case RemoveFinalizer():

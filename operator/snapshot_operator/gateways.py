@@ -275,6 +275,20 @@ class DurableGateway(Protocol):
         """
         ...
 
+    def discard_job_copies(self, storage: DurableStorageSpec, map_name: str) -> list[int]:
+        """Deletes every object under ``<storage.prefix>/<map_name>/``: a deleted job's
+        periodic copies.
+
+        Returns:
+            The snapshot ids that had a complete copy (a validation record), ascending.
+
+        Raises:
+            StoreOperationFailed: ``NotOperatorBucket`` if ``storage`` names another bucket or
+                endpoint than the operator's (it has no credentials there), or the object
+                storage's error (``SnapshotStoreError``).
+        """
+        ...
+
     def discard(self, location: str) -> None:
         """Deletes the durable copy at ``s3://<bucket>/<prefix>/<map>/<snapshotId>``.
 

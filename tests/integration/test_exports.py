@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from snapshot_protocol.chunks import validate_snapshot
+from snapshot_protocol.chunks import ChunkKey, validate_snapshot
 from snapshot_store.hazelcast import HazelcastSnapshotStore
 from snapshot_store.s3 import S3SnapshotStore
 from snapshotjob_contract import export_map_name, snapshot_map_name
@@ -29,6 +29,7 @@ from snapshotjob_contract.environment import (
 )
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.exports import EXPORT_KIND, EXPORT_PLURAL
+from snapshotjob_contract.record import durable_copy_map_name
 from snapshotjob_contract.resource import GROUP, VERSION
 from testbed.operator_harness import WAIT, OperatorHarness
 from testbed.s3 import S3Server
@@ -284,3 +285,42 @@ def _keys(store: HazelcastSnapshotStore, map_name: str, snapshot_id: int) -> lis
     record = store.get_validation_record(map_name, snapshot_id)
     assert record is not None
     return [chunk.key for chunk in record.chunks]
+
+
+def test_deleting_a_job_deletes_its_periodic_durable_copies(
+    harness: OperatorHarness,
+    store: HazelcastSnapshotStore,
+    s3: S3Server,
+    s3_bucket: str,
+) -> None:
+    """A deleted job's periodic copies go with it (also the chunks of a copy that never got its
+    validation record); another job's copies and an export's stay.
+
+    Plays the driver: the copies are written to the bucket as a driver's periodic copy writes
+    them (chunks, then the validation record), under the installation's durable storage.
+    """
+    uid, _ = harness.start_running("copied")
+    neighbour_uid, _ = harness.start_running("neighbour")
+    bucket = S3SnapshotStore(s3.client(), s3_bucket)
+    mine, theirs = durable_copy_map_name(uid), durable_copy_map_name(neighbour_uid)
+    export = export_map_name(harness.namespace, f"kept-{uid[:8]}")
+    for map_name, job_uid in ((mine, uid), (theirs, neighbour_uid), (export, uid)):
+        write_snapshot(store, map_name, job_uid, 5)  # A scratch map of the same name.
+        bucket.put_chunks(
+            map_name, [(key, store.read_chunk(map_name, key)) for key in _keys(store, map_name, 5)]
+        )
+        record = store.get_validation_record(map_name, 5)
+        assert record is not None
+        bucket.put_validation_record(map_name, record)
+        store.destroy(map_name)
+    # A copy cut short: its chunk is there, its validation record never came.
+    bucket.put_chunks(mine, [(ChunkKey(6, "counts", 0, 0), b"\x00" * 100)])
+
+    harness.delete_job("copied")
+    harness.wait_event("copied", "DurableCopiesDeleted")
+    listed = s3.client().list_objects_v2(Bucket=s3_bucket, Prefix=f"{mine}/")
+    assert listed.get("KeyCount", 0) == 0, listed.get("Contents")
+    assert validate_snapshot(bucket, theirs, 5).snapshot_id == 5, "another job's copy stays"
+    assert validate_snapshot(bucket, export, 5).snapshot_id == 5, "an export's copy stays"
+    message = harness.event_messages("copied", "DurableCopiesDeleted")
+    assert f"location=s3://{s3_bucket}/{mine}/ snapshotIds=5," in message[0], message

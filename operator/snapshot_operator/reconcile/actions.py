@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from snapshotjob_contract import ExportRequestStatus, TerminationMode, TerminationStatus
+from snapshotjob_contract import (
+    DurableStorageSpec,
+    ExportRequestStatus,
+    TerminationMode,
+    TerminationStatus,
+)
 
 
 class EventType(enum.StrEnum):
@@ -59,6 +64,8 @@ class EventReason(enum.StrEnum):
     STALE_DRIVER_DELETED = "StaleDriverDeleted"
     DRIVER_POD_MISSING = "DriverPodMissing"
     SNAPSHOT_MAPS_DELETED = "SnapshotMapsDeleted"
+    DURABLE_COPIES_DELETED = "DurableCopiesDeleted"
+    DURABLE_COPIES_KEPT = "DurableCopiesKept"
     CREATE_FAILED = "CreateFailed"
     REPEATED_FORCED_RESTARTS = "RepeatedForcedRestarts"
     PIPELINE_RUNNING = "PipelineRunning"
@@ -99,6 +106,7 @@ _WARNINGS = frozenset(
         EventReason.DRIVER_UNSCHEDULABLE,
         EventReason.DRIVER_NOT_STARTING,
         EventReason.EXECUTORS_NOT_STARTING,
+        EventReason.DURABLE_COPIES_KEPT,
     }
 )
 
@@ -228,6 +236,24 @@ class DeleteSnapshotMaps:
 
 
 @dataclass(frozen=True)
+class DeleteDurableCopies:
+    """Delete a deleted job's periodic durable copies (``spec.durableStorage``'s
+    ``snapshotCopyIntervalSeconds``): nothing can restore them once the job is gone. Exports'
+    copies are kept, as the exports are.
+
+    The outcome (deleted, or kept because the operator cannot reach or may not write the
+    bucket) is known only once tried, so the executor reports it in an Event.
+
+    Attributes:
+        map_name: The copies' map name (``__sj.copy.<job uid>``).
+        storage: The job's own durable storage; None for the installation's.
+    """
+
+    map_name: str
+    storage: DurableStorageSpec | None
+
+
+@dataclass(frozen=True)
 class EmitEvent:
     """Emit a Kubernetes Event on the SnapshotJob.
 
@@ -269,6 +295,7 @@ Action = (
     | DeleteDriverPod
     | CopySnapshotToExport
     | DeleteSnapshotMaps
+    | DeleteDurableCopies
     | EmitEvent
     | RemoveFinalizer
     | Requeue

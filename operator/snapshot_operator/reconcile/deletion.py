@@ -1,9 +1,11 @@
 """Deleting a SnapshotJob: stop its driver, destroy its automatic snapshots, keep its exports.
 
 A deleted job holds a finalizer until this is done. Its driver is stopped without a snapshot
-(CANCEL_FORCEFUL: nothing will restore it), and the automatic snapshot maps are destroyed only
-once no driver may still write them; exported snapshots outlive the job on purpose, so a new
-job can start from them.
+(CANCEL_FORCEFUL: nothing will restore it), and the automatic snapshot maps and the periodic
+durable copies of them are deleted only once no driver may still write them; exported
+snapshots (and their durable copies) outlive the job on purpose, so a new job can start from
+them. As with Flink's checkpoints and savepoints: what the job keeps for itself goes with it,
+what was exported for people stays.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from snapshot_operator.reconcile.actions import (
     Action,
     DeleteDriverPod,
+    DeleteDurableCopies,
     DeleteSnapshotMaps,
     EmitEvent,
     EventReason,
@@ -18,7 +21,8 @@ from snapshot_operator.reconcile.actions import (
     Requeue,
 )
 from snapshot_operator.reconcile.plan import Plan
-from snapshotjob_contract import all_snapshot_map_names
+from snapshotjob_contract import SnapshotJobSpec, all_snapshot_map_names
+from snapshotjob_contract.record import durable_copy_map_name
 
 
 def delete(plan: Plan) -> tuple[Action, ...]:
@@ -52,4 +56,8 @@ def delete(plan: Plan) -> tuple[Action, ...]:
             "exports are kept",
         )
     )
+    spec = plan.obs.spec
+    # Without a valid spec the job's own storage is unknown: only the installation's is tried.
+    storage = spec.durable_storage if isinstance(spec, SnapshotJobSpec) else None
+    effects.append(DeleteDurableCopies(durable_copy_map_name(uid), storage))
     return (*effects, *events, RemoveFinalizer())

@@ -17,7 +17,12 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from snapshot_operator.gateways import CopiedSnapshot, CreateFailed, StaleObservation
+from snapshot_operator.gateways import (
+    CopiedSnapshot,
+    CreateFailed,
+    StaleObservation,
+    StoreOperationFailed,
+)
 from snapshot_operator.reconcile import EmitEvent, JobRef
 from snapshotjob_contract import DurableStorageSpec
 
@@ -240,6 +245,8 @@ class FakeDurable:
         copies: Every export copied, as ``(map, snapshot id)``.
         discarded: Every location discarded.
         failures: Errors the next copies raise, one each, first first.
+        job_copies: Jobs' periodic copies, snapshot ids by ``(prefix, map)``.
+        discard_failures: Errors the next deletions of a job's copies raise.
     """
 
     def __init__(self, storage: DurableStorageSpec) -> None:
@@ -247,6 +254,8 @@ class FakeDurable:
         self.copies: list[tuple[str, int]] = []
         self.discarded: list[str] = []
         self.failures: list[Exception] = []
+        self.job_copies: dict[tuple[str, str], list[int]] = {}
+        self.discard_failures: list[Exception] = []
 
     def copy_export(
         self, members: Sequence[str], cluster_name: str, map_name: str, snapshot_id: int
@@ -260,3 +269,12 @@ class FakeDurable:
     def discard(self, location: str) -> None:
         """Records the location as discarded."""
         self.discarded.append(location)
+
+    def discard_job_copies(self, storage: DurableStorageSpec, map_name: str) -> list[int]:
+        """Deletes the copies ``job_copies`` holds under the prefix and map; raises the next of
+        ``discard_failures`` if any, or ``NotOperatorBucket`` for another bucket or endpoint."""
+        if self.discard_failures:
+            raise self.discard_failures.pop(0)
+        if (storage.bucket, storage.endpoint) != (self.storage.bucket, self.storage.endpoint):
+            raise StoreOperationFailed("NotOperatorBucket", f"not bucket={storage.bucket}")
+        return sorted(self.job_copies.pop((storage.prefix, map_name), []))

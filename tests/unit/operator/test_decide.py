@@ -24,6 +24,7 @@ from snapshot_operator.reconcile import (
     CreateDriverPod,
     DecisionSettings,
     DeleteDriverPod,
+    DeleteDurableCopies,
     DeleteSnapshotMaps,
     DriverPod,
     EmitEvent,
@@ -62,6 +63,7 @@ from snapshotjob_contract import (
     UpgradeMode,
     all_snapshot_map_names,
 )
+from snapshotjob_contract.record import durable_copy_map_name
 from tests.unit.operator.world import (
     JOB,
     NOW,
@@ -318,9 +320,15 @@ def test_deletion_cancels_forcefully_then_cleans_up(observation: Observation) ->
     assert {pod.name for pod in may_run if not pod.deleting} <= deleted
     if may_run:
         assert of_type(actions, RemoveFinalizer) == []
+        assert of_type(actions, DeleteDurableCopies) == [], "a driver may still copy"
     else:
         maps = of_type(actions, DeleteSnapshotMaps)
         assert maps == [DeleteSnapshotMaps(all_snapshot_map_names(JOB.uid))]
+        spec = observation.spec
+        storage = spec.durable_storage if isinstance(spec, SnapshotJobSpec) else None
+        copies = of_type(actions, DeleteDurableCopies)
+        assert copies == [DeleteDurableCopies(durable_copy_map_name(JOB.uid), storage)]
+        assert actions.index(copies[0]) < actions.index(RemoveFinalizer())
         assert actions[-1] == RemoveFinalizer()
 
 
