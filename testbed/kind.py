@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,6 +153,70 @@ def node_containers(name: str) -> list[str]:
     return sorted(result.stdout.split())
 
 
+PREPARATION_TIMEOUT_S = 1800.0
+"""How long the cluster tier waits for ``hack/e2e-prepare.sh`` to end."""
+
+
+def wait_for_preparation(timeout: float = PREPARATION_TIMEOUT_S) -> None:
+    """Waits until the background preparation of ``make test`` (``SJ_E2E_PREPARE_PID``, see
+    ``hack/test.sh``) has ended, so that no image build or cluster creation is half done;
+    returns at once without one. Whether it succeeded does not matter here: the callers do
+    its steps again, which are cached where it got to."""
+    pid = os.environ.get("SJ_E2E_PREPARE_PID")
+    if not pid:
+        return
+    deadline = time.monotonic() + timeout
+    while _alive(int(pid)):
+        if time.monotonic() > deadline:
+            raise KindClusterError(
+                f"hack/e2e-prepare.sh pid={pid} still runs after {timeout:.0f}s; its log: "
+                f"{os.environ.get('SJ_E2E_PREPARE_LOG', '-')}"
+            )
+        time.sleep(1)
+    LOG.info("Cluster tier preparation ended pid=%s", pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A finished child of another process stays a zombie until reaped: ended all the same.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _take_over(name: str) -> bool:
+    """Whether the running cluster ``name`` is the one ``hack/e2e-prepare.sh`` created for
+    this run (``SJ_E2E_OWNED`` names its control-plane container); if so this session owns
+    it from now on (deletes it at the end) and the file is emptied."""
+    owned = os.environ.get("SJ_E2E_OWNED")
+    if not owned or not os.path.isfile(owned):
+        return False
+    with open(owned, encoding="ascii") as file:
+        recorded = file.read().strip()
+    if not recorded:
+        return False
+    inspect = subprocess.run(
+        ["docker", "inspect", "--format", "{{.Id}}", f"{name}-control-plane"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if inspect.returncode != 0 or inspect.stdout.strip() != recorded:
+        return False
+    with open(owned, "w", encoding="ascii"):
+        pass
+    LOG.info("Taking over the kind cluster the preparation created name=%s", name)
+    return True
+
+
 def use_or_create(
     kubeconfig: Path,
     name: str = DEFAULT_CLUSTER_NAME,
@@ -175,8 +240,9 @@ def use_or_create(
     """
     if shutil.which("docker") is None:
         raise KindClusterError("Cluster tests need Docker: run `make install` (installs docker.io)")
+    wait_for_preparation()
     status = cluster_script(name, "status", timeout=60)
-    created = status.returncode != 0
+    created = status.returncode != 0 or _take_over(name)
     if not created:
         have, want = len(node_containers(name)), expected_workers() + 1
         if have != want:
@@ -185,7 +251,7 @@ def use_or_create(
                 f"nodes={want}: delete it (KIND_CLUSTER_NAME={name} hack/kube/cluster.sh down) "
                 f"so the tests create the right one, or set KIND_WORKERS={have - 1} to use it"
             )
-    if created:
+    if status.returncode != 0:
         LOG.info("Creating kind cluster name=%s", name)
         up = cluster_script(name, "up", timeout=1800)
         if up.returncode != 0:

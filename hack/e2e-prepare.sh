@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Prepares the cluster tier ahead of time: the e2e and PostgreSQL images, the kind cluster,
+# both images in its nodes. hack/test.sh (`make test`) starts it in the background while the
+# static checks and the earlier tiers run, so these minutes overlap them instead of adding
+# to the run.
+#
+# Every step is one the session fixtures take anyway (tests/fixtures/kube.py,
+# tests/e2e/conftest.py), and they find it done: the images are cached by their inputs'
+# hash, the cluster is up, and `kind load` skips an image its nodes already have. A cluster
+# created here belongs to the test session: its control-plane container's id goes to the
+# file named by the first argument, and the kind_cluster fixture takes the cluster over
+# (deletes it at the end) when that id matches (testbed/kind.py).
+#
+# Usage: hack/e2e-prepare.sh OWNED_FILE
+set -euo pipefail
+cd "$(dirname "$0")/.."
+owned="${1:?usage: hack/e2e-prepare.sh OWNED_FILE}"
+name="${KIND_CLUSTER_NAME:-snapshotjob}"
+start=$(date +%s)
+bash hack/images/build.sh e2e postgres
+if ! bash hack/kube/cluster.sh status; then
+  # Marked before it exists: a preparation stopped half way still leaves its cluster to delete.
+  echo creating >"${owned}"
+  bash hack/kube/cluster.sh up
+  docker inspect --format '{{.Id}}' "${name}-control-plane" >"${owned}"
+fi
+bash hack/kube/cluster.sh load snapshotjob/runtime-e2e:dev snapshotjob/postgres:dev
+echo "==> Cluster tier prepared name=${name} seconds=$(( $(date +%s) - start ))"
