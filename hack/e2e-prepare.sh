@@ -15,8 +15,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 owned="${1:?usage: hack/e2e-prepare.sh OWNED_FILE}"
-name="${KIND_CLUSTER_NAME:-snapshotjob}"
+# shellcheck source=hack/kube/lib.sh
+source hack/kube/lib.sh
+name="${KIND_CLUSTER_NAME}"
 start=$(date +%s)
+# On a cold machine the test session builds the Kubernetes binaries and the node image
+# itself (tests/fixtures/kube.py, testbed/artifacts.py); building them here at the same time
+# would race it on the same files, so the preparation is then left to the session.
+for bin in kind kubectl kubeadm kubelet kube-proxy coredns pause etcd crictl flanneld \
+  runc-capfilter; do
+  if [[ ! -x "${KUBE_BIN_DIR}/${bin}" ]]; then
+    echo "==> Cluster tier preparation skipped: ${KUBE_BIN_DIR}/${bin} is not built yet"
+    exit 0
+  fi
+done
+ensure_docker
+if ! docker image inspect "${NODE_IMAGE}" >/dev/null 2>&1; then
+  echo "==> Cluster tier preparation skipped: the node image ${NODE_IMAGE} is not built yet"
+  exit 0
+fi
 bash hack/images/build.sh e2e postgres
 if ! bash hack/kube/cluster.sh status; then
   # Marked before it exists: a preparation stopped half way still leaves its cluster to delete.

@@ -26,7 +26,7 @@ finish() {
     echo "==> The cluster tier's preparation ended rc=${rc} (the fixtures did its steps); its log:"
     tail -n 20 "${SJ_E2E_PREPARE_LOG}"
   else
-    grep '^==> Cluster tier prepared' "${SJ_E2E_PREPARE_LOG}" || true
+    grep '^==> Cluster tier' "${SJ_E2E_PREPARE_LOG}" || true
   fi
   if [[ -s "${SJ_E2E_OWNED}" ]]; then
     echo "==> Deleting the kind cluster the preparation created and no test session used"
