@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Protocol, runtime_checkable
 
 from snapshot_protocol import JobIdentity, TerminationRequest
+from snapshotjob_contract.exits import EXIT_REPORT_AFTER_SIGNAL_SECONDS
 from snapshotjob_contract.spec import ProcessingGuarantee
 from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.chunk_io import StoreAddress
@@ -117,7 +118,7 @@ class StopSignals:
     def __init__(
         self,
         on_overdue: Callable[[], None] | None = None,
-        overdue_after_s: float = 20.0,
+        overdue_after_s: float = EXIT_REPORT_AFTER_SIGNAL_SECONDS,
     ) -> None:
         self._event = threading.Event()
         self._served = threading.Event()

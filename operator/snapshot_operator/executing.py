@@ -285,7 +285,7 @@ def _perform(
                     services.durable, services.settings.durable_storage, action
                 )
                 log.info(
-                    "Deleted durable copies %s map=%s outcome=%s",
+                    "Disposed of a deleted job's durable copies %s map=%s outcome=%s",
                     context,
                     action.map_name,
                     event.reason if event else "none",
