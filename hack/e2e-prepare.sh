@@ -22,6 +22,7 @@ start=$(date +%s)
 # On a cold machine the test session builds the Kubernetes binaries and the node image
 # itself (tests/fixtures/kube.py, testbed/artifacts.py); building them here at the same time
 # would race it on the same files, so the preparation is then left to the session.
+# The binaries `cluster.sh up` needs (its need_bins, which tests/unit/test_artifacts.py reads).
 for bin in kind kubectl kubeadm kubelet kube-proxy coredns pause etcd crictl flanneld \
   runc-capfilter; do
   if [[ ! -x "${KUBE_BIN_DIR}/${bin}" ]]; then

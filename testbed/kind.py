@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from testbed.kube_access import new_api_client, run_kubectl
 from testbed.kube_binaries import HACK_KUBE, binary_path
+from testbed.processes import pid_alive
 
 LOG = logging.getLogger("snapshotjob.kube.kind")
 
@@ -166,7 +167,7 @@ def wait_for_preparation(timeout: float = PREPARATION_TIMEOUT_S) -> None:
     if not pid:
         return
     deadline = time.monotonic() + timeout
-    while _alive(int(pid)):
+    while pid_alive(int(pid)):
         if time.monotonic() > deadline:
             raise KindClusterError(
                 f"hack/e2e-prepare.sh pid={pid} still runs after {timeout:.0f}s; its log: "
@@ -174,21 +175,6 @@ def wait_for_preparation(timeout: float = PREPARATION_TIMEOUT_S) -> None:
             )
         time.sleep(1)
     LOG.info("Cluster tier preparation ended pid=%s", pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A finished child of another process stays a zombie until reaped: ended all the same.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _take_over(name: str) -> bool:

@@ -59,7 +59,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed.processes import ManagedProcess, cancel_stop_at_exit, stop_at_exit, wait_until
+from testbed.processes import (
+    ManagedProcess,
+    cancel_stop_at_exit,
+    pid_alive,
+    stop_at_exit,
+    wait_until,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,16 +99,6 @@ def _run(argv: Sequence[str], *, stdin: str | None = None, check: bool = True) -
             f"Command failed rc={result.returncode}: {' '.join(argv)}: {result.stderr.strip()}"
         )
     return result.stdout
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass
@@ -492,7 +488,7 @@ def sweep_leftovers(prefix: str = DEFAULT_PREFIX) -> list[str]:
 
     def dead(name: str) -> bool:
         match = pattern.match(name)
-        return match is not None and not _pid_alive(int(match.group(1)))
+        return match is not None and not pid_alive(int(match.group(1)))
 
     namespaces = [ns for ns in _namespaces() if dead(ns)]
     links = [link for link in _root_links() if dead(link)]

@@ -31,6 +31,10 @@ pytest_plugins = [
 ]
 
 
+TIERS = ("unit", "integration", "e2e")
+"""The test tiers, by folder under tests/."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Give every test its tier marker from its folder, so ``-m unit`` selects by folder.
 
@@ -45,7 +49,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """
     for item in items:
         parts = item.path.parts
-        for tier in ("unit", "integration", "e2e"):
+        for tier in TIERS:
             if tier in parts:
                 item.add_marker(getattr(pytest.mark, tier))
     items.sort(key=_run_order)
@@ -57,8 +61,6 @@ def _run_order(item: pytest.Item) -> int:
         return 0
     return 2 if item.get_closest_marker("cluster") else 1
 
-
-TIERS = ("unit", "integration", "e2e")
 
 MODULE_TIME_SHOWN_S = 30.0
 """Modules that took at least this long are listed in the time summary."""

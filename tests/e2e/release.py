@@ -84,6 +84,15 @@ class Release:
         out = self.kubectl("get", "snapshotjob", name, "-o", "json", "--ignore-not-found")
         return json.loads(out) if out.strip() else None
 
+    def upgrade(self, *settings: str, wait: bool = False) -> None:
+        """``helm upgrade --reuse-values`` of this release with ``--set`` for each setting;
+        with ``wait``, until its Deployment and Pods are ready (``--wait``)."""
+        args = ["upgrade", self.name, str(CHART), "--namespace", self.namespace]
+        args += ["--reuse-values", *(arg for setting in settings for arg in ("--set", setting))]
+        if wait:
+            args += ["--wait", "--timeout", "5m"]
+        self.cluster.helm(*args)
+
     def jobs_in_phase(self, phase: str) -> list[str]:
         """This namespace's SnapshotJobs whose ``status.phase`` is ``phase``, sorted by name."""
         out = self.kubectl("get", "snapshotjobs", "-o", "json")

@@ -246,8 +246,8 @@ def _running_containers(node: str, pod: str) -> list[str]:
     return out.stdout.split()
 
 
-def _event_lines(release: Release, job: str) -> str:
-    """The job's Events, a reason and message per line, oldest first: for failure messages."""
+def _job_events(release: Release, job: str, output: str) -> str:
+    """The job's Events, oldest first, in kubectl's ``-o`` format ``output``."""
     return release.kubectl(
         "get",
         "events",
@@ -255,18 +255,15 @@ def _event_lines(release: Release, job: str) -> str:
         f"involvedObject.kind=SnapshotJob,involvedObject.name={job}",
         "--sort-by=.lastTimestamp",
         "-o",
-        "custom-columns=REASON:.reason,MESSAGE:.message",
+        output,
     )
+
+
+def _event_lines(release: Release, job: str) -> str:
+    """The job's Events, a reason and message per line, oldest first: for failure messages."""
+    return _job_events(release, job, "custom-columns=REASON:.reason,MESSAGE:.message")
 
 
 def _event_reasons(release: Release, job: str) -> list[str]:
     """The reasons of the job's Events, oldest first."""
-    return release.kubectl(
-        "get",
-        "events",
-        "--field-selector",
-        f"involvedObject.kind=SnapshotJob,involvedObject.name={job}",
-        "--sort-by=.lastTimestamp",
-        "-o",
-        "jsonpath={.items[*].reason}",
-    ).split()
+    return _job_events(release, job, "jsonpath={.items[*].reason}").split()

@@ -34,7 +34,6 @@ from snapshotjob_contract.observability import (
 )
 from tests.e2e.release import (
     CATCH_UP,
-    CHART,
     DSN_FROM_SECRET,
     SECRET_DSN,
     SEQUENCE_SUM,
@@ -94,16 +93,7 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
 
     with Step("lifecycle-store-rollout"):
         # A new member template: the operator replaces the members one at a time.
-        release.cluster.helm(
-            "upgrade",
-            release.name,
-            str(CHART),
-            "--namespace",
-            release.namespace,
-            "--reuse-values",
-            "--set",
-            "hazelcast.javaOpts=-Dsnapshotjob.e2e.rollout=1",
-        )
+        release.upgrade("hazelcast.javaOpts=-Dsnapshotjob.e2e.rollout=1")
         statefulset = f"{release.fullname}-hazelcast"
         target = release.kubectl(
             "get", "statefulset", statefulset, "-o", "jsonpath={.status.updateRevision}"

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.pipelines.sequence_map_sum import expected_sums
-from tests.e2e.release import CHART, Release, Step, snapshot_id, wait_for, wait_phase
+from tests.e2e.release import Release, Step, snapshot_id, wait_for, wait_phase
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -111,19 +111,7 @@ def test_helm_test_passes_then_json_logs_reach_the_operator_and_its_drivers(
         assert re.search(r"TEST SUITE:\s+\S+-test-health", out), out
         assert re.search(r"Phase:\s+Succeeded", out), out
     with Step("json-logs-upgrade"):
-        release.cluster.helm(
-            "upgrade",
-            release.name,
-            str(CHART),
-            "--namespace",
-            release.namespace,
-            "--reuse-values",
-            "--set",
-            "operator.logFormat=json",
-            "--wait",
-            "--timeout",
-            "5m",
-        )
+        release.upgrade("operator.logFormat=json", wait=True)
         release.kubectl("rollout", "status", f"deploy/{release.fullname}", "--timeout=180s")
     with Step("json-logs-driver"):
         _start_deleted_job(release)
