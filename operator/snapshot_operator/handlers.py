@@ -276,6 +276,9 @@ async def supervise(
         wakers.pop(uid, None)
         if namespace is not None and _job_uids(memo).get((namespace, name)) == uid:
             del _job_uids(memo)[(namespace, name)]
+            # This replica no longer supervises the job (deleted, or peering moved it away):
+            # the jobs-by-phase gauge must not keep counting it.
+            services.metrics.job_gone(namespace, name)
         log.info("Stopped supervising job namespace=%s name=%s uid=%s", namespace, name, uid)
 
 
@@ -286,8 +289,12 @@ async def delete(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) ->
     Raises:
         kopf.TemporaryError: While the cleanup is not done; kopf calls again after the delay.
     """
-    outcome = await _reconcile(_services(memo), namespace, name)
+    services = _services(memo)
+    outcome = await _reconcile(services, namespace, name)
     if outcome.gone or outcome.finalizer_removable:
+        if namespace is not None:
+            # The reconcile above recorded the job's last phase; the job is about to go.
+            services.metrics.job_gone(namespace, name)
         log.info("Cleanup done namespace=%s name=%s", namespace, name)
         return
     raise kopf.TemporaryError(

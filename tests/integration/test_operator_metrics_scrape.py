@@ -27,6 +27,7 @@ from snapshotjob_contract.observability import (
     OPERATOR_STORE_CLUSTER_SAFE,
     OPERATOR_STORE_MEMBERS_REACHABLE,
 )
+from snapshotjob_contract.conditions import Phase
 from testbed.hazelcast import HazelcastCluster
 from testbed.operator_harness import WAIT, OperatorHarness
 from tests.integration.test_operator import crd, harness, namespace, operator, operator_env
@@ -45,6 +46,7 @@ def free_port() -> int:
 
 
 PORT = free_port()
+PHASES = [phase.value for phase in Phase]
 
 
 @pytest.fixture
@@ -117,3 +119,14 @@ def test_the_scrape_shows_jobs_starts_restarts_and_the_store(
     assert restarted["restarts"] == 1
     assert value(samples, OPERATOR_RESTARTS.name, reason="ExecutionFailed") == 1
     assert value(samples, jobs, phase="STARTING") == 1
+
+    # A deleted job is no longer counted in any phase (it was, at its last phase, once).
+    harness.delete_job("metered")
+    deadline = time.monotonic() + WAIT
+    while harness.job("metered") is not None:
+        assert time.monotonic() < deadline, harness.operator.process.log_tail(40)
+        time.sleep(0.2)
+    wait_scrape(
+        lambda s: all(value(s, jobs, phase=phase) == 0 for phase in PHASES),
+        "no job in any phase after the deletion",
+    )
