@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,6 +102,9 @@ class DriverSettings:
     durable_restore: tuple[int, int] | None = None
 
 
+_STOP_SIGNALS = frozenset({int(signal.SIGTERM), int(signal.SIGINT)})
+
+
 class StopSignals:
     """Turns SIGTERM and SIGINT into a flag the loop checks at the next epoch boundary.
 
@@ -113,6 +117,11 @@ class StopSignals:
     ``on_overdue`` is given, a watchdog thread calls it once if the signal has not been served
     ``overdue_after_s`` after it arrived (:meth:`served` not called), while the Pod can still
     report.
+
+    The watchdog learns of the signal from the interpreter's wakeup fd, not from the Python
+    handler: the kernel may deliver a process signal to any thread, and the handler then runs
+    only when the main thread next executes bytecode, which a main thread blocked in a C-level
+    wait does not do until the wait ends (after the kubelet's SIGKILL, in the worst case).
     """
 
     def __init__(
@@ -126,20 +135,45 @@ class StopSignals:
         self._overdue_after_s = overdue_after_s
 
     def install(self) -> None:
-        """Handles SIGTERM and SIGINT in this (main) thread, and starts the watchdog."""
+        """Handles SIGTERM and SIGINT in this (main) thread, and starts the watchdog.
+
+        Raises:
+            ValueError: If called from another thread than the main one.
+        """
         signal.signal(signal.SIGTERM, self._handle)
         signal.signal(signal.SIGINT, self._handle)
-        if self._on_overdue is not None:
-            # Started now, not from the handler: a handler that starts a thread could find
-            # the interrupted main thread holding threading's own locks.
-            threading.Thread(target=self._watch, name="stop-signal-watchdog", daemon=True).start()
+        if self._on_overdue is None:
+            return
+        wakeups, wakeup_writer = socket.socketpair()
+        wakeup_writer.setblocking(False)
+        previous = signal.set_wakeup_fd(wakeup_writer.fileno(), warn_on_full_buffer=False)
+        if previous != -1:
+            _log.info("Replaced the interpreter's signal wakeup fd previous=%d", previous)
+        # Kept, so the writer is not closed while the interpreter writes to its fd.
+        self._wakeup_sockets = (wakeups, wakeup_writer)
+        # Started now, not from the handler: a handler that starts a thread could find
+        # the interrupted main thread holding threading's own locks.
+        threading.Thread(
+            target=self._watch, args=(wakeups,), name="stop-signal-watchdog", daemon=True
+        ).start()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         _log.warning("Received signal=%s, stopping at the next epoch boundary", signum)
         self._event.set()
 
-    def _watch(self) -> None:
-        self._event.wait()
+    def _watch(self, wakeups: socket.socket) -> None:
+        while not self._event.is_set():
+            try:
+                numbers = wakeups.recv(64)
+            except OSError:
+                return
+            if not numbers:
+                return  # The sockets were closed: nothing to watch.
+            stops = [number for number in numbers if number in _STOP_SIGNALS]
+            if stops:
+                _log.warning("Stop signal seen by the watchdog signal=%s", stops[0])
+                # Set here too: the loop must see the signal even if the handler has yet to run.
+                self._event.set()
         if self._served.wait(self._overdue_after_s) or self._on_overdue is None:
             return
         _log.warning(

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from snapshotjob_contract.conditions import Phase
 from snapshotjob_contract.observability import (
     METRICS_PATH,
     OPERATOR_EXECUTIONS_STARTED,
@@ -27,7 +28,6 @@ from snapshotjob_contract.observability import (
     OPERATOR_STORE_CLUSTER_SAFE,
     OPERATOR_STORE_MEMBERS_REACHABLE,
 )
-from snapshotjob_contract.conditions import Phase
 from testbed.hazelcast import HazelcastCluster
 from testbed.operator_harness import WAIT, OperatorHarness
 from tests.integration.test_operator import crd, harness, namespace, operator, operator_env

@@ -28,6 +28,7 @@ def _restore_handlers() -> Iterator[None]:
     yield
     for sig, handler in saved.items():
         signal.signal(sig, handler)
+    signal.set_wakeup_fd(-1)
 
 
 class Reports:
@@ -56,6 +57,25 @@ def test_a_signal_not_served_in_time_is_reported_once(signum: int) -> None:
     assert reports.at is not None and reports.at - sent >= OVERDUE_S
     time.sleep(OVERDUE_S * 2)
     assert reports.calls == 1
+
+
+def test_a_signal_another_thread_caught_is_reported_while_the_main_thread_waits() -> None:
+    """The kernel may hand a process signal to any thread; the main thread, blocked in a
+    C-level wait, then runs no Python handler until the wait ends. The report must not wait."""
+    reports = Reports()
+    signals = StopSignals(on_overdue=reports, overdue_after_s=OVERDUE_S)
+    signals.install()
+
+    def catch_one() -> None:
+        time.sleep(0.2)  # The main thread is in its wait by now.
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+    catcher = threading.Thread(target=catch_one)
+    catcher.start()
+    # Blocked in a lock wait the signal does not interrupt, as a driver waiting for a step.
+    assert reports.called.wait(5), "reported only once the main thread's wait ended"
+    catcher.join()
+    assert signals.received
 
 
 def test_a_signal_served_in_time_is_not_reported() -> None:
