@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Prepares the cluster tier ahead of time: the e2e and PostgreSQL images, the kind cluster,
-# both images in its nodes. hack/test.sh (`make test`) starts it in the background while the
-# static checks and the earlier tiers run, so these minutes overlap them instead of adding
-# to the run.
+# Prepares the cluster tier ahead of time: the e2e, PostgreSQL and user (examples/custom-image)
+# images, the kind cluster, the images in its nodes. hack/test.sh (`make test`) starts it in
+# the background while the static checks and the earlier tiers run, so these minutes overlap
+# them instead of adding to the run.
 #
 # Every step is one the session fixtures take anyway (tests/fixtures/kube.py,
 # tests/e2e/conftest.py), and they find it done: the images are cached by their inputs'
@@ -35,12 +35,12 @@ if ! docker image inspect "${NODE_IMAGE}" >/dev/null 2>&1; then
   echo "==> Cluster tier preparation skipped: the node image ${NODE_IMAGE} is not built yet"
   exit 0
 fi
-bash hack/images/build.sh e2e postgres
+bash hack/images/build.sh e2e postgres custom
 if ! bash hack/kube/cluster.sh status; then
   # Marked before it exists: a preparation stopped half way still leaves its cluster to delete.
   echo creating >"${owned}"
   bash hack/kube/cluster.sh up
   docker inspect --format '{{.Id}}' "${name}-control-plane" >"${owned}"
 fi
-bash hack/kube/cluster.sh load snapshotjob/runtime-e2e:dev snapshotjob/postgres:dev
+bash hack/kube/cluster.sh load snapshotjob/runtime-e2e:dev snapshotjob/postgres:dev my-pipeline:dev
 echo "==> Cluster tier prepared name=${name} seconds=$(( $(date +%s) - start ))"

@@ -145,6 +145,21 @@ if [ ! -s "$S3PROXY_JAR" ]; then
 fi
 step "s3proxy $S3PROXY_VERSION at $S3PROXY_JAR"
 
+# --- Wheels of examples/custom-image's requirements ------------------------------------------
+# The end-to-end test builds that example image with --no-index from these: the build
+# container cannot be assumed to reach PyPI (on this project's machines it does not trust the
+# egress proxy's CA), and a test sends no traffic outside the machine. Keyed by the file's hash.
+REQUIREMENTS=$REPO/examples/custom-image/requirements.txt
+WHEELS=$CACHE/wheels/custom-image-$(sha256sum "$REQUIREMENTS" | cut -c1-12)
+if [ ! -d "$WHEELS" ]; then
+    step "Downloading the wheels of $REQUIREMENTS into $WHEELS"
+    scratch=$(mktemp -d "$CACHE/.wheels-XXXXXX")
+    "$VENV/bin/pip" download -q --only-binary=:all: --python-version 3.11 -d "$scratch" \
+        -r "$REQUIREMENTS" || { rm -rf "$scratch"; fail "pip could not download the example's wheels"; }
+    mkdir -p "$CACHE/wheels" && mv "$scratch" "$WHEELS"
+fi
+step "Wheels of the custom-image example in $WHEELS"
+
 # --- The drivers' class data sharing archive (spark_runtime/cds.py) ------------------------
 # Every local driver start maps Spark's classes from it instead of loading them: about 4 s
 # less per start (bench/driver_start.py). Built once per virtualenv and Java, about 40 s.

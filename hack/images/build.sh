@@ -21,8 +21,10 @@
 #   snapshotjob/runtime-e2e:dev          + tests/e2e/pipelines (the end-to-end tests' code)
 #   snapshotjob/postgres:dev             debian-base + Debian's postgresql, for `make demo`'s
 #                                         in-cluster database (see build_postgres)
+#   my-pipeline:dev                      + examples/custom-image: the user image of
+#                                         docs/your-pipeline.md (see build_custom)
 #
-# Usage: hack/images/build.sh [app|e2e|postgres]...   (default: app)
+# Usage: hack/images/build.sh [app|e2e|postgres|custom]...   (default: app)
 # FORCE=1 rebuilds every image whose inputs are hashed (not debian-base).
 set -euo pipefail
 IMAGES_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -48,6 +50,7 @@ DEPS_IMAGE="snapshotjob/runtime-deps:${DEBIAN_SUITE}"
 APP_IMAGE="${APP_IMAGE:-snapshotjob/runtime:dev}"
 E2E_IMAGE="${E2E_IMAGE:-snapshotjob/runtime-e2e:dev}"
 POSTGRES_IMAGE="${POSTGRES_IMAGE:-snapshotjob/postgres:dev}"
+CUSTOM_IMAGE="${CUSTOM_IMAGE:-my-pipeline:dev}"
 POSTGRES_UID=10002
 SYSTEM_PACKAGES="python3 python3-venv openjdk-17-jre-headless procps"
 APP_UID=10001
@@ -244,6 +247,29 @@ EOF
   log "Built image=${E2E_IMAGE}"
 }
 
+# The user image of examples/custom-image (docs/your-pipeline.md), built as that page says,
+# with its dependencies from the wheels hack/install.sh downloaded: the build container does
+# not trust this machine's egress proxy, and tests/e2e/test_custom_image_kind.py runs it.
+build_custom() {
+  local inputs ctx wheels example="${REPO_ROOT}/examples/custom-image"
+  build_app
+  wheels="${WHEEL_ROOT}/custom-image-$(sha256sum "${example}/requirements.txt" | cut -c1-12)"
+  [[ -d "${wheels}" ]] || die "No wheels for examples/custom-image in ${wheels}: run make install"
+  inputs="$( { image_id "${APP_IMAGE}"; (cd "${example}" && find . -type f | LC_ALL=C sort \
+    | xargs sha256sum); (cd "${wheels}" && ls); } | sha256sum | cut -d' ' -f1)"
+  if image_fresh "${CUSTOM_IMAGE}" "${inputs}"; then
+    log "Image up to date image=${CUSTOM_IMAGE}"
+    return 0
+  fi
+  ctx="$(mktemp -d)"
+  cp -r "${example}/." "${ctx}/"
+  cp -r "${wheels}" "${ctx}/wheels"
+  docker_build "${CUSTOM_IMAGE}" "${ctx}" --label "snapshotjob.inputs=${inputs}" \
+    --build-arg "PIP_INSTALL_ARGS=--no-index --find-links=/tmp/deps"
+  rm -rf "${ctx}"
+  log "Built image=${CUSTOM_IMAGE}"
+}
+
 # The in-cluster PostgreSQL's start script: a first start initialises ${PGDATA} (C.UTF-8,
 # password auth from anywhere, since it only serves the cluster network), creates
 # ${POSTGRES_USER} and ${POSTGRES_DB} in single-user mode, then runs the server in the
@@ -345,6 +371,7 @@ main() {
       app) timed app build_app ;;
       e2e) timed e2e build_e2e ;;
       postgres) timed postgres build_postgres ;;
+      custom) timed custom build_custom ;;
       *) die "Unknown target=${t}" ;;
     esac
   done

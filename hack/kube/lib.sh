@@ -83,14 +83,16 @@ ensure_docker() {
   die "Docker engine did not come up; see ${log_file}"
 }
 
-# docker_build TAG CONTEXT_DIR : quiet `docker build`; the full output is shown on failure.
+# docker_build TAG CONTEXT_DIR [DOCKER_BUILD_ARGS...] : quiet `docker build`; the full output
+# is shown on failure.
 docker_build() {
-  local out
+  local out tag="$1" context="$2"
+  shift 2
   out="$(mktemp)"
-  if ! docker build -t "$1" "$2" >"${out}" 2>&1; then
+  if ! docker build -t "${tag}" "$@" "${context}" >"${out}" 2>&1; then
     cat "${out}" >&2
     rm -f "${out}"
-    die "docker build failed image=$1"
+    die "docker build failed image=${tag}"
   fi
   rm -f "${out}"
 }

@@ -30,6 +30,8 @@ from tests.e2e.release import (
 )
 
 POSTGRES_IMAGE = "snapshotjob/postgres:dev"
+CUSTOM_IMAGE = "my-pipeline:dev"
+"""The user image of examples/custom-image, the tag its snapshotjob.yaml runs."""
 POSTGRES_MANIFEST = REPO_ROOT / "examples" / "kubernetes" / "postgres.yaml"
 CRD = REPO_ROOT / "crds" / "snapshotjob.yaml"
 
@@ -72,6 +74,17 @@ def e2e_image(kind_cluster: KindCluster) -> str:
     with Step("image-load"):
         kind_cluster.load_image(IMAGE)
     return IMAGE
+
+
+@pytest.fixture(scope="session")
+def custom_image(kind_cluster: KindCluster) -> str:
+    """Builds the user image of ``examples/custom-image`` (``hack/images/build.sh custom``:
+    ``docker build`` of its Dockerfile, cached by input hash) and loads it into the nodes."""
+    with Step("custom-image-build"):
+        _build("custom")
+    with Step("custom-image-load"):
+        kind_cluster.load_image(CUSTOM_IMAGE)
+    return CUSTOM_IMAGE
 
 
 @pytest.fixture(scope="session")

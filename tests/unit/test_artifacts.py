@@ -74,6 +74,10 @@ def test_every_needed_artifact_has_a_producer_that_makes_it(artifact: Artifact) 
             assert re.search(rf"^\s*{artifact.step}\)", text, re.M), (
                 f"{artifact.name}: {artifact.producer} takes no argument {artifact.step}"
             )
+    elif artifact.kind is ArtifactKind.WHEELS:
+        assert f"$REPO/{artifact.name}" in text and 'pip" download' in text, (
+            f"{artifact.name}: {artifact.producer} downloads no wheels of it"
+        )
     elif artifact.kind is ArtifactKind.CLASS_ARCHIVE:
         assert f'python" -m {artifact.step}' in text, (
             f"{artifact.name}: {artifact.producer} never runs {artifact.step}"
