@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic
 
-from snapshot_operator.executing import Services, store_of
+from snapshot_operator.executing import READS, Services, store_of
 from snapshot_operator.gateways import CreateFailed, StaleObservation, StoreOperationFailed
 from snapshot_operator.reconcile import parse_spec
 from snapshot_operator.reconcile.exports import (
@@ -82,14 +83,57 @@ def _emit(
     )
 
 
-def reconcile_exports(services: Services, namespace: str, job_name: str) -> ExportsDecision:
+@dataclass(frozen=True)
+class ExportsReconciled:
+    """A reconcile of a job's export objects.
+
+    Attributes:
+        decision: What was decided (and performed).
+        job: The job as read right after the export objects, when nothing was written
+            since: the job's own decision may take it instead of reading it again. None if
+            it must read again (something was written, or the job is gone).
+    """
+
+    decision: ExportsDecision
+    job: dict[str, Any] | None
+
+
+def reconcile_exports(services: Services, namespace: str, job_name: str) -> ExportsReconciled:
     """Updates the job's export objects; returns the export the job should take next.
+
+    The first look lists from the API server's watch cache: a consistent list waits up to
+    100 ms for that cache to catch up with etcd
+    (:func:`snapshot_operator.executing._first_look_pods` says why). A view that is behind can only
+    miss work (an export whose object the cache has yet to show), which the export's own
+    watch event brings back; so whenever the first look finds anything to do, the decision is
+    made again from consistent lists, and only that one is performed.
 
     Raises:
         kubernetes.client.exceptions.ApiException: On API errors.
     """
+    decision, _, job = _decide_exports(services, namespace, job_name, cached=True)
+    if not decision.actions and decision.requested is None:
+        return ExportsReconciled(decision, job)
+    decision, uids, job = _decide_exports(services, namespace, job_name, cached=False)
+    for action in decision.actions:
+        _perform(services, namespace, job_name, action, uids)
+    return ExportsReconciled(decision, None if decision.actions else job)
+
+
+def _decide_exports(
+    services: Services, namespace: str, job_name: str, *, cached: bool
+) -> tuple[ExportsDecision, dict[str, str], dict[str, Any] | None]:
+    """The decision on the job's exports, the uid of each of its export objects, the job."""
     kube = services.kube
-    exports_raw = kube.list_exports(namespace)  # before the job: see the module docstring
+    if cached:
+        # A first look performs nothing: the order of its reads does not matter, and made at
+        # once they take the time of one.
+        listed = READS.submit(kube.list_exports, namespace, cached=True)
+        job_raw = kube.read_job(namespace, job_name)
+        exports_raw = listed.result()
+    else:
+        exports_raw = kube.list_exports(namespace)  # before the job: see the module docstring
+        job_raw = kube.read_job(namespace, job_name)
     exports: list[ExportObject] = []
     others: set[str] = set()
     for raw in exports_raw:
@@ -100,13 +144,15 @@ def reconcile_exports(services: Services, namespace: str, job_name: str) -> Expo
             exports.append(export)
         else:
             others.add(export.name)
-    job_raw = kube.read_job(namespace, job_name)
     spec, status = _job_parts(job_raw) if job_raw is not None else (None, SnapshotJobStatus())
     in_use: dict[str, str] = {}
     policy = spec.export_policy if spec is not None else None
     if policy is not None and (policy.max_count is not None or policy.max_age_seconds is not None):
         in_use = names_in_use(
-            [(str(j["metadata"]["name"]), *_job_parts(j)) for j in kube.list_jobs(namespace)]
+            [
+                (str(j["metadata"]["name"]), *_job_parts(j))
+                for j in kube.list_jobs(namespace, cached=cached)
+            ]
         )
     observation = ExportsObservation(
         job_name=job_name,
@@ -119,11 +165,8 @@ def reconcile_exports(services: Services, namespace: str, job_name: str) -> Expo
         in_use=in_use,
         copy_attempts=services.settings.decision.export_copy_attempts,
     )
-    decision = decide_exports(observation)
     uids = {export.name: export.uid for export in exports}
-    for action in decision.actions:
-        _perform(services, namespace, job_name, action, uids)
-    return decision
+    return decide_exports(observation), uids, job_raw
 
 
 def _perform(

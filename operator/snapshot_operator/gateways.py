@@ -97,8 +97,14 @@ class KubernetesGateway(Protocol):
         """Returns the SnapshotJob, or None if it is gone."""
         ...
 
-    def list_driver_pods(self, namespace: str, job_uid: str) -> list[dict[str, Any]]:
-        """Returns every Pod labelled with the job's uid."""
+    def list_driver_pods(
+        self, namespace: str, job_uid: str, *, cached: bool = False
+    ) -> list[dict[str, Any]]:
+        """Returns every Pod labelled with the job's uid (``cached`` as in :meth:`list_jobs`)."""
+        ...
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Returns one Pod, read consistently, or None if it does not exist."""
         ...
 
     def patch_status(
@@ -182,12 +188,19 @@ class KubernetesGateway(Protocol):
         """
         ...
 
-    def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
-        """Returns every SnapshotJob in the namespace."""
+    def list_jobs(self, namespace: str, *, cached: bool = False) -> list[dict[str, Any]]:
+        """Returns every SnapshotJob in the namespace.
+
+        Args:
+            namespace: The namespace.
+            cached: From the API server's watch cache: fast, possibly behind the latest
+                writes. Only for a first look whose every action is decided again from a
+                consistent list.
+        """
         ...
 
-    def list_exports(self, namespace: str) -> list[dict[str, Any]]:
-        """Returns every SnapshotJobExport in the namespace."""
+    def list_exports(self, namespace: str, *, cached: bool = False) -> list[dict[str, Any]]:
+        """Returns every SnapshotJobExport in the namespace (``cached`` as in :meth:`list_jobs`)."""
         ...
 
     def create_export(self, namespace: str, manifest: dict[str, Any]) -> str | None:

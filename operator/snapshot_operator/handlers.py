@@ -45,8 +45,11 @@ from typing import Any
 import kopf
 
 from snapshot_operator.executing import Outcome, Services, reconcile_once
-from snapshot_operator.exports_executing import delete_export, reconcile_exports
-from snapshot_operator.reconcile.exports import ExportsDecision
+from snapshot_operator.exports_executing import (
+    ExportsReconciled,
+    delete_export,
+    reconcile_exports,
+)
 from snapshot_operator.rollout import RestartMember, RolloutStep, WaitForHealthyStore
 from snapshot_operator.settings import DEFAULT_FINALIZER
 from snapshot_operator.store_restarts import restart_step
@@ -90,7 +93,7 @@ def _waker(memo: kopf.Memo, uid: str) -> asyncio.Event:
     return wakers.setdefault(uid, asyncio.Event())
 
 
-def _reconcile_exports(services: Services, namespace: str, name: str) -> ExportsDecision | None:
+def _reconcile_exports(services: Services, namespace: str, name: str) -> ExportsReconciled | None:
     """The job's export objects; None if they could not be reconciled (the job still is).
 
     A failure here must not stop the job's own reconcile: an operator upgraded before the
@@ -107,11 +110,12 @@ def _reconcile_exports(services: Services, namespace: str, name: str) -> Exports
 def _reconcile_job_and_exports(services: Services, namespace: str, name: str) -> Outcome:
     """The job's export objects, then the job, which takes the export they ask for."""
     exports = _reconcile_exports(services, namespace, name)
-    requested = exports.requested if exports is not None else None
-    outcome = reconcile_once(services, namespace, name, requested)
+    requested = exports.decision.requested if exports is not None else None
+    job = exports.job if exports is not None else None
+    outcome = reconcile_once(services, namespace, name, requested, job=job)
     if outcome.gone:
         _reconcile_exports(services, namespace, name)  # Pending exports now say JobNotFound.
-    due = exports.due_in_seconds if exports is not None else None
+    due = exports.decision.due_in_seconds if exports is not None else None
     if due is not None and due < outcome.requeue_after:
         return Outcome(requeue_after=max(due, 1.0), finalizer_removable=outcome.finalizer_removable)
     return outcome

@@ -73,9 +73,17 @@ class ClientKubernetesGateway:
         """See :meth:`snapshot_operator.gateways.KubernetesGateway.read_job`."""
         return self._call("read_job", fetching.read_job, namespace, name)
 
-    def list_driver_pods(self, namespace: str, job_uid: str) -> list[dict[str, Any]]:
+    def list_driver_pods(
+        self, namespace: str, job_uid: str, *, cached: bool = False
+    ) -> list[dict[str, Any]]:
         """See :meth:`snapshot_operator.gateways.KubernetesGateway.list_driver_pods`."""
-        return self._call("list_driver_pods", fetching.list_driver_pods, namespace, job_uid)
+        return self._call(
+            "list_driver_pods", fetching.list_driver_pods, namespace, job_uid, cached=cached
+        )
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """See :meth:`snapshot_operator.gateways.KubernetesGateway.read_pod`."""
+        return self._call("read_pod", fetching.read_pod, namespace, name)
 
     def patch_status(
         self, namespace: str, name: str, resource_version: str, patch: Mapping[str, Any]
@@ -85,13 +93,15 @@ class ClientKubernetesGateway:
             "patch_status", patching.patch_status, namespace, name, resource_version, patch
         )
 
-    def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
+    def list_jobs(self, namespace: str, *, cached: bool = False) -> list[dict[str, Any]]:
         """See :meth:`snapshot_operator.gateways.KubernetesGateway.list_jobs`."""
-        return self._call("list_jobs", fetching.list_objects, namespace, PLURAL)
+        return self._call("list_jobs", fetching.list_objects, namespace, PLURAL, cached=cached)
 
-    def list_exports(self, namespace: str) -> list[dict[str, Any]]:
+    def list_exports(self, namespace: str, *, cached: bool = False) -> list[dict[str, Any]]:
         """See :meth:`snapshot_operator.gateways.KubernetesGateway.list_exports`."""
-        return self._call("list_exports", fetching.list_objects, namespace, EXPORT_PLURAL)
+        return self._call(
+            "list_exports", fetching.list_objects, namespace, EXPORT_PLURAL, cached=cached
+        )
 
     def create_export(self, namespace: str, manifest: dict[str, Any]) -> str | None:
         """See :meth:`snapshot_operator.gateways.KubernetesGateway.create_export`."""

@@ -11,7 +11,7 @@ created, and requests to the driver are written after the phase that announces t
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -301,3 +301,49 @@ Action = (
     | Requeue
 )
 """Every kind of action."""
+
+
+def status_writes(
+    actions: Sequence[Action], start: int, now: datetime
+) -> list[tuple[Action, dict[str, Any]]]:
+    """The status writes from ``actions[start]`` on that can share one merge patch.
+
+    A run of ``PatchStatus``, ``RequestTermination`` and ``RequestExport`` ends at the first
+    other action or at a write that touches a field an earlier one of the run touched (merge
+    patches of the same field would not compose into one). Empty if ``actions[start]`` is not
+    a status write.
+    """
+    writes: list[tuple[Action, dict[str, Any]]] = []
+    touched: set[str] = set()
+    for action in actions[start:]:
+        match action:
+            case PatchStatus(patch=patch):
+                part = dict(patch)
+            case RequestTermination() | RequestExport():
+                part = action.status_patch(now)
+            case _:
+                break
+        if touched & part.keys():
+            break
+        touched |= part.keys()
+        writes.append((action, part))
+    return writes
+
+
+_STATUS_ONLY = (PatchStatus, RequestTermination, RequestExport, EmitEvent, Requeue)
+
+
+def acts_beyond_the_status(actions: Sequence[Action]) -> bool:
+    """Whether the actions do more than write the job's status, emit Events and requeue.
+
+    A decision that only does those may be made on a view whose older Pods come from a cache
+    (:func:`snapshot_operator.executing._first_look_pods`); any other action (a Pod created
+    or deleted, maps or copies destroyed, a snapshot copied, the finalizer released) depends
+    on every Pod, so it is decided again on a consistent list.
+    """
+    return any(
+        not isinstance(
+            action, PatchStatus | RequestTermination | RequestExport | EmitEvent | Requeue
+        )
+        for action in actions
+    )

@@ -62,6 +62,10 @@ class FakeKubernetes:
             "spec": dict(spec or {}),
         }
         self.pods: dict[str, dict[str, Any]] = {}
+        # What a list from the API server's watch cache shows, when it is behind (None: it
+        # is not, and shows :attr:`pods`).
+        self.cached_pods: dict[str, dict[str, Any]] | None = None
+        self.pod_lists: list[str] = []
         self.statefulset: dict[str, Any] | None = None
         self.member_pods: dict[str, dict[str, Any]] = {}
         self.log: list[tuple[str, Any]] = []
@@ -106,9 +110,18 @@ class FakeKubernetes:
         """Returns a copy of the job, or None if it is gone."""
         return copy.deepcopy(self.job)
 
-    def list_driver_pods(self, namespace: str, job_uid: str) -> list[dict[str, Any]]:
-        """Returns copies of the driver Pods."""
+    def list_driver_pods(
+        self, namespace: str, job_uid: str, *, cached: bool = False
+    ) -> list[dict[str, Any]]:
+        """Returns copies of the driver Pods; ``cached``: of :attr:`cached_pods` if set."""
+        self.pod_lists.append("cached" if cached else "consistent")
+        if cached and self.cached_pods is not None:
+            return copy.deepcopy(list(self.cached_pods.values()))
         return copy.deepcopy(list(self.pods.values()))
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Returns a copy of one driver Pod, or None."""
+        return copy.deepcopy(self.pods.get(name))
 
     def patch_status(
         self, namespace: str, name: str, resource_version: str, patch: Mapping[str, Any]

@@ -18,6 +18,7 @@ import pytest
 from snapshot_operator import executing
 from snapshot_operator.executing import Outcome, Services, reconcile_once
 from snapshot_operator.gateways import StoreOperationFailed
+from snapshot_operator.reconcile import PatchStatus, observe
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
 from snapshot_operator.settings import OperatorSettings
 from snapshotjob_contract import DurableStorageSpec, all_snapshot_map_names
@@ -94,14 +95,30 @@ def test_the_writes_of_one_decision_are_chained_on_their_versions(
     kube.job["spec"]["suspend"] = True
     kube.job["metadata"]["generation"] = 2
     kube.log.clear()
+    read_version = kube.job["metadata"]["resourceVersion"]
     run(services)
     patches = [entry for kind, entry in kube.log if kind == "patch"]
-    assert len(patches) == 2, "the phase, then the request to the driver"
-    (first_version, first_fields), (second_version, second_fields) = patches
-    assert int(second_version) == int(first_version) + 1
-    assert "phase" in first_fields
-    assert second_fields == ["termination"]
+    # One request: the phase and the request to the driver touch different fields.
+    ((version, fields),) = patches
+    assert version == read_version
+    assert "phase" in fields and "termination" in fields
     assert kube.status["termination"]["mode"] == "SUSPEND_GRACEFUL"
+    assert kube.status["phase"] == "COMPLETING"
+
+    # Writes that cannot share a request are chained: each locked on the one before.
+    raw = kube.read_job("default", "wordcount")
+    assert raw is not None
+    observation = observe(raw, [], {}, datetime.now(UTC))
+    kube.log.clear()
+    executing._perform(
+        services,
+        observation,
+        raw,
+        (PatchStatus({"message": "first"}), PatchStatus({"message": "second"})),
+    )
+    (first_version, _), (second_version, _) = [e for k, e in kube.log if k == "patch"]
+    assert int(second_version) == int(first_version) + 1
+    assert kube.status["message"] == "second"
 
 
 def test_a_suspended_job_exports_by_a_validated_copy(
@@ -365,3 +382,52 @@ def test_deletion_destroys_the_maps_then_releases_the_finalizer(
 def test_a_job_that_is_gone_ends_the_loop(kube: FakeKubernetes, services: Services) -> None:
     kube.job = None
     assert run(services).gone
+
+
+def _running_job(kube: FakeKubernetes, services: Services) -> str:
+    """Runs the job to RUNNING; returns its driver Pod's name."""
+    run(services)
+    (pod,) = kube.pods
+    kube.set_pod(pod, "Running")
+    run(services)
+    kube.report_pipeline()
+    run(services)
+    assert kube.status["phase"] == "RUNNING"
+    return pod
+
+
+def test_a_status_only_decision_reads_the_current_driver_by_name_and_others_cached(
+    kube: FakeKubernetes, services: Services
+) -> None:
+    pod = _running_job(kube, services)
+    assert kube.job is not None
+    kube.job["spec"]["suspend"] = True
+    kube.job["metadata"]["generation"] = 2
+    # The watch cache is behind: it has yet to show the driver at all.
+    kube.cached_pods = {}
+    kube.pod_lists.clear()
+    kube.log.clear()
+    run(services)
+    assert kube.pod_lists == ["cached"], "a termination request needs no consistent list"
+    assert kube.status["termination"]["mode"] == "SUSPEND_GRACEFUL"
+    assert "create" not in kube.kinds(), "the driver read by name is seen, not taken for lost"
+    assert pod in kube.pods
+
+
+def test_a_start_is_decided_again_on_a_consistent_list(
+    kube: FakeKubernetes, services: Services
+) -> None:
+    # A Pod of the job runs that the watch cache does not show yet (one of an execution the
+    # status no longer names): the first look would start a driver next to it.
+    uid = kube.job["metadata"]["uid"] if kube.job else ""
+    kube.pods["wordcount-driver-0"] = {
+        "metadata": {
+            "name": "wordcount-driver-0",
+            "labels": {"snapshotjob.io/job-uid": uid, LABEL_EXECUTION_ID: "older"},
+        },
+        "status": {"phase": "Running"},
+    }
+    kube.cached_pods = {}
+    run(services)
+    assert kube.pod_lists == ["cached", "consistent"]
+    assert "create" not in kube.kinds(), "the consistent list shows the running Pod"
