@@ -1,0 +1,207 @@
+"""The plan of incremental snapshots: chains of a full version and deltas per state partition.
+
+docs/protocol.md, "Incremental snapshots (design)", says why and how; this module is the
+part of it that decides, with no I/O, so the runtime and the model
+(``tests/unit/protocol/test_incremental_model.py``) use the same rules:
+
+* :func:`plan_snapshot`: which partitions a snapshot writes in full, which as a delta, which
+  it leaves as they are, keeping every chain within :class:`ChainPolicy`'s bounds and
+  spreading the full rewrites over snapshots;
+* :func:`next_chains`: the chains the snapshot's validation record lists once it is written;
+* :func:`live_keys` and :func:`discardable`: what a discard may remove (an entry at most the
+  bound and listed by no live chain), the rule that keeps the restore point whole against
+  zombies (docs/protocol.md, "Where the chunks live and what may be discarded").
+
+The runtime does not take incremental snapshots yet: this is the plan it will follow.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+from snapshot_protocol.chunks import ChunkKey
+
+
+class Write(enum.Enum):
+    """What a snapshot writes for one state partition."""
+
+    FULL = "full"
+    """Every key of the partition: the chain starts again with this version."""
+    DELTA = "delta"
+    """The keys updated since the last snapshot and a tombstone per removed key."""
+    KEEP = "keep"
+    """Nothing: the partition did not change, and its chain is listed as it is."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """The chunks one snapshot wrote for one partition.
+
+    Attributes:
+        snapshot_id: The snapshot that wrote them (their keys carry it).
+        full: A full version; a delta otherwise.
+        chunks: The chunks' keys, in the order a restore reads them.
+        num_bytes: Their total size.
+    """
+
+    snapshot_id: int
+    full: bool
+    chunks: tuple[ChunkKey, ...]
+    num_bytes: int
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A partition as a snapshot lists it: a full version, then deltas in snapshot order.
+
+    Raises:
+        ValueError: If the chain does not start with its only full version, or its
+            versions are not in increasing snapshot order.
+    """
+
+    versions: tuple[Version, ...]
+
+    def __post_init__(self) -> None:
+        if not self.versions or not self.versions[0].full:
+            raise ValueError("A chain starts with a full version")
+        if any(version.full for version in self.versions[1:]):
+            raise ValueError("A chain has one full version, its first")
+        ids = [version.snapshot_id for version in self.versions]
+        if ids != sorted(set(ids)):
+            raise ValueError(f"A chain's versions are in increasing snapshot order: {ids}")
+
+    @property
+    def deltas(self) -> int:
+        """How many deltas follow the full version."""
+        return len(self.versions) - 1
+
+    @property
+    def full_bytes(self) -> int:
+        """The full version's size."""
+        return self.versions[0].num_bytes
+
+    @property
+    def delta_bytes(self) -> int:
+        """The deltas' total size."""
+        return sum(version.num_bytes for version in self.versions[1:])
+
+
+@dataclass(frozen=True)
+class ChainPolicy:
+    """How long a chain may grow before its partition is written in full again.
+
+    Attributes:
+        max_deltas: Most deltas after a full version (a restore reads ``1 + max_deltas``
+            versions of a partition at most).
+        delta_ratio: Most bytes of deltas, as a fraction of the full version's.
+    """
+
+    max_deltas: int = 16
+    delta_ratio: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.max_deltas < 0 or self.delta_ratio < 0:
+            raise ValueError(f"A chain policy's bounds are not negative: {self}")
+
+    def allows(self, chain: Chain, delta_bytes: int) -> bool:
+        """Whether one more delta of ``delta_bytes`` keeps the chain within the bounds."""
+        return (
+            chain.deltas + 1 <= self.max_deltas
+            and chain.delta_bytes + delta_bytes <= self.delta_ratio * chain.full_bytes
+        )
+
+    def early_budget(self, partitions: int) -> int:
+        """How many chains a snapshot cuts early, so the full rewrites spread evenly."""
+        return math.ceil(partitions / (1 + self.max_deltas))
+
+
+def plan_snapshot(
+    chains: Mapping[int, Chain],
+    changed: Mapping[int, int],
+    partitions: int,
+    policy: ChainPolicy,
+    damaged: Collection[int] = (),
+) -> dict[int, Write]:
+    """Decides what a snapshot writes for every state partition.
+
+    Args:
+        chains: The previous snapshot's chains by partition (empty: none, all full).
+        changed: The partitions with updates since then, with the delta's estimated bytes.
+        partitions: The state partition count.
+        policy: The chains' bounds.
+        damaged: Partitions whose chain lost a chunk (the presence check of taking step 4):
+            inheriting it would make this snapshot unrestorable too.
+
+    Returns:
+        A write for each partition ``0 .. partitions - 1``: FULL where there is no chain, it
+        is damaged or a delta would break a bound, and for the longest chains up to the early
+        budget; DELTA for the other changed partitions; KEEP for the rest.
+    """
+    plan: dict[int, Write] = {}
+    for partition in range(partitions):
+        chain = chains.get(partition)
+        if (
+            chain is None
+            or partition in damaged
+            or (partition in changed and not policy.allows(chain, changed[partition]))
+        ):
+            plan[partition] = Write.FULL
+        elif partition in changed:
+            plan[partition] = Write.DELTA
+        else:
+            plan[partition] = Write.KEEP
+    budget = policy.early_budget(partitions) - sum(w is Write.FULL for w in plan.values())
+    longest = sorted(
+        (p for p, w in plan.items() if w is not Write.FULL and chains[p].deltas > 0),
+        key=lambda p: (-chains[p].deltas, p),
+    )
+    for partition in longest[: max(budget, 0)]:
+        plan[partition] = Write.FULL
+    return plan
+
+
+def next_chains(
+    chains: Mapping[int, Chain], plan: Mapping[int, Write], written: Mapping[int, Version]
+) -> dict[int, Chain]:
+    """The chains a snapshot lists once it wrote ``written`` as ``plan`` said.
+
+    Raises:
+        ValueError: If ``written`` does not match the plan (a version for a KEEP, none for a
+            FULL or DELTA, a delta marked full or the other way round).
+    """
+    result: dict[int, Chain] = {}
+    for partition, write in plan.items():
+        version = written.get(partition)
+        if write is Write.KEEP:
+            if version is not None:
+                raise ValueError(f"Partition {partition} is kept but a version was written")
+            result[partition] = chains[partition]
+            continue
+        if version is None or version.full != (write is Write.FULL):
+            raise ValueError(f"Partition {partition} needs a {write.value} version")
+        if write is Write.FULL:
+            result[partition] = Chain((version,))
+        else:
+            result[partition] = Chain((*chains[partition].versions, version))
+    return result
+
+
+def live_keys(chains: Iterable[Mapping[int, Chain]]) -> frozenset[ChunkKey]:
+    """Every chunk the given snapshots' chains list: what no discard may remove."""
+    return frozenset(
+        key
+        for by_partition in chains
+        for chain in by_partition.values()
+        for version in chain.versions
+        for key in version.chunks
+    )
+
+
+def discardable(
+    stored: Iterable[ChunkKey], bound: int, live: frozenset[ChunkKey]
+) -> frozenset[ChunkKey]:
+    """The stored chunks a discard removes: snapshot id at most ``bound``, and not live."""
+    return frozenset(key for key in stored if key.snapshot_id <= bound and key not in live)
