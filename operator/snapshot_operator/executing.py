@@ -64,9 +64,11 @@ from snapshotjob_contract.pods import LABEL_JOB_UID
 
 log = logging.getLogger(__name__)
 
-READS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="reconcile-read")
-"""Where a reconcile makes its independent reads at once; shared by every job's reconcile
-(they run one at a time per job, in kopf's worker threads)."""
+READS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="reconcile-read")
+"""Where a reconcile makes its independent reads at once. Shared by the jobs' reconciles,
+which run in the event loop's default threads (one at a time per job): a reconcile waits
+for at most two reads here, so sixteen threads serve eight jobs reconciling at the same
+moment before any read queues; none of these reads waits for another."""
 
 RETRY_STALE_SECONDS = 0.05
 """How soon to decide again after a write lost the optimistic lock: at once, the job moved."""
