@@ -241,11 +241,10 @@ def _first_look_pods(
     caught up with etcd (``ConsistentListFromCache``, GA in Kubernetes 1.34), which it learns
     from a progress request sent every 100 ms while a list waits: 0 to 100 ms per list, most
     of the 98 ms between a suspend and its termination request (``bench/reconcile_latency.py``).
-    The current
-    driver Pod is read by name instead (a GET is consistent and quick), and the others come
-    from the watch cache: a decision on this view is performed only if it writes no more
-    than the status (see :func:`acts_beyond_the_status`), which the other Pods cannot make
-    wrong: they only hold back a start or ask for a deletion, which are decided again.
+    The current driver Pod is read by name instead (a GET is consistent and quick), and the
+    others come from the watch cache: a decision on this view is performed only if it writes
+    no more than the status (see :func:`acts_beyond_the_status`), which the other Pods cannot
+    make wrong: they only hold back a start or ask for a deletion, which are decided again.
     """
     kube = services.kube
     listed = READS.submit(kube.list_driver_pods, namespace, uid, cached=True)
