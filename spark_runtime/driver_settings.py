@@ -133,6 +133,8 @@ class StopSignals:
         self._served = threading.Event()
         self._on_overdue = on_overdue
         self._overdue_after_s = overdue_after_s
+        # Kept while installed, so the writer is not closed while the interpreter writes to it.
+        self._wakeup_sockets: tuple[socket.socket, socket.socket] | None = None
 
     def install(self) -> None:
         """Handles SIGTERM and SIGINT in this (main) thread, and starts the watchdog.
@@ -149,7 +151,6 @@ class StopSignals:
         previous = signal.set_wakeup_fd(wakeup_writer.fileno(), warn_on_full_buffer=False)
         if previous != -1:
             _log.info("Replaced the interpreter's signal wakeup fd previous=%d", previous)
-        # Kept, so the writer is not closed while the interpreter writes to its fd.
         self._wakeup_sockets = (wakeups, wakeup_writer)
         # Started now, not from the handler: a handler that starts a thread could find
         # the interrupted main thread holding threading's own locks.

@@ -341,9 +341,4 @@ def acts_beyond_the_status(actions: Sequence[Action]) -> bool:
     or deleted, maps or copies destroyed, a snapshot copied, the finalizer released) depends
     on every Pod, so it is decided again on a consistent list.
     """
-    return any(
-        not isinstance(
-            action, PatchStatus | RequestTermination | RequestExport | EmitEvent | Requeue
-        )
-        for action in actions
-    )
+    return any(not isinstance(action, _STATUS_ONLY) for action in actions)
