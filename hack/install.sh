@@ -148,15 +148,18 @@ step "s3proxy $S3PROXY_VERSION at $S3PROXY_JAR"
 # --- Wheels of examples/custom-image's requirements ------------------------------------------
 # The end-to-end test builds that example image with --no-index from these: the build
 # container cannot be assumed to reach PyPI (on this project's machines it does not trust the
-# egress proxy's CA), and a test sends no traffic outside the machine. Keyed by the file's hash.
+# egress proxy's CA), and a test sends no traffic outside the machine. The folder keeps the
+# requirements it was downloaded for (.requirements); hack/images/build.sh custom checks them.
 REQUIREMENTS=$REPO/examples/custom-image/requirements.txt
-WHEELS=$CACHE/wheels/custom-image-$(sha256sum "$REQUIREMENTS" | cut -c1-12)
-if [ ! -d "$WHEELS" ]; then
+WHEELS=$CACHE/wheels/custom-image
+if ! cmp -s "$REQUIREMENTS" "$WHEELS/.requirements"; then
     step "Downloading the wheels of $REQUIREMENTS into $WHEELS"
-    scratch=$(mktemp -d "$CACHE/.wheels-XXXXXX")
+    mkdir -p "$CACHE/wheels"
+    scratch=$(mktemp -d "$CACHE/wheels/.custom-image-XXXXXX")
     "$VENV/bin/pip" download -q --only-binary=:all: --python-version 3.11 -d "$scratch" \
         -r "$REQUIREMENTS" || { rm -rf "$scratch"; fail "pip could not download the example's wheels"; }
-    mkdir -p "$CACHE/wheels" && mv "$scratch" "$WHEELS"
+    cp "$REQUIREMENTS" "$scratch/.requirements"
+    rm -rf "$WHEELS" && mv "$scratch" "$WHEELS"
 fi
 step "Wheels of the custom-image example in $WHEELS"
 

@@ -253,8 +253,9 @@ EOF
 build_custom() {
   local inputs ctx wheels example="${REPO_ROOT}/examples/custom-image"
   build_app
-  wheels="${WHEEL_ROOT}/custom-image-$(sha256sum "${example}/requirements.txt" | cut -c1-12)"
-  [[ -d "${wheels}" ]] || die "No wheels for examples/custom-image in ${wheels}: run make install"
+  wheels="${WHEEL_ROOT}/custom-image"
+  cmp -s "${example}/requirements.txt" "${wheels}/.requirements" \
+    || die "No wheels of examples/custom-image/requirements.txt in ${wheels}: run make install"
   inputs="$( { image_id "${APP_IMAGE}"; (cd "${example}" && find . -type f | LC_ALL=C sort \
     | xargs sha256sum); (cd "${wheels}" && ls); } | sha256sum | cut -d' ' -f1)"
   if image_fresh "${CUSTOM_IMAGE}" "${inputs}"; then
