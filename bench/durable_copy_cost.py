@@ -32,7 +32,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from bench.overhead import STATE_PARTITIONS, CountingSink, _session
+from bench.keyed_state import STATE_PARTITIONS
+from bench.overhead import CountingSink, _session
 from bench.servers import snapshot_store, start_s3
 from snapshot_protocol import JobIdentity
 from snapshot_store.hazelcast import HazelcastSnapshotStore

@@ -41,8 +41,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
+from bench.keyed_state import STATE_PARTITIONS, keys_for, snapshot_and_restore_state
 from bench.servers import snapshot_store
-from snapshot_protocol import ChunkWriter, JobIdentity, SnapshotRef
+from snapshot_protocol import JobIdentity
 from snapshot_store.hazelcast import HazelcastSnapshotStore
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spec import ProcessingGuarantee
@@ -51,13 +52,11 @@ from spark_runtime.driver import Driver, DriverSettings
 from spark_runtime.file_record_store import FileRecordStore
 from spark_runtime.sinks import PostgresSink, Sink, TransactionalSink
 from spark_runtime.sources import SequenceSource
-from spark_runtime.state import RunningAggregate, StateContext
 from spark_runtime.streaming import Pipeline
 from testbed.postgres import PostgresServer
 from testbed.spark import local_session
 
 KEYS = 1000
-STATE_PARTITIONS = 4
 
 
 def _session() -> SparkSession:
@@ -221,39 +220,18 @@ def run_structured_streaming(
 def snapshot_and_restore(
     spark: SparkSession, address: StoreAddress, store: HazelcastSnapshotStore, mib: int
 ) -> tuple[float, float]:
-    """Times one snapshot and one restore of a keyed state of about ``mib`` MiB."""
-    context = StateContext(spark, STATE_PARTITIONS, address)
-    # A running sum holds two longs per key: 16 bytes of Arrow data per key.
-    keys = mib * 1024 * 1024 // 16
-    batch = spark.range(keys, numPartitions=STATE_PARTITIONS).select(
-        F.col("id").alias("key"), F.col("id").alias("value")
-    )
-    operator = RunningAggregate(
-        f"state{mib}", context, ["key"], {"total": ("sum", "value")}, batch.schema
-    )
-    operator.update(batch)
-    map_name = f"__sj.bench.{uuid.uuid4().hex[:8]}"
-    started = time.monotonic()
-    descriptors = operator.save_and_prepare(
-        1, ChunkWriter(store, map_name, 1, operator.name), False
-    )
-    snapshot_s = time.monotonic() - started
-    size = sum(d.num_bytes for d in descriptors) / 2**20
-    restored = RunningAggregate(
-        operator.name, context, ["key"], {"total": ("sum", "value")}, batch.schema
-    )
-    started = time.monotonic()
-    restored.restore(SnapshotRef(map_name, 1, tuple(descriptors), STATE_PARTITIONS), store)
-    restore_s = time.monotonic() - started
-    if restored.state.count() != keys:
-        raise RuntimeError("restored state lost keys")
-    store.destroy(map_name)
+    """Times one snapshot and one restore of a keyed state of about ``mib`` MiB.
+
+    The state is :mod:`bench.keyed_state`'s running sum (16 bytes of Arrow data per key),
+    which ``bench.scale_curve`` measures from kilobytes to gigabytes.
+    """
+    times = snapshot_and_restore_state(spark, address, store, keys_for(mib))
     print(
-        f"state mib={size:.1f} chunks={len(descriptors)} snapshot_s={snapshot_s:.2f} "
-        f"restore_s={restore_s:.2f}",
+        f"state mib={times.mib:.1f} chunks={times.chunks} snapshot_s={times.snapshot_s:.2f} "
+        f"restore_s={times.restore_s:.2f}",
         flush=True,
     )
-    return snapshot_s, restore_s
+    return times.snapshot_s, times.restore_s
 
 
 @dataclass(frozen=True)

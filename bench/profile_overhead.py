@@ -36,7 +36,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from bench.overhead import STATE_PARTITIONS, bench_servers, run_pipeline, structured_streaming_sums
+from bench.keyed_state import STATE_PARTITIONS
+from bench.overhead import bench_servers, run_pipeline, structured_streaming_sums
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.session import spark_session
 

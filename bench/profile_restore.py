@@ -26,7 +26,8 @@ from typing import Any
 
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from bench.overhead import STATE_PARTITIONS, _session
+from bench.keyed_state import STATE_PARTITIONS
+from bench.overhead import _session
 from snapshot_protocol import ChunkWriter, SnapshotRef
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from spark_runtime.chunk_io import StoreAddress

@@ -23,14 +23,22 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def snapshot_store(workdir: Path) -> Iterator[tuple[StoreAddress, HazelcastSnapshotStore]]:
-    """Starts 3 members (1 GiB heap each) under ``workdir/hazelcast`` and connects a client.
+def snapshot_store(
+    workdir: Path, heap: str = "1g"
+) -> Iterator[tuple[StoreAddress, HazelcastSnapshotStore]]:
+    """Starts 3 members under ``workdir/hazelcast`` and connects a client.
+
+    Args:
+        workdir: Where the members' configs and logs go.
+        heap: Each member's JVM heap. A map with one backup takes twice its size spread over
+            the three members; 1 GiB each holds a few hundred MiB of snapshots, and
+            ``bench.scale_curve`` raises it for gigabytes.
 
     Yields:
         Where executors find the store, and the driver's store on that client.
     """
     (workdir / "hazelcast").mkdir()
-    cluster = HazelcastCluster(workdir / "hazelcast", size=3, heap="1g")
+    cluster = HazelcastCluster(workdir / "hazelcast", size=3, heap=heap)
     client = None
     try:
         cluster.start()

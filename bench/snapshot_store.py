@@ -29,7 +29,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,16 +76,72 @@ def best_times(
     return best
 
 
-def windowed(futures: Any, window: int = DEFAULT_WINDOW) -> list[Any]:
-    """Wait for futures, keeping at most ``window`` in flight (the plain client's best use)."""
+def windowed(
+    futures: Iterable[Any],
+    window: int = DEFAULT_WINDOW,
+    each: Callable[[Any], Any] | None = None,
+) -> list[Any]:
+    """Wait for futures, keeping at most ``window`` in flight (the plain client's best use).
+
+    Args:
+        futures: The operations, started as they are drawn.
+        window: Operations in flight at most.
+        each: Applied to every result as it arrives; what it returns is kept instead (``len``
+            keeps the sizes of values read, not the values).
+
+    Returns:
+        The results (or what ``each`` made of them), in order.
+    """
+    keep = each if each is not None else _same
     results: list[Any] = []
     pending: list[Any] = []
     for future in futures:
         pending.append(future)
         if len(pending) >= window:
-            results.append(pending.pop(0).result())
-    results.extend(f.result() for f in pending)
+            results.append(keep(pending.pop(0).result()))
+    results.extend(keep(f.result()) for f in pending)
     return results
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+# The plain client's fastest methods, the physical limit the store is measured against
+# (bench/scale_curve.py measures the runtime against the same ones). ``plain_map`` is a
+# non-blocking map of a client made without fail-on-indeterminate.
+
+
+def put_each(plain_map: Any, items: Mapping[str, bytes | bytearray]) -> None:
+    """Puts every item with its own async ``set``, a window of them in flight."""
+    windowed(plain_map.set(name, value) for name, value in items.items())
+
+
+def put_batched(plain_map: Any, items: Mapping[str, bytes | bytearray], batch: int = BATCH) -> None:
+    """Puts the items with ``put_all`` calls of ``batch`` entries, a window of them in flight."""
+    names = list(items)
+    windowed(
+        plain_map.put_all({name: items[name] for name in names[i : i + batch]})
+        for i in range(0, len(names), batch)
+    )
+
+
+def get_each(plain_map: Any, names: Sequence[str]) -> int:
+    """Reads every key with its own ``get``, a window in flight; returns the bytes read.
+
+    Each value is dropped as it arrives, so reading gigabytes holds a window of them only.
+    """
+    return sum(windowed((plain_map.get(name) for name in names), each=len))
+
+
+def get_batched(plain_map: Any, names: Sequence[str], batch: int = BATCH) -> int:
+    """Reads the keys with ``get_all`` calls of ``batch`` keys; returns the bytes read."""
+    return sum(
+        windowed(
+            (plain_map.get_all(names[i : i + batch]) for i in range(0, len(names), batch)),
+            each=lambda part: sum(len(value) for value in part.values()),
+        )
+    )
 
 
 def measure(
@@ -99,7 +155,7 @@ def measure(
     store = HazelcastSnapshotStore(cluster_client)
     # Named like a job's map with backupCount 1, so the members give it one backup.
     snapshot_map = snapshot_map_name(f"bench-{size_mib}", 0, 1)
-    plain_map = plain_client.get_map(f"__sj.bench.plain-{size_mib}")
+    plain_map: Any = plain_client.get_map(f"__sj.bench.plain-{size_mib}")
     record = ValidationRecord(
         1,
         tuple(ChunkDescriptor.of(key, data, 1) for key, data in chunks),
@@ -120,14 +176,10 @@ def measure(
         store.put_validation_record(snapshot_map, record)
 
     def plain_set() -> None:
-        windowed(plain_map.set(k, v) for k, v in plain_items.items())
+        put_each(plain_map, plain_items)
 
     def plain_put_all() -> None:
-        names = list(plain_items)
-        windowed(
-            plain_map.put_all({n: plain_items[n] for n in names[i : i + BATCH]})
-            for i in range(0, len(names), BATCH)
-        )
+        put_batched(plain_map, plain_items)
 
     def store_restore() -> None:
         checked = validate_snapshot(store, snapshot_map, 1)
@@ -146,15 +198,10 @@ def measure(
             checksum(value)
 
     def plain_get() -> None:
-        data = windowed(plain_map.get(k) for k in plain_items)
-        assert sum(len(d) for d in data) == size_mib * MIB
+        assert get_each(plain_map, list(plain_items)) == size_mib * MIB
 
     def plain_get_all() -> None:
-        names = list(plain_items)
-        parts = windowed(
-            plain_map.get_all(names[i : i + BATCH]) for i in range(0, len(names), BATCH)
-        )
-        assert sum(len(v) for part in parts for v in part.values()) == size_mib * MIB
+        assert get_batched(plain_map, list(plain_items)) == size_mib * MIB
 
     def nothing() -> None:
         return None
