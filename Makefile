@@ -5,6 +5,9 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST := hack/pytest.sh
+# Outside the repository, so a clean clone (CI) starts from the last run's cache: mypy checks
+# each cached module's source hash, so a stale entry is rechecked, never trusted (40 s -> 5 s).
+MYPY_CACHE_DIR ?= $(HOME)/.cache/snapshotjob/mypy
 PACKAGES := snapshotjob_contract snapshot_protocol snapshot_store operator/snapshot_operator spark_runtime
 
 .PHONY: help install demo demo-local demo-down test test-unit test-integration test-e2e test-slow \
@@ -66,7 +69,7 @@ format: install ## Apply ruff's fixes and formatting
 
 typecheck: install ## mypy --strict on the packages, the test bed and its pytest plugins
 	@echo "==> mypy"
-	@$(VENV)/bin/mypy $(PACKAGES) testbed tests/fixtures examples tests/e2e/pipelines
+	@$(VENV)/bin/mypy --cache-dir $(MYPY_CACHE_DIR) $(PACKAGES) testbed tests/fixtures examples tests/e2e/pipelines
 
 contracts: install ## Import-layer contracts (import-linter)
 	@echo "==> import-linter"

@@ -46,8 +46,10 @@ want=$(sha256sum "$REPO/pyproject.toml" | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     step "Installing Python dependencies into $VENV (pip install -e '.[dev]')"
     log=$VENV/pip-install.log
+    # --no-compile: byte-compiling every installed module (PySpark's alone are thousands)
+    # took more than half of a clean clone's install; Python compiles what it imports anyway.
     { "$VENV/bin/pip" install --upgrade pip setuptools wheel \
-        && "$VENV/bin/pip" install -e "$REPO[dev]"; } >"$log" 2>&1 \
+        && "$VENV/bin/pip" install --no-compile -e "$REPO[dev]"; } >"$log" 2>&1 \
         || { tail -n 30 "$log" >&2; fail "pip install failed; full log in $log"; }
     echo "$want" > "$stamp"
 else
