@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from snapshot_operator.reconcile import Action, EmitEvent, PatchStatus, StoreHealth
+from snapshot_operator.reconcile import Action, EmitEvent, EventReason, PatchStatus, StoreHealth
 from snapshotjob_contract import Phase
 from snapshotjob_contract.observability import (
     OPERATOR_EXECUTIONS_STARTED,
@@ -46,6 +46,22 @@ RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10
 UNKNOWN_REASON = "Unknown"
 """The restart reason when the decision emitted no Event with the restart."""
 
+RESTART_REASONS: tuple[str, ...] = (
+    EventReason.EXECUTION_FAILED,
+    EventReason.FORCED_RESTART,
+    EventReason.DRIVER_INTERRUPTED,
+    EventReason.DRIVER_NODE_LOST,
+    EventReason.QUORUM_LOST,
+    EventReason.DRIVER_POD_MISSING,
+    EventReason.UPGRADING,
+    UNKNOWN_REASON,
+)
+"""The reasons a restart is counted under, each served at 0 from the operator's start.
+
+``increase()`` and ``rate()`` cannot see a counter's first sample as an increase: a series
+created by its first restart, at 1, would hide that restart from the restart-loop alert and
+the dashboard (``promtool test rules`` showed 2 + 2 restarts of two reasons read as 2)."""
+
 
 def restart_reason(previous_phase: str | None, actions: Sequence[Action]) -> str | None:
     """Returns why the decided actions restart the job, or None if they do not.
@@ -62,10 +78,10 @@ def restart_reason(previous_phase: str | None, actions: Sequence[Action]) -> str
         return None
     if phase_after(previous_phase, actions) != Phase.RESTARTING:
         return None
-    for action in actions:
-        if isinstance(action, EmitEvent):
-            return str(action.reason)
-    return UNKNOWN_REASON
+    reasons = [str(action.reason) for action in actions if isinstance(action, EmitEvent)]
+    # The restart's own Event, when the decision emitted others with it (ExportRejected...).
+    known = [reason for reason in reasons if reason in RESTART_REASONS]
+    return (known or reasons or [UNKNOWN_REASON])[0]
 
 
 def phase_after(previous_phase: str | None, actions: Sequence[Action]) -> str | None:
@@ -127,6 +143,8 @@ class OperatorMetrics:
             OPERATOR_RESTARTS.labels,
             registry=self.registry,
         )
+        for reason in RESTART_REASONS:
+            self._restarts.labels(reason)
         self._executions_started = Counter(
             _counter_name(OPERATOR_EXECUTIONS_STARTED.name),
             OPERATOR_EXECUTIONS_STARTED.help,

@@ -12,7 +12,12 @@ from kubernetes import client
 
 from snapshot_operator.executing import Services, reconcile_once
 from snapshot_operator.kubernetes_gateway import ClientKubernetesGateway
-from snapshot_operator.metrics import OperatorMetrics, phase_after, restart_reason
+from snapshot_operator.metrics import (
+    RESTART_REASONS,
+    OperatorMetrics,
+    phase_after,
+    restart_reason,
+)
 from snapshot_operator.reconcile import EmitEvent, EventReason, PatchStatus, StoreHealth
 from snapshot_operator.settings import OperatorSettings
 from snapshotjob_contract import Phase
@@ -156,7 +161,25 @@ def test_a_restart_is_a_move_into_restarting_named_by_its_event() -> None:
     event = EmitEvent(EventReason.DRIVER_NODE_LOST, "Driver node lost")
     assert restart_reason("RUNNING", [into, event]) == "DriverNodeLost"
     assert restart_reason("RUNNING", [into]) == "Unknown"
+    rejected = EmitEvent(EventReason.EXPORT_REJECTED, "Export rejected")
+    assert restart_reason("RUNNING", [into, rejected, event]) == "DriverNodeLost", (
+        "the restart's own Event names it, not another emitted with it"
+    )
+    assert restart_reason("RUNNING", [into, rejected]) == "ExportRejected"
     assert restart_reason("RESTARTING", [into, event]) is None, "already restarting"
     assert restart_reason("RUNNING", [event]) is None, "no move into RESTARTING"
     assert phase_after("RUNNING", [PatchStatus({"observedGeneration": 2})]) == "RUNNING"
     assert phase_after(None, [into, PatchStatus({"phase": "STARTING"})]) == "STARTING"
+
+
+def test_every_restart_reason_is_served_at_zero_before_its_first_restart() -> None:
+    """``increase()`` cannot count a counter's first sample: a series born at 1 hides a restart.
+
+    ``tests/integration/alert_rules_test.yaml`` shows what that did to the restart-loop alert.
+    """
+    metrics = OperatorMetrics()
+    for reason in RESTART_REASONS:
+        # Served, not only zero: value() reads a missing series as 0 too.
+        sample = metrics.registry.get_sample_value(OPERATOR_RESTARTS.name, {"reason": reason})
+        assert sample == 0, f"reason={reason} sample={sample}"
+    assert {"ExecutionFailed", "DriverNodeLost", "Unknown"} <= set(RESTART_REASONS)
