@@ -2,7 +2,8 @@
 
 The real-server fixtures live in :mod:`tests.fixtures` (thin pytest plugins over the
 :mod:`testbed` package); they are registered here as plugins so every test module can ask
-for ``hazelcast_cluster``, ``postgres``, ``s3``, ``spark``, ``kube_api`` or ``kind_cluster``.
+for ``hazelcast_cluster``, ``postgres``, ``s3``, ``spark``, ``kube_api``, ``kind_cluster`` or
+``prometheus``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ pytest_plugins = [
     "tests.fixtures.spark",
     "tests.fixtures.kube",
     "tests.fixtures.netns",
+    "tests.fixtures.prometheus",
     # pytester runs nested in-process sessions: tests/unit/test_process_guard.py uses it.
     "pytester",
 ]

@@ -11,7 +11,8 @@
 #
 # Usage: hack/kube/build.sh [GROUP...]
 #        GROUP in: kubernetes etcd coredns pause runc-capfilter crictl helm kind flannel
-#        (no GROUP = all). KUBE_BIN_DIR=<dir> overrides the cache directory.
+#        prometheus (no GROUP = all but prometheus, which only the dashboard and alert-rule
+#        tests use: their marker builds it). KUBE_BIN_DIR=<dir> overrides the cache directory.
 #        hack/kube/build.sh --print-bin-dir   prints the bin dir and exits.
 set -euo pipefail
 
@@ -44,10 +45,11 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 # stamp_of MODULE_DIR LDFLAGS -> a hash of everything that decides the binary's content
-# (STAMP_EXTRA_DIRS: local modules the build replaces into it).
+# (STAMP_EXTRA_DIRS: local modules the build replaces into it; BUILD_TAGS: go build -tags).
 stamp_of() {
   local dir="$1" flags="$2" extra
   { cat "${dir}"/go.mod "${dir}"/go.sum "${dir}"/*.go 2>/dev/null; echo "${flags}"; go version
+    [[ -z "${BUILD_TAGS:-}" ]] || echo "tags=${BUILD_TAGS}"
     for extra in ${STAMP_EXTRA_DIRS:-}; do find "${extra}" -type f -print0 | sort -z | xargs -0 cat; done
   } | sha256sum | cut -d' ' -f1
 }
@@ -64,7 +66,8 @@ build_one() {
   log "Building binary=${name} package=${pkg}"
   local start end
   start=$(date +%s)
-  (cd "${dir}" && nice -n 19 go build -ldflags "${flags}" -o "${out}.tmp" "${pkg}")
+  (cd "${dir}" && nice -n 19 go build ${BUILD_TAGS:+"-tags=${BUILD_TAGS}"} -ldflags "${flags}" \
+    -o "${out}.tmp" "${pkg}")
   mv -f "${out}.tmp" "${out}"
   echo "${stamp}" > "${out}.stamp"
   end=$(date +%s)
@@ -144,6 +147,28 @@ build_flannel() {
     "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=${FLANNEL_VERSION} -extldflags -static"
 }
 
+build_prometheus() {
+  # Prometheus and promtool: the dashboard is rendered from a real Prometheus' query API and
+  # the chart's alert rules are checked and unit-tested with promtool (docs/metrics.md).
+  # remove_all_sd keeps the static, file and HTTP service discoveries only (the tests list
+  # their targets), which spares compiling the cloud providers' SDKs. Without the
+  # builtinassets tag the web UI is not embedded, so no npm build: the HTTP API needs none.
+  # Prometheus 3.x is tagged v0.3MM.P as a Go module: v0.316.0 is Prometheus 3.16.0.
+  local dir="${HERE}/modules/prometheus" release published flags name
+  release="${PROMETHEUS_VERSION#v0.}"
+  release="${release:0:1}.${release:1}"
+  # The module's publish time (`go list -m`: `go mod download -json` has no Time field).
+  published="$(go list -m -json "github.com/prometheus/prometheus@${PROMETHEUS_VERSION}" \
+    2>/dev/null | sed -n 's/.*"Time": *"\([^"]*\)".*/\1/p' | head -1)"
+  flags="-s -w -X github.com/prometheus/common/version.Version=${release}"
+  flags+=" -X github.com/prometheus/common/version.Revision=module-${PROMETHEUS_VERSION}"
+  flags+=" -X github.com/prometheus/common/version.BuildDate=${published:-1970-01-01T00:00:00Z}"
+  for name in prometheus promtool; do
+    BUILD_TAGS=remove_all_sd build_one "${name}" "${dir}" \
+      "github.com/prometheus/prometheus/cmd/${name}" "${flags}"
+  done
+}
+
 groups=("$@")
 if [[ ${#groups[@]} -eq 0 ]]; then
   groups=(kubernetes etcd coredns pause runc-capfilter crictl helm kind flannel)
@@ -151,7 +176,7 @@ fi
 total_start=$(date +%s)
 for g in "${groups[@]}"; do
   case "${g}" in
-    kubernetes|etcd|coredns|crictl|pause|helm|kind|flannel) "build_${g}" ;;
+    kubernetes|etcd|coredns|crictl|pause|helm|kind|flannel|prometheus) "build_${g}" ;;
     runc-capfilter) build_runc_capfilter ;;
     *) echo "ERROR: unknown group=${g}" >&2; exit 2 ;;
   esac

@@ -51,28 +51,43 @@ READ = ROWS_PER_EPOCH * EPOCHS
 INTERVAL_MS = 2000
 
 
-@pytest.fixture
-def harness(healthy_hazelcast: HazelcastCluster, tmp_path: Path) -> Iterator[DriverHarness]:
-    """A metered job gated at :data:`READ` numbers, its driver killed after the test."""
-    (tmp_path / "limit").write_text(str(READ))
-    members = [node.address for node in healthy_hazelcast.nodes]
-    harness = DriverHarness(
-        workdir=tmp_path,
+def metered_driver(cluster: HazelcastCluster, workdir: Path) -> DriverHarness:
+    """A metered job gated at :data:`READ` numbers whose driver serves metrics on a free port
+    (:func:`metrics_port` reads it from the log); ``test_dashboard.py`` runs it too."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "limit").write_text(str(READ))
+    members = [node.address for node in cluster.nodes]
+    return DriverHarness(
+        workdir=workdir,
         members=members,
-        cluster_name=healthy_hazelcast.cluster_name,
+        cluster_name=cluster.cluster_name,
         job_uid=f"metered-{uuid.uuid4().hex[:8]}",
         pipeline="tests.integration.metered_pipeline",
         args={
-            "limit_file": str(tmp_path / "limit"),
-            "out": str(tmp_path / "out"),
+            "limit_file": str(workdir / "limit"),
+            "out": str(workdir / "out"),
             "members": ",".join(members),
-            "cluster": healthy_hazelcast.cluster_name,
+            "cluster": cluster.cluster_name,
             "map": f"metered-{uuid.uuid4().hex[:8]}",
             "rows_per_epoch": ROWS_PER_EPOCH,
         },
         snapshot_interval_ms=INTERVAL_MS,
         extra_args=["--metrics-port", "0"],
     )
+
+
+def metrics_port(harness: DriverHarness) -> int:
+    """The port the started driver serves metrics on, once it logged it."""
+    assert harness.wait_for_log("Serving metrics ", timeout=120), harness.log_tail()
+    found = re.search(r"Serving metrics address=\S+ port=(\d+)", harness.log_text())
+    assert found, harness.log_tail()
+    return int(found.group(1))
+
+
+@pytest.fixture
+def harness(healthy_hazelcast: HazelcastCluster, tmp_path: Path) -> Iterator[DriverHarness]:
+    """A metered job gated at :data:`READ` numbers, its driver killed after the test."""
+    harness = metered_driver(healthy_hazelcast, tmp_path)
     try:
         yield harness
     finally:
@@ -113,10 +128,7 @@ def test_a_real_drivers_scrape_agrees_with_its_record_and_output(
     harness: DriverHarness, healthy_hazelcast: HazelcastCluster
 ) -> None:
     harness.start()
-    assert harness.wait_for_log("Serving metrics ", timeout=120), harness.log_tail()
-    found = re.search(r"Serving metrics address=\S+ port=(\d+)", harness.log_text())
-    assert found, harness.log_tail()
-    port = int(found.group(1))
+    port = metrics_port(harness)
     # The endpoint is up before the restore, so its duration can be seen.
     assert value(scrape(port), DRIVER_RESTORE_DURATION.name) is not None
 
