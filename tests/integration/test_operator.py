@@ -33,6 +33,7 @@ from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
 from testbed.operator_harness import WAIT, OperatorHarness, OperatorProcess
+from testbed.processes import wait_until
 from testbed.snapshotjob_crd import install_crd
 from tests.unit.operator.specs import VALID_SPEC
 
@@ -635,7 +636,14 @@ def test_two_replicas_one_works_and_the_other_takes_over(
     high.start()
     try:
         harness = OperatorHarness(kube_api, namespace, high)
-        time.sleep(3)  # both announced themselves; the low one pauses
+        # The low one pauses once it has seen the high one's announcement. A fixed 3 s was
+        # not always enough: on a loaded machine the high replica announced itself later, the
+        # low one took the job meanwhile, and paused only then.
+        wait_until(
+            lambda: "Pausing operations in favour of" in low.process.log_path.read_text(),
+            WAIT,
+            "the low replica pausing in favour of the high one",
+        )
         uid, running = harness.start_running("shared")
         harness.wait_event("shared", "ExecutionStarted")
         harness.wait_event("shared", "PipelineRunning")
