@@ -15,10 +15,11 @@ synchronous); the kopf handlers run it in a worker thread.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -64,11 +65,13 @@ from snapshotjob_contract.pods import LABEL_JOB_UID
 
 log = logging.getLogger(__name__)
 
-READS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="reconcile-read")
+READS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="reconcile-read")
 """Where a reconcile makes its independent reads at once. Shared by the jobs' reconciles,
-which run in the event loop's default threads (one at a time per job): a reconcile waits
-for at most two reads here, so sixteen threads serve eight jobs reconciling at the same
-moment before any read queues; none of these reads waits for another."""
+which run in the event loop's default threads (one at a time per job): a reconcile has at
+most four reads here at a time (the export list, the Pods' list, the current driver, the
+store's health; the job is read in its own thread), so 32 threads serve eight jobs
+reconciling at the same moment before any read queues; none of these reads waits for
+another."""
 
 RETRY_STALE_SECONDS = 0.05
 """How soon to decide again after a write lost the optimistic lock: at once, the job moved."""
@@ -101,6 +104,22 @@ class Services:
 
 
 @dataclass(frozen=True)
+class Seen:
+    """What a reconcile of a job saw, from which the next one starts its reads early.
+
+    Attributes:
+        uid: The job's uid.
+        driver_pod: The current driver Pod's name as the reconcile left the status (after
+            its own writes), None if the status names none.
+        members: The store members whose health it read.
+    """
+
+    uid: str
+    driver_pod: str | None
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Outcome:
     """How a reconcile ended.
 
@@ -108,11 +127,63 @@ class Outcome:
         requeue_after: Decide again after this many seconds even if nothing changes.
         finalizer_removable: The job is being deleted and its cleanup is done.
         gone: The job no longer exists.
+        seen: What the reconcile saw, for :func:`read_early` before the next one; None if it
+            read no job.
     """
 
     requeue_after: float
     finalizer_removable: bool = False
     gone: bool = False
+    seen: Seen | None = None
+
+
+class EarlyReads:
+    """A reconcile's reads that need the job, started before the job is read.
+
+    The Pods' list needs the job's uid, the current driver's read its name in the status, the
+    store's health the members its spec names: read after the job, each waited for the job's
+    read first (5 to 8 ms for the driver, ``bench/reconcile_latency.py``). Started on what
+    the job's previous reconcile saw, they run at the same time as the job's read (and the
+    export objects'); the reconcile takes each only if the job, once read, names the same
+    uid, driver and members, and reads it again otherwise.
+
+    A driver Pod read a moment before the status it is judged against, not after, is a view
+    the executor already handles: the Pod may change right after any read, its change wakes
+    the loop again (the daemon clears its wake before the reconcile reads anything), and the
+    status writes are locked on the job's ``resourceVersion``. Its name is never reused by a
+    later execution (job name and attempt), and the Pods the operator creates or deletes
+    are created or deleted by an earlier reconcile of the same loop, before both reads.
+
+    Args:
+        services: The gateways and settings.
+        namespace: The job's namespace.
+        seen: What the job's previous reconcile saw.
+    """
+
+    def __init__(self, services: Services, namespace: str, seen: Seen) -> None:
+        kube = services.kube
+        self.seen = seen
+        # Submitted slowest first: the threads start their requests one after the other (each
+        # holds the interpreter lock to build its request), and a Pod's GET, read from etcd,
+        # takes longer than a list from the API server's cache.
+        self.driver: Future[dict[str, Any] | None] | None = (
+            READS.submit(kube.read_pod, namespace, seen.driver_pod)
+            if seen.driver_pod is not None
+            else None
+        )
+        self.health = READS.submit(
+            services.store.read_health, seen.members, services.settings.health_timeout_seconds
+        )
+        self.pods = READS.submit(kube.list_driver_pods, namespace, seen.uid, cached=True)
+
+
+def read_early(services: Services, namespace: str, seen: Seen | None) -> EarlyReads | None:
+    """Starts the reads of a job's next reconcile that the previous one lets it guess.
+
+    Returns:
+        The reads under way, for :func:`reconcile_once`; None without a previous reconcile.
+    """
+    return EarlyReads(services, namespace, seen) if seen is not None else None
 
 
 def store_of(services: Services, spec: SnapshotJobSpec | None) -> tuple[tuple[str, ...], str]:
@@ -131,6 +202,7 @@ def reconcile_once(
     requested_export: str | None = None,
     *,
     job: dict[str, Any] | None = None,
+    early: EarlyReads | None = None,
 ) -> Outcome:
     """Reads the job and its world, decides, and performs the actions.
 
@@ -143,9 +215,11 @@ def reconcile_once(
             (:func:`snapshot_operator.reconcile.exports.with_requested_export`).
         job: The job as just read (by the export reconcile, after its export objects and
             with nothing written since); read here if None.
+        early: Reads started with the job's (:func:`read_early`), taken where the job names
+            what they guessed.
 
     Returns:
-        When to look again; whether the finalizer may go.
+        When to look again; whether the finalizer may go; what the reconcile saw.
 
     Raises:
         kubernetes.client.exceptions.ApiException: On API errors other than conflicts.
@@ -153,7 +227,7 @@ def reconcile_once(
     """
     started = time.perf_counter()
     try:
-        return _reconcile_once(services, namespace, name, requested_export, job, started)
+        return _reconcile_once(services, namespace, name, requested_export, job, early, started)
     except Exception:
         services.metrics.reconcile_failed(time.perf_counter() - started)
         raise
@@ -165,6 +239,7 @@ def _reconcile_once(
     name: str,
     requested_export: str | None,
     job: dict[str, Any] | None,
+    early: EarlyReads | None,
     started: float,
 ) -> Outcome:
     metrics = services.metrics
@@ -181,10 +256,14 @@ def _reconcile_once(
     spec = parse_spec(raw.get("spec"))
     members, cluster = store_of(services, spec if isinstance(spec, SnapshotJobSpec) else None)
     # Independent reads, made at once: the slowest one sets the time, not their sum.
-    health_read = READS.submit(
-        services.store.read_health, members, services.settings.health_timeout_seconds
+    health_read = (
+        early.health
+        if early is not None and early.seen.members == members
+        else READS.submit(
+            services.store.read_health, members, services.settings.health_timeout_seconds
+        )
     )
-    pods = _first_look_pods(services, namespace, uid, raw)
+    pods = _first_look_pods(services, namespace, uid, raw, early)
     health = health_read.result()
     read = time.perf_counter()
     observation = observe(raw, pods, health, services.clock())
@@ -198,8 +277,10 @@ def _reconcile_once(
         actions = decide(observation, services.settings.decision)
     decided = time.perf_counter()
     previous_phase = (raw.get("status") or {}).get("phase")
+    # The status as this decision's writes leave it: what the next reconcile guesses from.
+    status: dict[str, Any] = dict(raw.get("status") or {})
     try:
-        outcome = _perform(services, observation, raw, actions)
+        outcome = _perform(services, observation, raw, status, actions)
     except StaleObservation as stale:
         log.info("Deciding again %s", stale)
         # Nothing the decision wanted was written: only the time is recorded.
@@ -210,7 +291,7 @@ def _reconcile_once(
             previous_phase=previous_phase,
             actions=(),
         )
-        return Outcome(requeue_after=RETRY_STALE_SECONDS)
+        return Outcome(requeue_after=RETRY_STALE_SECONDS, seen=_seen(uid, status, members))
     metrics.reconciled(
         namespace,
         name,
@@ -229,11 +310,20 @@ def _reconcile_once(
             (decided - read) * 1000,
             (time.perf_counter() - decided) * 1000,
         )
-    return outcome
+    return dataclasses.replace(outcome, seen=_seen(uid, status, members))
+
+
+def _seen(uid: str, status: Mapping[str, Any], members: Sequence[str]) -> Seen:
+    driver = (status.get("execution") or {}).get("driverPod")
+    return Seen(uid, driver if isinstance(driver, str) else None, tuple(members))
 
 
 def _first_look_pods(
-    services: Services, namespace: str, uid: str, raw: Mapping[str, Any]
+    services: Services,
+    namespace: str,
+    uid: str,
+    raw: Mapping[str, Any],
+    early: EarlyReads | None,
 ) -> list[dict[str, Any]]:
     """The job's Pods for a first decision: the current driver as it is, the others cached.
 
@@ -245,11 +335,21 @@ def _first_look_pods(
     others come from the watch cache: a decision on this view is performed only if it writes
     no more than the status (see :func:`acts_beyond_the_status`), which the other Pods cannot
     make wrong: they only hold back a start or ask for a deletion, which are decided again.
+    Both reads are taken from ``early`` where it guessed the job's uid and driver right.
     """
     kube = services.kube
-    listed = READS.submit(kube.list_driver_pods, namespace, uid, cached=True)
+    listed = (
+        early.pods
+        if early is not None and early.seen.uid == uid
+        else READS.submit(kube.list_driver_pods, namespace, uid, cached=True)
+    )
     current = ((raw.get("status") or {}).get("execution") or {}).get("driverPod")
-    pod = kube.read_pod(namespace, current) if isinstance(current, str) else None
+    if not isinstance(current, str):
+        pod = None
+    elif early is not None and early.driver is not None and early.seen.driver_pod == current:
+        pod = early.driver.result()
+    else:
+        pod = kube.read_pod(namespace, current)
     cached = listed.result()
     if not isinstance(current, str):
         return cached
@@ -263,13 +363,14 @@ def _perform(
     services: Services,
     observation: Observation,
     raw: dict[str, Any],
+    status: dict[str, Any],
     actions: Sequence[Action],
 ) -> Outcome:
+    """Performs the actions in order; ``status`` follows the writes (for writes that extend
+    a list, and for the caller)."""
     job = observation.job
     kube = services.kube
     version = str(raw["metadata"]["resourceVersion"])
-    # The status as this decision's writes leave it, for writes that extend a list.
-    status: dict[str, Any] = dict(raw.get("status") or {})
     requeue: float = services.settings.decision.resync_seconds
     removable = False
     context = f"namespace={job.namespace} name={job.name}"

@@ -42,6 +42,8 @@ class FakeKubernetes:
     Attributes:
         job: The SnapshotJob (camelCase), None once it is gone.
         pods: Driver Pods by name.
+        pod_lists: Every list of the driver Pods, ``cached`` or ``consistent``, in order.
+        pod_reads: The name of every Pod read by name, in order.
         statefulset: The store's StatefulSet, None if there is none.
         member_pods: The StatefulSet's Pods by name.
         log: Every write, in order, as ``(kind, detail)``.
@@ -66,6 +68,7 @@ class FakeKubernetes:
         # is not, and shows :attr:`pods`).
         self.cached_pods: dict[str, dict[str, Any]] | None = None
         self.pod_lists: list[str] = []
+        self.pod_reads: list[str] = []
         self.statefulset: dict[str, Any] | None = None
         self.member_pods: dict[str, dict[str, Any]] = {}
         self.log: list[tuple[str, Any]] = []
@@ -120,8 +123,13 @@ class FakeKubernetes:
         return copy.deepcopy(list(self.pods.values()))
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """Returns a copy of one driver Pod, or None."""
+        """Returns a copy of one driver Pod, or None; records the name in :attr:`pod_reads`."""
+        self.pod_reads.append(name)
         return copy.deepcopy(self.pods.get(name))
+
+    def list_exports(self, namespace: str, *, cached: bool = False) -> list[dict[str, Any]]:
+        """Returns no SnapshotJobExport: the executor's tests have none."""
+        return []
 
     def patch_status(
         self, namespace: str, name: str, resource_version: str, patch: Mapping[str, Any]
@@ -210,6 +218,7 @@ class FakeStore:
     Attributes:
         health: The document every member answers with; None: no member answers.
         unreachable: Members that never answer, whatever ``health`` says.
+        health_reads: The members of every health read, in order.
         copies: Every copy asked for, in order.
         destroyed: Every map destroyed, in order.
         failures: Errors the next copies raise, one each, first first.
@@ -221,9 +230,11 @@ class FakeStore:
         self.copies: list[dict[str, Any]] = []
         self.destroyed: list[str] = []
         self.failures: list[Exception] = []
+        self.health_reads: list[tuple[str, ...]] = []
 
     def read_health(self, members: Sequence[str], timeout: float) -> dict[str, Any] | None:
-        """Returns ``health`` if any of the members is reachable."""
+        """Returns ``health`` if any of the members is reachable; records the members asked."""
+        self.health_reads.append(tuple(members))
         if all(member in self.unreachable for member in members):
             return None
         return self.health

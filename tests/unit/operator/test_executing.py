@@ -10,13 +10,14 @@ the previous one.
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from snapshot_operator import executing
-from snapshot_operator.executing import Outcome, Services, reconcile_once
+from snapshot_operator.executing import Outcome, Seen, Services, read_early, reconcile_once
 from snapshot_operator.gateways import StoreOperationFailed
 from snapshot_operator.reconcile import PatchStatus, observe
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
@@ -114,6 +115,7 @@ def test_the_writes_of_one_decision_are_chained_on_their_versions(
         services,
         observation,
         raw,
+        dict(raw.get("status") or {}),
         (PatchStatus({"message": "first"}), PatchStatus({"message": "second"})),
     )
     (first_version, _), (second_version, _) = [e for k, e in kube.log if k == "patch"]
@@ -431,3 +433,83 @@ def test_a_start_is_decided_again_on_a_consistent_list(
     run(services)
     assert kube.pod_lists == ["cached", "consistent"]
     assert "create" not in kube.kinds(), "the consistent list shows the running Pod"
+
+
+def _suspend(kube: FakeKubernetes) -> None:
+    assert kube.job is not None
+    kube.job["spec"]["suspend"] = True
+    kube.job["metadata"]["generation"] = 2
+
+
+def test_a_reconcile_says_which_driver_it_left_the_status_naming(
+    kube: FakeKubernetes, services: Services
+) -> None:
+    outcome = run(services)
+    (pod,) = kube.pods
+    # The Pod was created by this reconcile: the status it read named no driver yet.
+    assert outcome.seen == Seen("uid-1", pod, ("hz-0:5701",))
+
+
+def test_the_reads_the_last_reconcile_lets_guess_are_taken_not_made_again(
+    kube: FakeKubernetes, services: Services, store: FakeStore
+) -> None:
+    pod = _running_job(kube, services)
+    seen = run(services).seen
+    assert seen == Seen("uid-1", pod, ("hz-0:5701",))
+    _suspend(kube)
+    kube.pod_reads.clear()
+    kube.pod_lists.clear()
+    store.health_reads.clear()
+    early = read_early(services, "default", seen)
+    outcome = reconcile_once(services, "default", "wordcount", early=early)
+    assert kube.status["termination"]["mode"] == "SUSPEND_GRACEFUL"
+    assert kube.pod_reads == [pod], "the driver read with the job's read is the one used"
+    assert kube.pod_lists == ["cached"]
+    assert store.health_reads == [("hz-0:5701",)]
+    assert outcome.seen == seen
+
+
+def test_a_guess_the_job_contradicts_is_read_again(
+    kube: FakeKubernetes, services: Services, store: FakeStore
+) -> None:
+    pod = _running_job(kube, services)
+    _suspend(kube)
+    # Guessed from a reconcile of another job of that name, with another driver and store.
+    wrong = Seen("uid-0", "wordcount-driver-9", ("hz-9:5701",))
+    kube.pods["wordcount-driver-9"] = {
+        "metadata": {"name": "wordcount-driver-9", "labels": {"snapshotjob.io/job-uid": "uid-0"}},
+        "status": {"phase": "Failed"},
+    }
+    kube.pod_reads.clear()
+    kube.pod_lists.clear()
+    kube.log.clear()
+    store.health_reads.clear()
+    reconcile_once(services, "default", "wordcount", early=read_early(services, "default", wrong))
+    assert kube.pod_reads == ["wordcount-driver-9", pod]
+    assert kube.pod_lists == ["cached", "cached"]
+    assert store.health_reads == [("hz-9:5701",), ("hz-0:5701",)]
+    assert kube.status["termination"]["mode"] == "SUSPEND_GRACEFUL", "decided on the job's driver"
+    assert "create" not in kube.kinds()
+
+
+class _RecordingReads(ThreadPoolExecutor):
+    """Runs each read at once, in the caller's thread, and records the order of submission."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self.submitted: list[str] = []
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.submitted.append(fn.__name__)
+        future: Future[Any] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def test_the_early_reads_start_with_the_slowest_the_drivers_get(
+    kube: FakeKubernetes, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = _RecordingReads()
+    monkeypatch.setattr(executing, "READS", reads)
+    read_early(services, "default", Seen("uid-1", "wordcount-driver-1", ("hz-0:5701",)))
+    assert reads.submitted == ["read_pod", "read_health", "list_driver_pods"]
