@@ -14,6 +14,8 @@
 #          Ready and CoreDNS, then run `check`
 #   check  Pod-to-Pod traffic between two nodes, Pod -> kubernetes Service, and DNS
 #   nodes  the cluster's node names (one a line; the control plane first)
+#   status succeeds when the cluster exists and all its node containers run (a cluster left
+#          stopped by a reboot fails it, and `up` deletes and creates it again)
 #   env: KIND_CLUSTER_NAME (default snapshotjob), KIND_WORKERS (default 2; 0 = one node),
 #        KIND_NODE_IMAGE (default: locally built).
 set -euo pipefail
@@ -40,6 +42,19 @@ node_containers() {
   "${KIND}" get nodes --name "${KIND_CLUSTER_NAME}" 2>/dev/null | sort
 }
 
+# stopped_nodes: the cluster's node containers that are not running. A cluster outlives the
+# Docker engine that ran it only as containers "exited" or "dead" (a reboot, a restart of
+# dockerd): kind still lists it, but it cannot be loaded into or used, and a stopped kind
+# node does not come back reliably. Such a cluster is deleted and created again.
+stopped_nodes() {
+  local node state
+  while read -r node; do
+    [[ -n "${node}" ]] || continue
+    state="$(docker inspect --format '{{.State.Status}}' "${node}" 2>/dev/null || echo missing)"
+    [[ "${state}" == running ]] || echo "${node}=${state}"
+  done < <(node_containers)
+}
+
 # wait_ready: every node Ready, the Pod network's DaemonSet and CoreDNS rolled out.
 wait_ready() {
   local start
@@ -59,6 +74,14 @@ cmd_up() {
   local start config want have i
   start=$(date +%s)
   want=$(( KIND_WORKERS + 1 ))
+  local stopped
+  if cluster_exists; then
+    stopped="$(stopped_nodes | tr '\n' ' ')"
+    if [[ -n "${stopped}" ]]; then
+      log "Deleting a cluster whose nodes are not running name=${KIND_CLUSTER_NAME} nodes='${stopped% }'"
+      "${KIND}" delete cluster --name "${KIND_CLUSTER_NAME}" >&2
+    fi
+  fi
   if cluster_exists; then
     have="$(node_containers | wc -l)"
     if [[ "${have}" != "${want}" ]]; then
@@ -184,8 +207,9 @@ cmd_down() {
   rm -f "${KUBECONFIG_FILE}"
 }
 
+# cmd_status: succeeds when the cluster exists and every node container runs.
 cmd_status() {
-  [[ -x "${KIND}" ]] && docker info >/dev/null 2>&1 && cluster_exists
+  [[ -x "${KIND}" ]] && docker info >/dev/null 2>&1 && cluster_exists && [[ -z "$(stopped_nodes)" ]]
 }
 
 cmd_kubeconfig() {
