@@ -90,6 +90,12 @@ def store(partitioned: Network, tmp_path: Path) -> Iterator[HazelcastCluster]:
         cluster.stop()
 
 
+ROWS_PER_EPOCH = 150
+"""Rows a job reads per epoch. An epoch and its snapshot take 2 to 4 s on a 2-core machine
+whatever their size (a few hundred rows), so the gates (600, 1200, ...) are a few epochs
+apart each: enough epochs and snapshots between two faults, without a minute of epochs each
+(at 50 rows per epoch the four tests took 15 minutes)."""
+
 SPARK_IN_HOST = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 """Spark's driver binds to the host's own loopback inside a network host."""
 
@@ -102,7 +108,7 @@ def _pipeline_args(work: Path, end: int) -> dict[str, object]:
         "events_out": str(work / "events"),
         "end": end,
         "keys": KEYS,
-        "rows_per_epoch": 50,
+        "rows_per_epoch": ROWS_PER_EPOCH,
     }
 
 
