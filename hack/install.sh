@@ -58,9 +58,9 @@ fi
 # imports PySpark, pandas and pyarrow, and where PYTHONDONTWRITEBYTECODE is set (this
 # machine's environment sets it) what Python compiles at import is never cached, so an
 # uncompiled venv compiles them again in every process: 5.5 s of CPU for those imports
-# instead of 2.1, and an integration tier about 1.4x slower (make test ran out of CI's 90
-# minutes). compileall on both cores instead of pip's one-by-one compile; a venv installed
-# uncompiled earlier is compiled here once. tests/unit/test_bytecode.py checks it.
+# instead of 2.1 (measured beside a test run), and the chaos test's driver restarts 2 s apart
+# instead of 5. compileall on both cores instead of pip's one-by-one compile; a venv
+# installed uncompiled earlier is compiled here once. tests/unit/test_bytecode.py checks it.
 site_packages=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 if [ ! -f "$site_packages/pyspark/__pycache__/__init__.$("$VENV/bin/python" -c 'import sys; print(sys.implementation.cache_tag)').pyc" ]; then
     step "Byte-compiling the packages in $site_packages"

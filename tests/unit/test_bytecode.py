@@ -3,9 +3,9 @@
 Why: every driver, Python worker and test process imports PySpark, pandas and pyarrow. Where
 ``PYTHONDONTWRITEBYTECODE`` is set, as in this machine's environment, nothing compiled at
 import time is cached, so a venv whose packages were not byte-compiled compiles those modules
-again in every process: about 3.4 s more CPU per process, and a ``make test`` that ran out of
-CI's 90 minutes. ``hack/install.sh`` compiles them after pip (``compileall``); this test fails
-if a venv was left otherwise.
+again in every process: about 3.4 s more CPU per process (5.5 s instead of 2.1 for those
+imports, measured beside a test run). ``hack/install.sh`` compiles them after pip
+(``compileall``); this test fails if a venv was left otherwise.
 """
 
 from __future__ import annotations
