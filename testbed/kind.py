@@ -245,6 +245,14 @@ def use_or_create(
                 f"hack/kube/cluster.sh up failed rc={up.returncode}:\n"
                 f"{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
             )
+    else:
+        # make test's background preparation leaves the cluster it created paused.
+        resume = cluster_script(name, "resume", timeout=600)
+        if resume.returncode != 0:
+            raise KindClusterError(
+                f"hack/kube/cluster.sh resume failed rc={resume.returncode}:\n"
+                f"{resume.stdout[-3000:]}\n{resume.stderr[-3000:]}"
+            )
     export = cluster_script(name, "kubeconfig", timeout=60)
     if export.returncode != 0:
         raise KindClusterError(f"Cannot export the kind kubeconfig: {export.stderr.strip()}")

@@ -9,13 +9,17 @@
 # kindest/node image of the same Kubernetes version instead; kind then installs kindnetd
 # (see docs/kubernetes-testbed.md).
 #
-# Usage: hack/kube/cluster.sh up|down|status|check|nodes|kubeconfig|load IMAGE...
+# Usage: hack/kube/cluster.sh up|down|status|check|nodes|kubeconfig|pause|resume|load IMAGE...
 #   up     create the cluster (or reuse it if its node count matches), wait for every node
 #          Ready and CoreDNS, then run `check`
 #   check  Pod-to-Pod traffic between two nodes, Pod -> kubernetes Service, and DNS
 #   nodes  the cluster's node names (one a line; the control plane first)
-#   status succeeds when the cluster exists and all its node containers run (a cluster left
-#          stopped by a reboot fails it, and `up` deletes and creates it again)
+#   status succeeds when the cluster exists and all its node containers run or are paused (a
+#          cluster left stopped by a reboot fails it, and `up` deletes and creates it again)
+#   pause  freeze every node container (docker pause): an idle three-node cluster costs about
+#          a seventh of a 2-core machine (API server, etcd, kubelets, containerd), which
+#          make test's background preparation would otherwise take from the tiers before it
+#   resume thaw them and wait until every node is Ready again and untainted (`up` resumes too)
 #   env: KIND_CLUSTER_NAME (default snapshotjob), KIND_WORKERS (default 2; 0 = one node),
 #        KIND_NODE_IMAGE (default: locally built).
 set -euo pipefail
@@ -42,7 +46,7 @@ node_containers() {
   "${KIND}" get nodes --name "${KIND_CLUSTER_NAME}" 2>/dev/null | sort
 }
 
-# stopped_nodes: the cluster's node containers that are not running. A cluster outlives the
+# stopped_nodes: the cluster's node containers neither running nor paused. A cluster outlives the
 # Docker engine that ran it only as containers "exited" or "dead" (a reboot, a restart of
 # dockerd): kind still lists it, but it cannot be loaded into or used, and a stopped kind
 # node does not come back reliably. Such a cluster is deleted and created again.
@@ -51,7 +55,7 @@ stopped_nodes() {
   while read -r node; do
     [[ -n "${node}" ]] || continue
     state="$(docker inspect --format '{{.State.Status}}' "${node}" 2>/dev/null || echo missing)"
-    [[ "${state}" == running ]] || echo "${node}=${state}"
+    [[ "${state}" == running || "${state}" == paused ]] || echo "${node}=${state}"
   done < <(node_containers)
 }
 
@@ -89,6 +93,7 @@ cmd_up() {
     fi
     log "Cluster already exists name=${KIND_CLUSTER_NAME} nodes=${have}"
     "${KIND}" get kubeconfig --name "${KIND_CLUSTER_NAME}" >"${KUBECONFIG_FILE}"
+    cmd_resume
     wait_ready
     return 0
   fi
@@ -203,6 +208,7 @@ cmd_nodes() {
 cmd_down() {
   [[ -x "${KIND}" ]] || { log "kind not built, nothing to delete"; return 0; }
   docker info >/dev/null 2>&1 || { log "Docker engine not running, nothing to delete"; return 0; }
+  paused_nodes | xargs -r docker unpause >/dev/null 2>&1 || true
   "${KIND}" delete cluster --name "${KIND_CLUSTER_NAME}"
   rm -f "${KUBECONFIG_FILE}"
 }
@@ -210,6 +216,46 @@ cmd_down() {
 # cmd_status: succeeds when the cluster exists and every node container runs.
 cmd_status() {
   [[ -x "${KIND}" ]] && docker info >/dev/null 2>&1 && cluster_exists && [[ -z "$(stopped_nodes)" ]]
+}
+
+# paused_nodes: the cluster's node containers that are paused.
+paused_nodes() {
+  local node
+  while read -r node; do
+    [[ -n "${node}" ]] || continue
+    [[ "$(docker inspect --format '{{.State.Status}}' "${node}" 2>/dev/null)" == paused ]] \
+      && echo "${node}"
+  done < <(node_containers)
+}
+
+cmd_pause() {
+  cluster_exists || die "No cluster name=${KIND_CLUSTER_NAME} to pause"
+  local nodes
+  mapfile -t nodes < <(node_containers)
+  docker pause "${nodes[@]}" >/dev/null
+  log "Cluster paused name=${KIND_CLUSTER_NAME} nodes=${#nodes[@]}"
+}
+
+# cmd_resume: thaw paused nodes, then wait until the cluster has noticed. Frozen together, the
+# control plane's node-lifecycle controller may first see every kubelet's lease as older
+# than its 40 s grace and mark the nodes unreachable, until the kubelets renew (every 10 s):
+# so wait past one renewal, then for every node Ready and no not-ready/unreachable taint.
+cmd_resume() {
+  local nodes start taints i
+  mapfile -t nodes < <(paused_nodes)
+  [[ ${#nodes[@]} -gt 0 ]] || return 0
+  start=$(date +%s)
+  docker unpause "${nodes[@]}" >/dev/null
+  [[ -f "${KUBECONFIG_FILE}" ]] || "${KIND}" get kubeconfig --name "${KIND_CLUSTER_NAME}" >"${KUBECONFIG_FILE}"
+  sleep 15
+  kctl wait --for=condition=Ready nodes --all --timeout=300s >&2
+  for (( i = 0; i < 150; i++ )); do
+    taints="$(kctl get nodes -o jsonpath='{range .items[*]}{.spec.taints[*].key}{" "}{end}')"
+    [[ "${taints}" == *node.kubernetes.io/unreachable* || "${taints}" == *node.kubernetes.io/not-ready* ]] || break
+    sleep 2
+  done
+  [[ ${i} -lt 150 ]] || die "Nodes still tainted 300 s after resuming name=${KIND_CLUSTER_NAME}: ${taints}"
+  log "Cluster resumed name=${KIND_CLUSTER_NAME} nodes=${#nodes[@]} seconds=$(( $(date +%s) - start ))"
 }
 
 cmd_kubeconfig() {
@@ -231,6 +277,8 @@ case "${1:-}" in
   check) cmd_check ;;
   nodes) cmd_nodes ;;
   kubeconfig) cmd_kubeconfig ;;
+  pause) cmd_pause ;;
+  resume) cmd_resume ;;
   load) shift; cmd_load "$@" ;;
-  *) die "usage: $0 up|down|status|check|nodes|kubeconfig|load IMAGE..." ;;
+  *) die "usage: $0 up|down|status|check|nodes|kubeconfig|pause|resume|load IMAGE..." ;;
 esac
