@@ -109,10 +109,12 @@ EPISODES = [
     ("take.before_step_8", "", "take.after_step_8"),
 ]
 ZOMBIE_PAUSE = os.environ.get("SJ_CHAOS_ZOMBIE_PAUSE")
-# More rows than the chaos phases get through: with the events table an epoch and a snapshot
-# take about 4 s for 1000 rows on a 2-core machine, and a reduced run (2 kills, 4 failpoints,
-# the member faults, 3 zombie episodes) got through 37,000. Every row is an id to check.
-END = 500_000
+# More rows than the chaos phases get through, so the job is still running at every fault: with
+# the events table an epoch and a snapshot take about 4 s for 1000 rows on a 2-core machine;
+# the default run (3 kills, 17 failpoints, the member faults, 3 zombie episodes) got through
+# 20,000 before its last execution, and a random kill lets a driver run at most 30 s. Every
+# row is an id to check, and the last execution reads all the rest (500,000 rows took it 52 s).
+END = 120_000 + 20_000 * RANDOM_KILLS
 
 
 @dataclass
