@@ -50,6 +50,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         && "$VENV/bin/pip" install --no-compile -e "$REPO[dev]"; } >"$log" 2>&1 \
         || { tail -n 30 "$log" >&2; fail "pip install failed; full log in $log"; }
     echo "$want" > "$stamp"
+    installed=1
 else
     step "Python dependencies are up to date in $VENV"
 fi
@@ -60,9 +61,10 @@ fi
 # uncompiled venv compiles them again in every process: 5.5 s of CPU for those imports
 # instead of 2.1 (measured beside a test run), and the chaos test's driver restarts 2 s apart
 # instead of 5. compileall on both cores instead of pip's one-by-one compile; a venv
-# installed uncompiled earlier is compiled here once. tests/unit/test_bytecode.py checks it.
+# installed uncompiled earlier is compiled here once, and after every pip install (what was
+# compiled before is only checked). tests/unit/test_bytecode.py checks it.
 site_packages=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-if [ ! -f "$site_packages/pyspark/__pycache__/__init__.$("$VENV/bin/python" -c 'import sys; print(sys.implementation.cache_tag)').pyc" ]; then
+if [ -n "${installed:-}" ] || [ ! -f "$site_packages/pyspark/__pycache__/__init__.$("$VENV/bin/python" -c 'import sys; print(sys.implementation.cache_tag)').pyc" ]; then
     step "Byte-compiling the packages in $site_packages"
     "$VENV/bin/python" -m compileall -q -j 0 "$site_packages" >"$VENV/compileall.log" 2>&1 \
         || echo "WARNING: some files did not compile (they compile at import instead); see $VENV/compileall.log" >&2
