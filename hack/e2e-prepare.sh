@@ -41,6 +41,9 @@ if ! bash hack/kube/cluster.sh status; then
   echo creating >"${owned}"
   bash hack/kube/cluster.sh up
   docker inspect --format '{{.Id}}' "${name}-control-plane" >"${owned}"
+else
+  # One left paused by an interrupted make test: images cannot be loaded into frozen nodes.
+  bash hack/kube/cluster.sh resume
 fi
 bash hack/kube/cluster.sh load snapshotjob/runtime-e2e:dev snapshotjob/postgres:dev my-pipeline:dev
 # A cluster created here waits frozen for the cluster tier, which runs last: idle, its three

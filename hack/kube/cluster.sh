@@ -213,7 +213,7 @@ cmd_down() {
   rm -f "${KUBECONFIG_FILE}"
 }
 
-# cmd_status: succeeds when the cluster exists and every node container runs.
+# cmd_status: succeeds when the cluster exists and every node container runs or is paused.
 cmd_status() {
   [[ -x "${KIND}" ]] && docker info >/dev/null 2>&1 && cluster_exists && [[ -z "$(stopped_nodes)" ]]
 }
