@@ -63,8 +63,9 @@ fi
 # instead of 5. compileall on both cores instead of pip's one-by-one compile; a venv
 # installed uncompiled earlier is compiled here once, and after every pip install (what was
 # compiled before is only checked). tests/unit/test_bytecode.py checks it.
-site_packages=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-if [ -n "${installed:-}" ] || [ ! -f "$site_packages/pyspark/__pycache__/__init__.$("$VENV/bin/python" -c 'import sys; print(sys.implementation.cache_tag)').pyc" ]; then
+read -r site_packages cache_tag < <("$VENV/bin/python" -c \
+    'import sys, sysconfig; print(sysconfig.get_paths()["purelib"], sys.implementation.cache_tag)')
+if [ -n "${installed:-}" ] || [ ! -f "$site_packages/pyspark/__pycache__/__init__.$cache_tag.pyc" ]; then
     step "Byte-compiling the packages in $site_packages"
     "$VENV/bin/python" -m compileall -q -j 0 "$site_packages" >"$VENV/compileall.log" 2>&1 \
         || echo "WARNING: some files did not compile (they compile at import instead); see $VENV/compileall.log" >&2

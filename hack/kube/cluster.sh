@@ -46,17 +46,26 @@ node_containers() {
   "${KIND}" get nodes --name "${KIND_CLUSTER_NAME}" 2>/dev/null | sort
 }
 
+# node_states: each node container of the cluster with its Docker state, "NAME STATE" a line.
+node_states() {
+  local node
+  while read -r node; do
+    [[ -n "${node}" ]] || continue
+    echo "${node} $(docker inspect --format '{{.State.Status}}' "${node}" 2>/dev/null || echo missing)"
+  done < <(node_containers)
+}
+
 # stopped_nodes: the cluster's node containers neither running nor paused. A cluster outlives the
 # Docker engine that ran it only as containers "exited" or "dead" (a reboot, a restart of
 # dockerd): kind still lists it, but it cannot be loaded into or used, and a stopped kind
 # node does not come back reliably. Such a cluster is deleted and created again.
 stopped_nodes() {
-  local node state
-  while read -r node; do
-    [[ -n "${node}" ]] || continue
-    state="$(docker inspect --format '{{.State.Status}}' "${node}" 2>/dev/null || echo missing)"
-    [[ "${state}" == running || "${state}" == paused ]] || echo "${node}=${state}"
-  done < <(node_containers)
+  node_states | awk '$2 != "running" && $2 != "paused" { print $1 "=" $2 }'
+}
+
+# paused_nodes: the cluster's node containers that are paused.
+paused_nodes() {
+  node_states | awk '$2 == "paused" { print $1 }'
 }
 
 # wait_ready: every node Ready, the Pod network's DaemonSet and CoreDNS rolled out.
@@ -216,16 +225,6 @@ cmd_down() {
 # cmd_status: succeeds when the cluster exists and every node container runs or is paused.
 cmd_status() {
   [[ -x "${KIND}" ]] && docker info >/dev/null 2>&1 && cluster_exists && [[ -z "$(stopped_nodes)" ]]
-}
-
-# paused_nodes: the cluster's node containers that are paused.
-paused_nodes() {
-  local node
-  while read -r node; do
-    [[ -n "${node}" ]] || continue
-    [[ "$(docker inspect --format '{{.State.Status}}' "${node}" 2>/dev/null)" == paused ]] \
-      && echo "${node}"
-  done < <(node_containers)
 }
 
 cmd_pause() {

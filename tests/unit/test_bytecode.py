@@ -28,6 +28,6 @@ def test_the_heavy_packages_are_byte_compiled(package: str) -> None:
     compiled = init.parent / "__pycache__" / f"{init.stem}.{tag}.pyc"
     assert compiled.is_file(), (
         f"{package} is not byte-compiled (no {compiled}): every process compiles it again "
-        "at import where PYTHONDONTWRITEBYTECODE is set. Reinstall the venv with "
-        "`rm -rf .venv && make install` (hack/install.sh compiles the packages)"
+        "at import where PYTHONDONTWRITEBYTECODE is set. Run `make install`: "
+        "hack/install.sh compiles a venv whose packages are not compiled"
     )
