@@ -8,10 +8,13 @@ for ``hazelcast_cluster``, ``postgres``, ``s3``, ``spark``, ``kube_api``, ``kind
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import pytest
 from hypothesis import settings
+
+from testbed.jvm import use_quick_jit
 
 # Property tests assert outcomes, not speed: on a loaded 2-core CI machine one example may
 # take longer than hypothesis's default 200 ms deadline without anything being wrong.
@@ -31,6 +34,11 @@ pytest_plugins = [
     # pytester runs nested in-process sessions: tests/unit/test_process_guard.py uses it.
     "pytester",
 ]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every JVM the session starts compiles with C1 only: why in :mod:`testbed.jvm`."""
+    use_quick_jit(os.environ)
 
 
 TIERS = ("unit", "integration", "e2e")

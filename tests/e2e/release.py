@@ -20,6 +20,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from testbed.jvm import QUICK_JIT_OPTIONS
 from testbed.kind import KindCluster
 from tests.fixtures.kube import binary
 
@@ -183,7 +184,7 @@ class Release:
                 or {
                     "driver": {"cores": 1, "memory": "768m"},
                     "executor": EXECUTORS,
-                    "conf": {"spark.ui.enabled": "false"},
+                    "conf": {"spark.ui.enabled": "false", **QUICK_JIT_CONF},
                 },
                 "snapshotIntervalSeconds": 1,
                 **spec,
@@ -325,6 +326,16 @@ worker nodes to themselves, so a worker lost or drained takes only a job's drive
 executors with it, which is the fault those tests are about (store faults have their own)."""
 
 
+QUICK_JIT = " ".join(QUICK_JIT_OPTIONS)
+"""The JIT option the test bed's JVMs run with (:mod:`testbed.jvm`), for the cluster's JVMs."""
+
+QUICK_JIT_CONF = {
+    "spark.driver.extraJavaOptions": QUICK_JIT,
+    "spark.executor.extraJavaOptions": QUICK_JIT,
+}
+"""The jobs' Spark settings for it: the cluster's drivers and executors are as short-lived."""
+
+
 def chart_values() -> dict[str, Any]:
     """``examples/kubernetes/values-kind.yaml`` with the e2e image and a quicker lost node."""
     values: dict[str, Any] = yaml.safe_load(KIND_VALUES.read_text())
@@ -333,6 +344,7 @@ def chart_values() -> dict[str, Any]:
     # The lost-node test waits this long after the node controller marks the driver's Pod
     # not Ready; the chart's 60 s would only make the test slower.
     values["operator"] |= {"image": image, "driverLostSeconds": 20}
+    values["hazelcast"]["javaOpts"] = QUICK_JIT
     return values
 
 
