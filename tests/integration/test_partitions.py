@@ -354,7 +354,7 @@ def test_snapshots_complete_over_a_slow_and_lossy_link(
     :data:`SNAPSHOT_BOUND_S`, and complete with exact output; a snapshot that fails must fail
     cleanly (logged, retried), never end the job.
     """
-    job = Job(partitioned, store, tmp_path / "job", 1500, "--split-brain-protection")
+    job = Job(partitioned, store, tmp_path / "job", 1050, "--split-brain-protection")
     try:
         job.allow(300)
         job.start_in("d0")
