@@ -631,26 +631,45 @@ def test_two_replicas_one_works_and_the_other_takes_over(
             standalone=False,
         )
 
-    low, high = replica("low", 100), replica("high", 200)
-    low.start()
-    high.start()
-    try:
-        harness = OperatorHarness(kube_api, namespace, high)
-        # The low one pauses once it has seen the high one's announcement. A fixed 3 s was
-        # not always enough: on a loaded machine the high replica announced itself later, the
-        # low one took the job meanwhile, and paused only then.
-        wait_until(
-            lambda: "Pausing operations in favour of" in low.process.log_path.read_text(),
-            WAIT,
-            "the low replica pausing in favour of the high one",
+    def announced_priorities() -> list[int]:
+        peers = (
+            objects.get_namespaced_custom_object(
+                "kopf.dev", "v1", namespace, "kopfpeerings", "snapshotjob-operator"
+            ).get("status")
+            or {}
         )
+        return sorted(int(peer["priority"]) for peer in peers.values())
+
+    low, high = replica("low", 100), replica("high", 200)
+    try:
+        # kopf starts every replica paused and resumes it once its peering shows no peer of a
+        # higher priority. So the high one goes first, and the low one only once the high one
+        # has resumed: every peering state the low one ever sees has the high one in it, and
+        # it never resumes while the high one lives. (Started together, each order happened:
+        # the low one first resumed and could take the job before it saw the high one; or it
+        # saw the high one at once and stayed paused without a "Pausing" line to wait for.)
+        high.start()
+        wait_until(
+            lambda: "Resuming operations" in high.process.log_path.read_text(),
+            WAIT,
+            "the high replica resuming from kopf's initial pause",
+        )
+        low.start()
+        wait_until(
+            lambda: announced_priorities() == [100, 200],
+            WAIT,
+            "the low replica announcing itself next to the high one",
+        )
+        harness = OperatorHarness(kube_api, namespace, high)
         uid, running = harness.start_running("shared")
         harness.wait_event("shared", "ExecutionStarted")
         harness.wait_event("shared", "PipelineRunning")
         # (The testbed has no node: its scheduler also reports the driver unschedulable.)
         sources = harness.event_sources("shared")
         assert sources["ExecutionStarted"] == sources["PipelineRunning"] == {"replica-high"}
-        assert "Supervising job" not in low.process.log_path.read_text(), "the low one waits"
+        low_log = low.process.log_path.read_text()
+        assert "Supervising job" not in low_log, "the low one waits"
+        assert "Resuming operations" not in low_log, "the low one stayed paused"
 
         high.kill()
         harness.operator = low
