@@ -26,7 +26,6 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from testbed.jvm import server_jvm_options
 from testbed.ports import free_port
 from testbed.processes import ManagedProcess, wait_until
 
@@ -106,7 +105,6 @@ class KafkaBroker:
             "java",
             f"-Xmx{heap}",
             "-XX:+UseG1GC",
-            *server_jvm_options(),
             "-cp",
             f"{libs}/*",
             f"-Dlog4j2.configurationFile={workdir / 'log4j2.yaml'}",

@@ -28,7 +28,6 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
-from testbed.jvm import server_jvm_options
 from testbed.ports import free_port
 from testbed.processes import ManagedProcess, wait_until
 
@@ -90,7 +89,6 @@ class S3Server:
                 f"-Xmx{heap}",
                 # One collector thread: the server is small, and the machine has 2 cores.
                 "-XX:+UseSerialGC",
-                *server_jvm_options(),
                 "-jar",
                 str(s3proxy_jar()),
                 "--properties",

@@ -37,7 +37,7 @@ pytest_plugins = [
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Every JVM the session starts compiles with C1 only: why in :mod:`testbed.jvm`."""
+    """Every Spark JVM the session starts compiles with C1 only: why in :mod:`testbed.jvm`."""
     use_quick_jit(os.environ)
 
 

@@ -327,7 +327,7 @@ executors with it, which is the fault those tests are about (store faults have t
 
 
 QUICK_JIT = " ".join(QUICK_JIT_OPTIONS)
-"""The JIT option the test bed's JVMs run with (:mod:`testbed.jvm`), for the cluster's JVMs."""
+"""The JIT option the tests' Spark JVMs run with (:mod:`testbed.jvm`)."""
 
 QUICK_JIT_CONF = {
     "spark.driver.extraJavaOptions": QUICK_JIT,
@@ -344,7 +344,6 @@ def chart_values() -> dict[str, Any]:
     # The lost-node test waits this long after the node controller marks the driver's Pod
     # not Ready; the chart's 60 s would only make the test slower.
     values["operator"] |= {"image": image, "driverLostSeconds": 20}
-    values["hazelcast"]["javaOpts"] = QUICK_JIT
     return values
 
 

@@ -35,7 +35,6 @@ from snapshotjob_contract.observability import (
 from tests.e2e.release import (
     CATCH_UP,
     DSN_FROM_SECRET,
-    QUICK_JIT,
     SECRET_DSN,
     SEQUENCE_SUM,
     SUM_KEYS,
@@ -94,7 +93,7 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
 
     with Step("lifecycle-store-rollout"):
         # A new member template: the operator replaces the members one at a time.
-        release.upgrade(f"hazelcast.javaOpts={QUICK_JIT} -Dsnapshotjob.e2e.rollout=1")
+        release.upgrade("hazelcast.javaOpts=-Dsnapshotjob.e2e.rollout=1")
         statefulset = f"{release.fullname}-hazelcast"
         target = release.kubectl(
             "get", "statefulset", statefulset, "-o", "jsonpath={.status.updateRevision}"
