@@ -34,7 +34,7 @@ from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
 from testbed.operator_harness import WAIT, OperatorHarness, OperatorProcess
 from testbed.processes import wait_until
-from testbed.snapshotjob_crd import install_crd
+from testbed.snapshotjob_crd import delete_test_namespace, install_crd
 from tests.unit.operator.specs import VALID_SPEC
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
@@ -50,10 +50,10 @@ def crd(kube_api: KubeAPI) -> None:
 def namespace(kube_api: KubeAPI, crd: None) -> Iterator[str]:
     """A fresh namespace per test, so tests never see each other's jobs."""
     name = f"op-{uuid.uuid4().hex[:8]}"
-    core = client.CoreV1Api(kube_api.api_client())
-    core.create_namespace({"metadata": {"name": name}})
+    api = kube_api.api_client()
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
     yield name
-    core.delete_namespace(name)
+    delete_test_namespace(api, name)
 
 
 @pytest.fixture
@@ -775,7 +775,7 @@ def test_all_namespaces_reconciles_jobs_everywhere_and_namespace_only_its_own(
     finally:
         everywhere.stop()
         scoped.stop()
-        client.CoreV1Api(kube_api.api_client()).delete_namespace(other)
+        delete_test_namespace(kube_api.api_client(), other)
 
 
 # --- failures that end ------------------------------------------------------------------------

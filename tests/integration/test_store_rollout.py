@@ -25,6 +25,7 @@ from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
 from testbed.operator_harness import OperatorProcess
 from testbed.processes import ManagedProcess, wait_until
+from testbed.snapshotjob_crd import delete_test_namespace
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 
@@ -141,10 +142,10 @@ class Store:
 def namespace(kube_api: KubeAPI) -> Iterator[str]:
     """A fresh namespace for the test."""
     name = f"rollout-{uuid.uuid4().hex[:8]}"
-    core = client.CoreV1Api(kube_api.api_client())
-    core.create_namespace({"metadata": {"name": name}})
+    api = kube_api.api_client()
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
     yield name
-    core.delete_namespace(name)
+    delete_test_namespace(api, name)
 
 
 @pytest.fixture
