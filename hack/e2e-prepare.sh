@@ -11,10 +11,17 @@
 # file named by the first argument, and the kind_cluster fixture takes the cluster over
 # (deletes it at the end) when that id matches (testbed/kind.py).
 #
-# Usage: hack/e2e-prepare.sh OWNED_FILE
+# Either way the cluster then waits frozen (`cluster.sh pause`) for the cluster tier, which
+# runs last: idle, its three nodes would take about a seventh of the machine from the
+# integration tier. The kind_cluster fixture resumes it (testbed/kind.py); the second file
+# records the pause, so that hack/test.sh resumes a cluster that was already there when no
+# test session did (the checks failed, or no cluster test was selected).
+#
+# Usage: hack/e2e-prepare.sh OWNED_FILE PAUSED_FILE
 set -euo pipefail
 cd "$(dirname "$0")/.."
-owned="${1:?usage: hack/e2e-prepare.sh OWNED_FILE}"
+owned="${1:?usage: hack/e2e-prepare.sh OWNED_FILE PAUSED_FILE}"
+paused="${2:?usage: hack/e2e-prepare.sh OWNED_FILE PAUSED_FILE}"
 # shellcheck source=hack/kube/lib.sh
 source hack/kube/lib.sh
 name="${KIND_CLUSTER_NAME}"
@@ -46,11 +53,8 @@ else
   bash hack/kube/cluster.sh resume
 fi
 bash hack/kube/cluster.sh load snapshotjob/runtime-e2e:dev snapshotjob/postgres:dev my-pipeline:dev
-# A cluster created here waits frozen for the cluster tier, which runs last: idle, its three
-# nodes would take about a seventh of the machine from the integration tier. The kind_cluster
-# fixture resumes it (testbed/kind.py, cluster.sh resume). A cluster that was already there
-# is someone's own and is left running.
-if [[ -s "${owned}" && "$(cat "${owned}")" != creating ]]; then
-  bash hack/kube/cluster.sh pause
-fi
+# Frozen until the cluster tier (see the top). Marked before: a preparation stopped during
+# the pause still leaves its cluster to resume.
+echo "${name}" >"${paused}"
+bash hack/kube/cluster.sh pause
 echo "==> Cluster tier prepared name=${name} seconds=$(( $(date +%s) - start ))"
