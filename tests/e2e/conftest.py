@@ -87,6 +87,30 @@ def custom_image(kind_cluster: KindCluster) -> str:
     return CUSTOM_IMAGE
 
 
+STALE_PREFIX = "sj-e2e-"
+"""The namespaces of this fixture's releases: one left in the cluster is a stopped run's."""
+
+
+def _remove_stale_releases(cluster: KindCluster) -> None:
+    """Removes the releases of earlier sessions that were stopped before their teardown.
+
+    A run stopped from outside (CI's time limit) leaves its release running: three members,
+    the operator, PostgreSQL and a job's Pods idle in the kept cluster and take CPU from the
+    next run's cluster tier. Their jobs keep the operator's finalizer once the operator is
+    uninstalled, so the finalizers go first, or the namespace would stay Terminating.
+    """
+    names = cluster.kubectl("get", "namespaces", "-o", "jsonpath={.items[*].metadata.name}")
+    for namespace in (name for name in names.split() if name.startswith(STALE_PREFIX)):
+        print(f"E2E setup: removing a stale release namespace={namespace}")
+        cluster.helm("uninstall", f"e2e{namespace.removeprefix(STALE_PREFIX)}", "-n", namespace,
+                     "--ignore-not-found", "--wait", "--timeout", "2m")  # fmt: skip
+        for kind in ("snapshotjobs", "snapshotjobexports"):
+            for item in cluster.kubectl("get", kind, "-n", namespace, "-o", "name").split():
+                cluster.kubectl("patch", item, "-n", namespace, "--type", "merge",
+                                "-p", '{"metadata":{"finalizers":null}}')  # fmt: skip
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
 @pytest.fixture(scope="session")
 def release(
     kind_cluster: KindCluster, e2e_image: str, tmp_path_factory: pytest.TempPathFactory
@@ -96,6 +120,7 @@ def release(
     Watching one namespace (a Role there, a namespaced KopfPeering) keeps this release from
     handling jobs of any other installation in the same cluster, and vice versa.
     """
+    _remove_stale_releases(kind_cluster)
     suffix = uuid.uuid4().hex[:6]
     rel = Release(cluster=kind_cluster, name=f"e2e{suffix}", namespace=f"sj-e2e-{suffix}")
     values = tmp_path_factory.mktemp("helm") / "values.yaml"
