@@ -87,8 +87,9 @@ def custom_image(kind_cluster: KindCluster) -> str:
     return CUSTOM_IMAGE
 
 
-STALE_PREFIX = "sj-e2e-"
-"""The namespaces of this fixture's releases: one left in the cluster is a stopped run's."""
+NAMESPACE_PREFIX = "sj-e2e-"
+"""The namespaces of the release fixture's installations; one found at its start is the
+installation of a run stopped before its teardown."""
 
 
 def _remove_stale_releases(cluster: KindCluster) -> None:
@@ -100,9 +101,9 @@ def _remove_stale_releases(cluster: KindCluster) -> None:
     uninstalled, so the finalizers go first, or the namespace would stay Terminating.
     """
     names = cluster.kubectl("get", "namespaces", "-o", "jsonpath={.items[*].metadata.name}")
-    for namespace in (name for name in names.split() if name.startswith(STALE_PREFIX)):
+    for namespace in (name for name in names.split() if name.startswith(NAMESPACE_PREFIX)):
         print(f"E2E setup: removing a stale release namespace={namespace}")
-        cluster.helm("uninstall", f"e2e{namespace.removeprefix(STALE_PREFIX)}", "-n", namespace,
+        cluster.helm("uninstall", f"e2e{namespace.removeprefix(NAMESPACE_PREFIX)}", "-n", namespace,
                      "--ignore-not-found", "--wait", "--timeout", "2m")  # fmt: skip
         for kind in ("snapshotjobs", "snapshotjobexports"):
             for item in cluster.kubectl("get", kind, "-n", namespace, "-o", "name").split():
@@ -122,7 +123,8 @@ def release(
     """
     _remove_stale_releases(kind_cluster)
     suffix = uuid.uuid4().hex[:6]
-    rel = Release(cluster=kind_cluster, name=f"e2e{suffix}", namespace=f"sj-e2e-{suffix}")
+    namespace = f"{NAMESPACE_PREFIX}{suffix}"
+    rel = Release(cluster=kind_cluster, name=f"e2e{suffix}", namespace=namespace)
     values = tmp_path_factory.mktemp("helm") / "values.yaml"
     settings = chart_values()
     settings["operator"] |= {"allNamespaces": False, "namespaces": [rel.namespace]}
