@@ -83,6 +83,7 @@ class PostgresSink(TransactionalSink):
         self.partitions = partitions
         self._prefix = ""
         self._columns: list[str] = []
+        self._statement = ""
         # Rows per transaction of the last prepare, as its tasks counted them.
         self._prepared_rows: dict[str, int] = {}
 
@@ -120,12 +121,15 @@ class PostgresSink(TransactionalSink):
                     sql.Identifier(*self.table.split(".")), sql.SQL(", ").join(columns)
                 )
             )
+        # Rendered once, without a connection (psycopg >= 3.2 quotes identifiers itself, in
+        # UTF-8): every write used to connect on the driver only to render it.
+        self._statement = self._compose_statement().as_string(None)
 
     def gid(self, snapshot_id: int, partition: int) -> str:
         """The transaction id of one sink partition's share of one snapshot."""
         return f"{self._prefix}{snapshot_id}:{partition}"
 
-    def _statement(self) -> str:
+    def _compose_statement(self) -> sql.Composed:
         table = sql.Identifier(*self.table.split("."))
         columns = sql.SQL(", ").join(map(sql.Identifier, self._columns))
         values = sql.SQL(", ").join(sql.Placeholder() for _ in self._columns)
@@ -144,8 +148,7 @@ class PostgresSink(TransactionalSink):
             insert = sql.SQL("{} ON CONFLICT ({}) {}").format(
                 insert, sql.SQL(", ").join(map(sql.Identifier, self.key)), action
             )
-        with psycopg.connect(self.dsn) as conn:
-            return insert.as_string(conn)
+        return insert
 
     def _run_partitions(self, frame: DataFrame, gid_template: str | None) -> list[tuple[str, int]]:
         """Writes each sink partition in its own transaction from the executors.
@@ -156,7 +159,9 @@ class PostgresSink(TransactionalSink):
             Each partition's transaction id (empty if not prepared) and rows written, for
             the partitions that had rows.
         """
-        dsn, statement, columns = self.dsn, self._statement(), list(self._columns)
+        if not self._statement:
+            raise RuntimeError(f"The PostgreSQL sink for table {self.table} was not opened")
+        dsn, statement, columns = self.dsn, self._statement, list(self._columns)
         if self.key:
             ordered = frame.repartition(self.partitions, *self.key)
         else:

@@ -60,3 +60,30 @@ def test_transaction_ids_name_job_sink_snapshot_and_partition(
     sink = PostgresSink("postgresql://db/x", "sums", ["key"])
     sink.open(StructType([StructField("key", LongType())]), "job-1", "postgres")
     assert sink.gid(12, 3) == "sj:job-1:postgres:12:3"
+
+
+def test_the_insert_statement_is_rendered_once_when_the_sink_opens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The upsert is rendered at open, quoting odd names, so writes need no driver connection."""
+
+    class _Enabled(_Connection):
+        def execute(self, statement: Any, *args: Any) -> _Result:
+            self.statements.append(str(statement))
+            return _Result(("64",))
+
+    connections: list[_Enabled] = []
+
+    def connect(*_args: Any, **_kwargs: Any) -> _Enabled:
+        connections.append(_Enabled())
+        return connections[-1]
+
+    monkeypatch.setattr(psycopg, "connect", connect)
+    sink = PostgresSink("postgresql://db/x", 'app."sums"', ["key"])
+    schema = StructType([StructField("key", LongType()), StructField('odd"name', LongType())])
+    sink.open(schema, "job-1", "postgres")
+    assert len(connections) == 1
+    assert sink._statement == (
+        'INSERT INTO "app"."""sums""" ("key", "odd""name") VALUES (%s, %s) '
+        'ON CONFLICT ("key") DO UPDATE SET "odd""name" = EXCLUDED."odd""name"'
+    )
