@@ -34,6 +34,7 @@ bench: install ## Run every benchmark (each prints its figures and ends with one
 	@$(PY) bench/durable_bandwidth.py
 	@$(PY) -m bench.durable_copy_cost
 	@$(PY) -m bench.overhead
+	@$(PY) -m bench.epoch_floor
 	@$(PY) bench/reconcile_latency.py
 	@$(PY) bench/driver_start.py
 	@$(PY) -m bench.kafka_pipeline

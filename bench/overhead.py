@@ -200,7 +200,7 @@ def run_structured_streaming(
     started = time.monotonic()
     query = (
         sums.writeStream.outputMode("update")
-        .option("checkpointLocation", str(workdir / "ss-checkpoint"))
+        .option("checkpointLocation", str(workdir / f"ss-checkpoint-{uuid.uuid4().hex[:8]}"))
         .foreachBatch(sink)
         .trigger(processingTime="0 seconds")
         .start()
