@@ -20,10 +20,11 @@ class _Result:
 
 
 class _Connection:
-    """Answers SHOW max_prepared_transactions like a server with the feature off."""
+    """Answers SHOW max_prepared_transactions with ``max_prepared`` (0: the feature off)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_prepared: str = "0") -> None:
         self.statements: list[str] = []
+        self._max_prepared = max_prepared
 
     def __enter__(self) -> _Connection:
         return self
@@ -33,7 +34,7 @@ class _Connection:
 
     def execute(self, statement: Any, *args: Any) -> _Result:
         self.statements.append(str(statement))
-        return _Result(("0",))
+        return _Result((self._max_prepared,))
 
 
 def test_postgres_sink_refuses_a_server_without_prepared_transactions(
@@ -51,12 +52,7 @@ def test_postgres_sink_refuses_a_server_without_prepared_transactions(
 def test_transaction_ids_name_job_sink_snapshot_and_partition(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    class _Enabled(_Connection):
-        def execute(self, statement: Any, *args: Any) -> _Result:
-            self.statements.append(str(statement))
-            return _Result(("64",))
-
-    monkeypatch.setattr(psycopg, "connect", lambda *a, **k: _Enabled())
+    monkeypatch.setattr(psycopg, "connect", lambda *a, **k: _Connection("64"))
     sink = PostgresSink("postgresql://db/x", "sums", ["key"])
     sink.open(StructType([StructField("key", LongType())]), "job-1", "postgres")
     assert sink.gid(12, 3) == "sj:job-1:postgres:12:3"
@@ -67,15 +63,10 @@ def test_the_insert_statement_is_rendered_once_when_the_sink_opens(
 ) -> None:
     """The upsert is rendered at open, quoting odd names, so writes need no driver connection."""
 
-    class _Enabled(_Connection):
-        def execute(self, statement: Any, *args: Any) -> _Result:
-            self.statements.append(str(statement))
-            return _Result(("64",))
+    connections: list[_Connection] = []
 
-    connections: list[_Enabled] = []
-
-    def connect(*_args: Any, **_kwargs: Any) -> _Enabled:
-        connections.append(_Enabled())
+    def connect(*_args: Any, **_kwargs: Any) -> _Connection:
+        connections.append(_Connection("64"))
         return connections[-1]
 
     monkeypatch.setattr(psycopg, "connect", connect)
