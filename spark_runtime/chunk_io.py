@@ -13,6 +13,7 @@ writing them needs no row conversion, and a chunk read back is a ready record ba
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import socket
 import threading
@@ -29,6 +30,10 @@ from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 CHUNK_TARGET_BYTES = 4 * 1024 * 1024
 """Record batches are grouped into chunks of about this size: big enough that per-put
 overhead does not dominate, small enough that a member's partition migration stays quick."""
+
+READ_WINDOW_CHUNKS = 16
+"""Chunks a task reads at once: enough parallel gets to keep the members busy, few enough that
+a worker holds about 64 MiB of them however large its state partition is."""
 
 DESCRIPTOR_SCHEMA = pa.schema(
     [
@@ -125,19 +130,29 @@ def write_partition(
     without chunks as empty. Each chunk keeps the schema Spark gave the batches (with the
     session's time zone on timestamps), so a restore reads back exactly what was written.
 
+    Chunks are put as they are encoded, a window of them in flight, so the task reads the
+    next batches from the JVM while the client sends the last chunks: holding every chunk
+    until all were encoded left the store idle while Spark sent the partition and kept the
+    whole partition in the worker's memory.
+
     Raises:
         IndeterminateChunkWrite: If a put may not have reached all backups.
         SnapshotStoreError: If a put failed.
     """
-    chunks: list[tuple[ChunkKey, bytes]] = []
-    descriptors = []
-    for seq, group in enumerate(group_into_chunks(batches)):
-        key = ChunkKey(snapshot_id, operator, partition, seq)
-        data = encode_batches(group[0].schema, group)
-        chunks.append((key, data))
-        descriptors.append(ChunkDescriptor.of(key, data, sum(b.num_rows for b in group)))
-    if chunks:
-        store_for(address).put_chunks(map_name, chunks)
+    descriptors: list[ChunkDescriptor] = []
+    groups = group_into_chunks(batches)
+    first = next(groups, None)
+    if first is None:
+        return descriptors
+
+    def encoded() -> Iterator[tuple[ChunkKey, bytes]]:
+        for seq, group in enumerate(itertools.chain([first], groups)):
+            key = ChunkKey(snapshot_id, operator, partition, seq)
+            data = encode_batches(group[0].schema, group)
+            descriptors.append(ChunkDescriptor.of(key, data, sum(b.num_rows for b in group)))
+            yield key, data
+
+    store_for(address).put_chunks(map_name, encoded())
     return descriptors
 
 
@@ -184,16 +199,22 @@ def read_chunks(
 ) -> Iterator[pa.RecordBatch]:
     """Yields the record batches of ``chunks``, read in parallel and verified before decoding.
 
+    Chunks are read a window at a time (:data:`READ_WINDOW_CHUNKS`), so a task holds that
+    many chunks, not its whole partition: reading every chunk first made a worker's memory
+    grow with the state partition.
+
     Raises:
         SnapshotCorrupted: If a chunk does not match its checksum (naming it).
         SnapshotStoreError: If a chunk is absent or could not be read.
     """
-    if not chunks:
-        return
-    values = store_for(address).read_chunks(map_name, [chunk.key for chunk in chunks])
-    for chunk, data in zip(chunks, values, strict=True):
-        verify_chunk(map_name, snapshot_id, chunk, data)
-        yield from decode_batches(data)
+    store = store_for(address) if chunks else None
+    for start in range(0, len(chunks), READ_WINDOW_CHUNKS):
+        window = chunks[start : start + READ_WINDOW_CHUNKS]
+        assert store is not None
+        values = store.read_chunks(map_name, [chunk.key for chunk in window])
+        for chunk, data in zip(window, values, strict=True):
+            verify_chunk(map_name, snapshot_id, chunk, data)
+            yield from decode_batches(data)
 
 
 def writer_counts(rows: Iterable[Mapping[str, Any]]) -> str:

@@ -202,11 +202,15 @@ class KeyedState(ABC):
         if len(state) <= DRIVER_RESTORE_MAX_CHUNKS:
             values = [snapshot.read(reader, chunk.key) for chunk in state]
             if sum(len(value) for value in values) <= DRIVER_RESTORE_MAX_BYTES:
-                restored = self._read_on_driver(values)
+                restored = self._partitioned(self._read_on_driver(values))
         if restored is None:
-            restored = self._read_on_executors(snapshot, state)
-        # Repartitioning by key also re-partitions a snapshot taken with another count.
-        self._replace_state(checkpoint(self._partitioned(restored)))
+            restored = self._read_on_executors(snapshot, state, taken_with)
+            # Read in place, a snapshot of the current partition count is already partitioned
+            # by key: a shuffle would only copy a large state once more. One taken with
+            # another count is re-partitioned by key.
+            if taken_with != self._context.partitions:
+                restored = self._partitioned(restored)
+        self._replace_state(checkpoint(restored))
         _log.info(
             "Restored state operator=%s snapshotId=%d chunks=%d partitions=%d "
             "snapshotPartitions=%d",
@@ -227,31 +231,40 @@ class KeyedState(ABC):
         return table.select(*[F.col(f.name).cast(f.dataType) for f in self.state_schema.fields])
 
     def _read_on_executors(
-        self, snapshot: SnapshotRef, chunks: Sequence[ChunkDescriptor]
+        self, snapshot: SnapshotRef, chunks: Sequence[ChunkDescriptor], taken_with: int
     ) -> DataFrame:
-        """Reads the state partitions in parallel Spark tasks, each from its chunks.
+        """Reads state partition ``p`` of the snapshot in Spark task ``p``, from its chunks.
 
-        A task verifies every chunk against its checksum before decoding it; a mismatch fails
-        the task with a SnapshotCorrupted whose text the coordinator recognises.
+        ``parallelize`` puts its ``i``-th element in partition ``i`` and ``mapInArrow`` keeps
+        the partitions, so with the partition count the snapshot was taken with, the frame
+        holds each key in the partition :meth:`_partitioned` would have put it in. A task
+        verifies every chunk against its checksum before decoding it; a mismatch fails the
+        task with a SnapshotCorrupted whose text the coordinator recognises.
+
+        Args:
+            snapshot: The snapshot.
+            chunks: Its state chunks (not the driver's).
+            taken_with: The number of state partitions it was taken with.
         """
-        by_partition: dict[int, list[list[Any]]] = {}
+        listed: list[list[list[Any]]] = [[] for _ in range(taken_with)]
         for chunk in chunks:
-            by_partition.setdefault(chunk.key.partition, []).append(chunk.to_list())
+            listed[chunk.key.partition].append(chunk.to_list())
         address = self._context.store
         map_name, snapshot_id = snapshot.map_name, snapshot.snapshot_id
 
         def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 for chunks_json in batch.column("chunks").to_pylist():
-                    listed = [ChunkDescriptor.from_list(c) for c in json.loads(chunks_json)]
-                    yield from read_chunks(address, map_name, snapshot_id, listed)
+                    descriptors = [ChunkDescriptor.from_list(c) for c in json.loads(chunks_json)]
+                    yield from read_chunks(address, map_name, snapshot_id, descriptors)
 
-        tasks = self._context.spark.createDataFrame(
-            [(p, json.dumps(c)) for p, c in sorted(by_partition.items())],
-            "partition int, chunks string",
+        spark = self._context.spark
+        tasks = spark.sparkContext.parallelize(
+            [(p, json.dumps(c)) for p, c in enumerate(listed)], taken_with
         )
-        tasks = tasks.repartition(len(by_partition), "partition")
-        return tasks.mapInArrow(read, self.state_schema)
+        return spark.createDataFrame(tasks, "partition int, chunks string").mapInArrow(
+            read, self.state_schema
+        )
 
     def _reset_driver_values(self) -> None:
         """Sets driver values for a start without snapshot; subclasses with some override."""

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pytest
 
 from snapshot_protocol import ChunkDescriptor, ChunkKey
+from snapshot_protocol.errors import SnapshotCorrupted
+from spark_runtime import chunk_io
 from spark_runtime.chunk_io import (
     DESCRIPTOR_SCHEMA,
+    READ_WINDOW_CHUNKS,
+    StoreAddress,
     chunk_writer,
     decode_batches,
     descriptor_of_row,
     descriptors_batch,
     encode_batches,
     group_into_chunks,
+    read_chunks,
+    write_partition,
     writer_counts,
 )
 
@@ -71,3 +78,93 @@ def test_the_driver_counts_chunks_per_writer() -> None:
     rows = [{"writer": "b-exec-2"}, {"writer": "a-exec-1"}, {"writer": "b-exec-2"}]
     assert writer_counts(rows) == "a-exec-1:1,b-exec-2:2"
     assert writer_counts([]) == ""
+
+
+ADDRESS = StoreAddress(("127.0.0.1:1",), "unit")
+
+
+class _RecordingStore:
+    """Plays the store a task reaches: keeps what is put, and logs every call with
+    ``events`` (which the test's batch source also writes to) so order can be checked."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+        self.values: dict[str, bytes] = {}
+        self.read_sizes: list[int] = []
+
+    def put_chunks(self, map_name: str, chunks: Iterable[tuple[ChunkKey, bytes]]) -> None:
+        for key, data in chunks:
+            self.events.append(f"put {key}")
+            self.values[str(key)] = data
+
+    def read_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> list[bytes]:
+        self.events.append(f"read {len(keys)}")
+        self.read_sizes.append(len(keys))
+        return [self.values[str(key)] for key in keys]
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> _RecordingStore:
+    recording = _RecordingStore([])
+    monkeypatch.setattr(chunk_io, "store_for", lambda _address: recording)
+    return recording
+
+
+def _source(events: list[str], count: int, rows: int) -> Iterator[pa.RecordBatch]:
+    for i in range(count):
+        events.append(f"batch {i}")
+        yield _batch(i * rows, rows)
+
+
+def test_a_partition_is_put_chunk_by_chunk_while_spark_still_sends_it(
+    store: _RecordingStore,
+) -> None:
+    rows = chunk_io.CHUNK_TARGET_BYTES // _batch(0, 1).nbytes + 1
+    written = write_partition(ADDRESS, "m", 3, "sums", 2, _source(store.events, 3, rows))
+    assert [str(d.key) for d in written] == ["3/sums/2/0", "3/sums/2/1", "3/sums/2/2"]
+    # The first chunk is handed to the client before Spark's second batch is read: the task
+    # never holds its whole partition.
+    assert store.events == [
+        "batch 0",
+        "put 3/sums/2/0",
+        "batch 1",
+        "put 3/sums/2/1",
+        "batch 2",
+        "put 3/sums/2/2",
+    ]
+    assert [d.num_keys for d in written] == [rows] * 3
+    assert [store.values[str(d.key)] for d in written] == [
+        encode_batches(SCHEMA, [_batch(i * rows, rows)]) for i in range(3)
+    ]
+
+
+def test_an_empty_partition_writes_nothing_and_needs_no_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_client(_address: StoreAddress) -> None:
+        raise AssertionError("an empty partition connected to the store")
+
+    monkeypatch.setattr(chunk_io, "store_for", no_client)
+    assert write_partition(ADDRESS, "m", 1, "sums", 0, iter([_batch(0, 0)])) == []
+
+
+def test_chunks_are_read_a_window_at_a_time_and_each_verified(store: _RecordingStore) -> None:
+    count = READ_WINDOW_CHUNKS * 2 + 1
+    descriptors = []
+    for seq in range(count):
+        key = ChunkKey(5, "sums", 0, seq)
+        data = encode_batches(SCHEMA, [_batch(seq * 10, 10)])
+        store.values[str(key)] = data
+        descriptors.append(ChunkDescriptor.of(key, data, 10))
+    batches = read_chunks(ADDRESS, "m", 5, descriptors)
+    first = next(batches)
+    # One window was read to yield the first batch, not the whole partition.
+    assert store.read_sizes == [READ_WINDOW_CHUNKS]
+    read = [first, *batches]
+    assert store.read_sizes == [READ_WINDOW_CHUNKS, READ_WINDOW_CHUNKS, 1]
+    assert pa.Table.from_batches(read) == pa.Table.from_batches(
+        [_batch(seq * 10, 10) for seq in range(count)]
+    )
+    store.values[str(descriptors[-1].key)] = encode_batches(SCHEMA, [_batch(0, 10)])
+    with pytest.raises(SnapshotCorrupted, match="5/sums/0/"):
+        list(read_chunks(ADDRESS, "m", 5, descriptors))
