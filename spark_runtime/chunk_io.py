@@ -130,10 +130,9 @@ def write_partition(
     without chunks as empty. Each chunk keeps the schema Spark gave the batches (with the
     session's time zone on timestamps), so a restore reads back exactly what was written.
 
-    Chunks are put as they are encoded, a window of them in flight, so the task reads the
-    next batches from the JVM while the client sends the last chunks: holding every chunk
-    until all were encoded left the store idle while Spark sent the partition and kept the
-    whole partition in the worker's memory.
+    Chunks are put as they are encoded, the client keeping a window of puts in flight, so a
+    worker holds that window, not its whole partition (encoding every chunk before the
+    first put made its memory grow with the state partition).
 
     Raises:
         IndeterminateChunkWrite: If a put may not have reached all backups.
@@ -207,10 +206,11 @@ def read_chunks(
         SnapshotCorrupted: If a chunk does not match its checksum (naming it).
         SnapshotStoreError: If a chunk is absent or could not be read.
     """
-    store = store_for(address) if chunks else None
+    if not chunks:
+        return
+    store = store_for(address)
     for start in range(0, len(chunks), READ_WINDOW_CHUNKS):
         window = chunks[start : start + READ_WINDOW_CHUNKS]
-        assert store is not None
         values = store.read_chunks(map_name, [chunk.key for chunk in window])
         for chunk, data in zip(window, values, strict=True):
             verify_chunk(map_name, snapshot_id, chunk, data)
