@@ -90,7 +90,11 @@ class _RecordingStore:
     def __init__(self, events: list[str]) -> None:
         self.events = events
         self.values: dict[str, bytes] = {}
-        self.read_sizes: list[int] = []
+
+    @property
+    def read_sizes(self) -> list[int]:
+        """How many chunks each read asked for, in order."""
+        return [int(event.split()[1]) for event in self.events if event.startswith("read ")]
 
     def put_chunks(self, map_name: str, chunks: Iterable[tuple[ChunkKey, bytes]]) -> None:
         for key, data in chunks:
@@ -99,7 +103,6 @@ class _RecordingStore:
 
     def read_chunks(self, map_name: str, keys: Sequence[ChunkKey]) -> list[bytes]:
         self.events.append(f"read {len(keys)}")
-        self.read_sizes.append(len(keys))
         return [self.values[str(key)] for key in keys]
 
 
