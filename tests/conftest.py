@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
+from testbed import scratch
 from testbed.jvm import use_quick_jit
 
 # Property tests assert outcomes, not speed: on a loaded 2-core CI machine one example may
@@ -36,9 +38,22 @@ pytest_plugins = [
 ]
 
 
+_SCRATCH = pytest.StashKey[Path]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Every Spark JVM the session starts compiles with C1 only: why in :mod:`testbed.jvm`."""
+    """Every Spark JVM the session starts compiles with C1 only (why in :mod:`testbed.jvm`),
+    and the session's processes keep their temporary files in a folder the session removes
+    when it ends (why in :mod:`testbed.scratch`)."""
     use_quick_jit(os.environ)
+    config.stash[_SCRATCH] = scratch.enter(os.environ)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Removes the session's temporary folder (:func:`pytest_configure`)."""
+    folder = config.stash.get(_SCRATCH, None)
+    if folder is not None:
+        scratch.leave(folder, os.environ)
 
 
 TIERS = ("unit", "integration", "e2e")

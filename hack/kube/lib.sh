@@ -73,8 +73,12 @@ ensure_docker() {
   local log_file="${KUBE_CACHE_ROOT%/*}/dockerd.log"
   mkdir -p "${KUBE_CACHE_ROOT%/*}"
   log "Starting dockerd log=${log_file} args='${runtime_args[*]}'"
-  # setsid: dockerd must outlive this script and not share its process group.
-  setsid nohup dockerd "${runtime_args[@]}" >"${log_file}" 2>&1 < /dev/null &
+  # setsid: dockerd must outlive this script and not share its process group. For the same
+  # reason it does not take a test session's temporary folder (testbed/scratch.py), which
+  # goes when the session ends; dockerd and containerd keep their own under /var/lib.
+  local -a keep_env=()
+  [[ "$(basename "${TMPDIR:-/tmp}")" != sj-session-* ]] || keep_env=(-u TMPDIR -u SPARK_LOCAL_DIRS)
+  setsid nohup env "${keep_env[@]}" dockerd "${runtime_args[@]}" >"${log_file}" 2>&1 < /dev/null &
   local _
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && return 0
@@ -86,8 +90,9 @@ ensure_docker() {
 # docker_build TAG CONTEXT_DIR [DOCKER_BUILD_ARGS...] : quiet `docker build`; the full output
 # is shown on failure.
 docker_build() {
-  local out tag="$1" context="$2"
+  local out tag="$1" context="$2" previous
   shift 2
+  previous="$(docker image inspect --format '{{.Id}}' "${tag}" 2>/dev/null || true)"
   out="$(mktemp)"
   if ! docker build -t "${tag}" "$@" "${context}" >"${out}" 2>&1; then
     cat "${out}" >&2
@@ -95,6 +100,12 @@ docker_build() {
     die "docker build failed image=${tag}"
   fi
   rm -f "${out}"
+  # The image this tag named before is superseded: removed with the layers no other image
+  # shares, or a machine that builds every commit (CI) fills its disk with them. One that
+  # still has another tag or a container keeps it, and `docker image rm` refuses.
+  if [[ -n "${previous}" && "${previous}" != "$(docker image inspect --format '{{.Id}}' "${tag}")" ]]; then
+    docker image rm "${previous}" >/dev/null 2>&1 || true
+  fi
 }
 
 image_exists() { docker image inspect "$1" >/dev/null 2>&1; }

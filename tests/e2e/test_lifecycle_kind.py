@@ -10,9 +10,7 @@ of them would take. PostgreSQL runs in the cluster (``examples/kubernetes/postgr
 from __future__ import annotations
 
 import json
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +30,7 @@ from snapshotjob_contract.observability import (
     OPERATOR_STORE_CLUSTER_SAFE,
     OPERATOR_STORE_MEMBERS_REACHABLE,
 )
+from testbed import scratch
 from tests.e2e.release import (
     CATCH_UP,
     DSN_FROM_SECRET,
@@ -251,7 +250,7 @@ def _wait_export(release: Release, name: str, phase: str) -> dict[str, Any]:
     return result
 
 
-METRICS_DIR = Path(tempfile.gettempdir()) / "snapshotjob-e2e-metrics"
+METRICS_DIR = scratch.lasting_root() / "snapshotjob-e2e-metrics"
 """Where the scrapes of the operator and the driver are kept for a look after the run."""
 
 
