@@ -84,7 +84,10 @@ def enter(environ: MutableMapping[str, str], pid: int | None = None) -> Path:
     root = Path(tempfile.gettempdir())
     sweep(root)
     folder = root / f"{PREFIX}{os.getpid() if pid is None else pid}x{secrets.token_hex(4)}"
-    folder.mkdir(mode=0o700)
+    folder.mkdir()
+    # As /tmp: servers the session runs as other users (PostgreSQL as postgres) make their
+    # folders here too.
+    folder.chmod(0o1777)
     # Before TMPDIR changes: pytest's folders and the pytest sessions started by tests stay
     # in the system's folder.
     environ.setdefault(TEMPROOT, str(root))

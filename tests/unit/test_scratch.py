@@ -28,6 +28,7 @@ def test_a_session_folder_takes_every_temporary_file_and_goes_with_the_session(
     environ = {SPARK_SUBMIT_OPTS: "-XX:TieredStopAtLevel=1"}
     folder = scratch.enter(environ, pid=os.getpid())
     assert folder.parent == root
+    assert folder.stat().st_mode & 0o7777 == 0o1777, "as /tmp: servers run as other users"
     assert environ["TMPDIR"] == environ["SPARK_LOCAL_DIRS"] == str(folder)
     assert environ[SPARK_SUBMIT_OPTS] == f"-XX:TieredStopAtLevel=1 -Djava.io.tmpdir={folder}"
     assert environ[scratch.TEMPROOT] == str(root), "pytest's own folders stay outside"
