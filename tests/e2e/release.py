@@ -214,19 +214,25 @@ class Release:
         ]
 
     def diagnostics(self) -> str:
-        """Pods, jobs, events and the operator's log tail, for failure messages."""
+        """Pods, events, jobs and the operator's log tail, for failure messages.
+
+        Each part is cut to its own tail: with one cut over all of them, the operator's JSON
+        log lines alone filled it and a failure's message lost the Pods and the events.
+        """
         parts = []
-        for args in (
-            ("get", "pods", "-o", "wide"),
-            ("get", "snapshotjobs", "-o", "yaml"),
-            ("get", "events", "--sort-by=.lastTimestamp"),
-            ("logs", f"deploy/{self.fullname}", "--tail=60"),
+        for args, limit in (
+            (("get", "pods", "-o", "wide"), 4000),
+            (("get", "events", "--sort-by=.lastTimestamp"), 5000),
+            (("get", "snapshotjobs", "-o", "yaml"), 3000),
+            (("logs", f"deploy/{self.fullname}", "--tail=60"), 6000),
         ):
             try:
-                parts.append(self.kubectl(*args))
+                text = self.kubectl(*args)
             except (RuntimeError, subprocess.SubprocessError) as exc:
-                parts.append(str(exc))
-        return "\n".join(parts)[-16000:]
+                text = str(exc)
+            cut = "" if len(text) <= limit else f"[{len(text) - limit} characters cut]\n"
+            parts.append(f"$ kubectl {' '.join(args)}\n{cut}{text[-limit:]}")
+        return "\n".join(parts)
 
 
 def wait_for(
