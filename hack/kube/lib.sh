@@ -74,11 +74,10 @@ ensure_docker() {
   mkdir -p "${KUBE_CACHE_ROOT%/*}"
   log "Starting dockerd log=${log_file} args='${runtime_args[*]}'"
   # setsid: dockerd must outlive this script and not share its process group. For the same
-  # reason it does not take a test session's temporary folder (testbed/scratch.py), which
-  # goes when the session ends; dockerd and containerd keep their own under /var/lib.
-  local -a keep_env=()
-  [[ "$(basename "${TMPDIR:-/tmp}")" != sj-session-* ]] || keep_env=(-u TMPDIR -u SPARK_LOCAL_DIRS)
-  setsid nohup env "${keep_env[@]}" dockerd "${runtime_args[@]}" >"${log_file}" 2>&1 < /dev/null &
+  # reason it takes no temporary folder from its caller (a test session's goes when the
+  # session ends, testbed/scratch.py); dockerd and containerd keep their own under /var/lib.
+  setsid nohup env -u TMPDIR -u SPARK_LOCAL_DIRS dockerd "${runtime_args[@]}" \
+    >"${log_file}" 2>&1 < /dev/null &
   local _
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && return 0
