@@ -112,11 +112,14 @@ class Seen:
         driver_pod: The current driver Pod's name as the reconcile left the status (after
             its own writes), None if the status names none.
         members: The store members whose health it read.
+        resource_version: The job's ``resourceVersion`` as the reconcile left it (its last
+            write's, or the one it read if it wrote nothing); None if not known.
     """
 
     uid: str
     driver_pod: str | None
     members: tuple[str, ...]
+    resource_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,12 +132,15 @@ class Outcome:
         gone: The job no longer exists.
         seen: What the reconcile saw, for :func:`read_early` before the next one; None if it
             read no job.
+        resource_version: The job's ``resourceVersion`` after the writes performed (set by
+            :func:`_perform`, then carried in ``seen``).
     """
 
     requeue_after: float
     finalizer_removable: bool = False
     gone: bool = False
     seen: Seen | None = None
+    resource_version: str | None = None
 
 
 class EarlyReads:
@@ -214,7 +220,10 @@ def reconcile_once(
             the spec asked for it unless the spec asks for an export of its own
             (:func:`snapshot_operator.reconcile.exports.with_requested_export`).
         job: The job as just read (by the export reconcile, after its export objects and
-            with nothing written since); read here if None.
+            with nothing written since), or as the watch delivered it once the watch has
+            caught up with the last reconcile (:mod:`snapshot_operator.reconcile.freshness`);
+            read here if None. A decision that acts beyond the status is made again on a
+            fresh read either way.
         early: Reads started with the job's (:func:`read_early`), taken where the job names
             what they guessed.
 
@@ -271,7 +280,29 @@ def _reconcile_once(
     actions = decide(observation, services.settings.decision)
     if acts_beyond_the_status(actions):
         # Starting, deleting or releasing acts on the other Pods too: decided again from a
-        # consistent list of them, and only that decision is performed.
+        # consistent list of them, and only that decision is performed. The job is read again
+        # first: the Pods' writes are not locked on its version, so a view of it that missed
+        # a write (the watch's, or one made before the export reconcile wrote) must not lead.
+        fresh = services.kube.read_job(namespace, name)
+        if fresh is None:
+            metrics.job_gone(namespace, name)
+            return Outcome(requeue_after=0, gone=True)
+        if requested_export is not None:
+            fresh = {
+                **fresh,
+                "spec": with_requested_export(
+                    fresh.get("spec"), fresh.get("status"), requested_export
+                ),
+            }
+        raw = fresh
+        uid = str(raw["metadata"]["uid"])
+        spec = parse_spec(raw.get("spec"))
+        fresh_members, cluster = store_of(
+            services, spec if isinstance(spec, SnapshotJobSpec) else None
+        )
+        if fresh_members != members:
+            members = fresh_members
+            health = services.store.read_health(members, services.settings.health_timeout_seconds)
         pods = services.kube.list_driver_pods(namespace, uid)
         observation = observe(raw, pods, health, services.clock())
         actions = decide(observation, services.settings.decision)
@@ -291,7 +322,8 @@ def _reconcile_once(
             previous_phase=previous_phase,
             actions=(),
         )
-        return Outcome(requeue_after=RETRY_STALE_SECONDS, seen=_seen(uid, status, members))
+        # The job's version is not known: the next reconcile reads it.
+        return Outcome(requeue_after=RETRY_STALE_SECONDS, seen=_seen(uid, status, members, None))
     metrics.reconciled(
         namespace,
         name,
@@ -310,12 +342,12 @@ def _reconcile_once(
             (decided - read) * 1000,
             (time.perf_counter() - decided) * 1000,
         )
-    return dataclasses.replace(outcome, seen=_seen(uid, status, members))
+    return dataclasses.replace(outcome, seen=_seen(uid, status, members, outcome.resource_version))
 
 
-def _seen(uid: str, status: Mapping[str, Any], members: Sequence[str]) -> Seen:
+def _seen(uid: str, status: Mapping[str, Any], members: Sequence[str], version: str | None) -> Seen:
     driver = (status.get("execution") or {}).get("driverPod")
-    return Seen(uid, driver if isinstance(driver, str) else None, tuple(members))
+    return Seen(uid, driver if isinstance(driver, str) else None, tuple(members), version)
 
 
 def _first_look_pods(
@@ -413,6 +445,7 @@ def _perform(
                 except CreateFailed as error:
                     _start_failed(services, observation, version, status, action, error)
                     # The rest (the start's Events) did not happen; the decision reports it.
+                    # The failure was written to the status: its version is not kept here.
                     return Outcome(requeue_after=RETRY_STALE_SECONDS)
                 if created:
                     services.metrics.execution_started()
@@ -459,7 +492,7 @@ def _perform(
                 removable = True
             case Requeue(after_seconds=after):
                 requeue = after
-    return Outcome(requeue_after=requeue, finalizer_removable=removable)
+    return Outcome(requeue_after=requeue, finalizer_removable=removable, resource_version=version)
 
 
 def _copy(

@@ -89,16 +89,19 @@ class ExportsReconciled:
 
     Attributes:
         decision: What was decided (and performed).
-        job: The job as read right after the export objects, when nothing was written
-            since: the job's own decision may take it instead of reading it again. None if
-            it must read again (something was written, or the job is gone).
+        job: The job as read right after the export objects (or as watched, see
+            :func:`reconcile_exports`), when nothing was written since: the job's own
+            decision may take it instead of reading it again. None if it must read again
+            (something was written, or the job is gone).
     """
 
     decision: ExportsDecision
     job: dict[str, Any] | None
 
 
-def reconcile_exports(services: Services, namespace: str, job_name: str) -> ExportsReconciled:
+def reconcile_exports(
+    services: Services, namespace: str, job_name: str, watched: dict[str, Any] | None = None
+) -> ExportsReconciled:
     """Updates the job's export objects; returns the export the job should take next.
 
     The first look lists from the API server's watch cache: a consistent list waits up to
@@ -108,10 +111,17 @@ def reconcile_exports(services: Services, namespace: str, job_name: str) -> Expo
     watch event brings back; so whenever the first look finds anything to do, the decision is
     made again from consistent lists, and only that one is performed.
 
+    Args:
+        services: The gateways and settings.
+        namespace: The job's namespace.
+        job_name: The job's name.
+        watched: The job as the watch delivered it, taken by the first look instead of a
+            read (:mod:`snapshot_operator.reconcile.freshness` says when it may be).
+
     Raises:
         kubernetes.client.exceptions.ApiException: On API errors.
     """
-    decision, _, job = _decide_exports(services, namespace, job_name, cached=True)
+    decision, _, job = _decide_exports(services, namespace, job_name, cached=True, job=watched)
     if not decision.actions and decision.requested is None:
         return ExportsReconciled(decision, job)
     decision, uids, job = _decide_exports(services, namespace, job_name, cached=False)
@@ -121,7 +131,12 @@ def reconcile_exports(services: Services, namespace: str, job_name: str) -> Expo
 
 
 def _decide_exports(
-    services: Services, namespace: str, job_name: str, *, cached: bool
+    services: Services,
+    namespace: str,
+    job_name: str,
+    *,
+    cached: bool,
+    job: dict[str, Any] | None = None,
 ) -> tuple[ExportsDecision, dict[str, str], dict[str, Any] | None]:
     """The decision on the job's exports, the uid of each of its export objects, the job."""
     kube = services.kube
@@ -129,7 +144,7 @@ def _decide_exports(
         # A first look performs nothing: the order of its reads does not matter, and made at
         # once they take the time of one.
         listed = READS.submit(kube.list_exports, namespace, cached=True)
-        job_raw = kube.read_job(namespace, job_name)
+        job_raw = job if job is not None else kube.read_job(namespace, job_name)
         exports_raw = listed.result()
     else:
         exports_raw = kube.list_exports(namespace)  # before the job: see the module docstring

@@ -1,8 +1,9 @@
 """Reads what one decision is based on: the SnapshotJob and its driver Pods, fresh.
 
-Decisions are made on objects read right before, not on the watch event that woke the
-handler: the event may be old, and the status patch that follows carries the
-``resourceVersion`` read here as its optimistic lock. Pods are listed by the job's uid label
+Decisions are made on objects read right before (or on the job as the watch delivered it,
+once the watch has caught up with the operator's own last write, see
+:mod:`snapshot_operator.reconcile.freshness`), and the status patch that follows carries the
+``resourceVersion`` of that view as its optimistic lock. Pods are listed by the job's uid label
 (not its name), so a Pod left over from a deleted job of the same name is never taken for
 this job's driver.
 """

@@ -4,7 +4,9 @@ Each SnapshotJob gets one daemon that runs :func:`snapshot_operator.executing.re
 whenever something about the job changed and whenever the decision asked to look again
 (``Requeue``: backoffs, graceful deadlines, store retries). Watch events of the job and of its
 driver Pods only wake that daemon. One loop per job means reconciles of a job never overlap
-inside a replica, and every decision is made on a fresh read, never on the event that woke it.
+inside a replica, and no decision is made on a view of the job older than the loop's own last
+write: the job is read, or taken as kopf's watch delivered it once that watch has shown the
+version the previous reconcile left (:mod:`snapshot_operator.reconcile.freshness`).
 
 Why a daemon rather than kopf's create/update/resume/timer handlers: those record their
 progress and the last handled spec in annotations of the SnapshotJob, and every such write
@@ -52,6 +54,7 @@ from snapshot_operator.exports_executing import (
     delete_export,
     reconcile_exports,
 )
+from snapshot_operator.reconcile.freshness import WatchedJob
 from snapshot_operator.rollout import RestartMember, RolloutStep, WaitForHealthyStore
 from snapshot_operator.settings import DEFAULT_FINALIZER
 from snapshot_operator.store_restarts import restart_step
@@ -126,7 +129,20 @@ def _waker(memo: kopf.Memo, uid: str) -> asyncio.Event:
     return wakers.setdefault(uid, asyncio.Event())
 
 
-def _reconcile_exports(services: Services, namespace: str, name: str) -> ExportsReconciled | None:
+def _watched(memo: kopf.Memo, uid: str) -> WatchedJob:
+    # Built by __main__, as the wakers: shared by the job's event handler and its daemon.
+    watched: dict[str, WatchedJob] = memo["watched"]
+    return watched.setdefault(uid, WatchedJob())
+
+
+def _version(body: kopf.Body) -> str | None:
+    version = body.get("metadata", {}).get("resourceVersion")
+    return version if isinstance(version, str) else None
+
+
+def _reconcile_exports(
+    services: Services, namespace: str, name: str, watched: dict[str, Any] | None = None
+) -> ExportsReconciled | None:
     """The job's export objects; None if they could not be reconciled (the job still is).
 
     A failure here must not stop the job's own reconcile: an operator upgraded before the
@@ -134,22 +150,27 @@ def _reconcile_exports(services: Services, namespace: str, name: str) -> Exports
     leave every job unsupervised.
     """
     try:
-        return reconcile_exports(services, namespace, name)
+        return reconcile_exports(services, namespace, name, watched)
     except Exception:
         log.exception("Export reconcile failed namespace=%s job=%s", namespace, name)
         return None
 
 
 def _reconcile_job_and_exports(
-    services: Services, namespace: str, name: str, seen: Seen | None
+    services: Services,
+    namespace: str,
+    name: str,
+    seen: Seen | None,
+    watched: dict[str, Any] | None = None,
 ) -> Outcome:
     """The job's export objects, then the job, which takes the export they ask for.
 
     The job's reads that the previous reconcile lets guess start first, so that they run
-    while the export objects and the job are read.
+    while the export objects and the job are read. ``watched`` is the job as the watch
+    delivered it, taken instead of a read (:mod:`snapshot_operator.reconcile.freshness`).
     """
     early = read_early(services, namespace, seen)
-    exports = _reconcile_exports(services, namespace, name)
+    exports = _reconcile_exports(services, namespace, name, watched)
     requested = exports.decision.requested if exports is not None else None
     job = exports.job if exports is not None else None
     outcome = reconcile_once(services, namespace, name, requested, job=job, early=early)
@@ -162,19 +183,27 @@ def _reconcile_job_and_exports(
 
 
 async def _reconcile(
-    services: Services, namespace: str | None, name: str, seen: Seen | None = None
+    services: Services,
+    namespace: str | None,
+    name: str,
+    seen: Seen | None = None,
+    watched: dict[str, Any] | None = None,
 ) -> Outcome:
     if namespace is None:
         raise kopf.PermanentError(f"SnapshotJob without a namespace name={name}")
     try:
-        return await asyncio.to_thread(_reconcile_job_and_exports, services, namespace, name, seen)
+        return await asyncio.to_thread(
+            _reconcile_job_and_exports, services, namespace, name, seen, watched
+        )
     except Exception:
         # Level-based: whatever failed is decided again from a fresh read.
         retry = services.settings.decision.store_retry_seconds
         log.exception(
             "Reconcile failed namespace=%s name=%s retrySeconds=%s", namespace, name, retry
         )
-        return Outcome(requeue_after=retry, seen=seen)
+        # What it wrote before it failed is not known: the next reconcile reads the job.
+        unknown = dataclasses.replace(seen, resource_version=None) if seen is not None else None
+        return Outcome(requeue_after=retry, seen=unknown)
 
 
 @kopf.on.startup()
@@ -242,8 +271,11 @@ async def stop_store_restarts(memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def job_changed(uid: str, memo: kopf.Memo, **_: Any) -> None:
+async def job_changed(uid: str, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A SnapshotJob was created, changed (spec or status) or deleted: reconcile it."""
+    watched: WatchedJob | None = memo["watched"].get(uid)
+    if watched is not None:  # None before the job's daemon starts, and after it ends
+        watched.delivered(_version(body))
     _waker(memo, uid).set()
 
 
@@ -296,22 +328,36 @@ async def supervise(
     namespace: str | None,
     name: str,
     uid: str,
+    body: kopf.Body,
     memo: kopf.Memo,
     stopped: kopf.DaemonStopped,
     **_: Any,
 ) -> None:
-    """Reconciles one SnapshotJob on every change and whenever the decision asked to."""
+    """Reconciles one SnapshotJob on every change and whenever the decision asked to.
+
+    ``body`` is kopf's live view of the job, replaced by every watch event: the reconcile
+    takes a copy of it instead of a read once the watch has caught up with the last reconcile
+    (:class:`~snapshot_operator.reconcile.freshness.WatchedJob`).
+    """
     services = _services(memo)
     waker = _waker(memo, uid)
+    watched = _watched(memo, uid)
     if namespace is not None:
         _job_uids(memo)[(namespace, name)] = uid
     log.info("Supervising job namespace=%s name=%s uid=%s", namespace, name, uid)
     seen: Seen | None = None
     try:
         while not stopped:
+            # Only a reconcile a watch event woke takes the watched job; one that is due
+            # (a requeue, the resync) reads it: a job deleted while the watch was down and
+            # re-listed after "410 Gone" gets no DELETED event, and its view would stay.
+            # A shallow copy, taken in the event loop: kopf replaces the view's whole
+            # object on each event and never changes one it delivered.
+            job = dict(body) if watched.current and waker.is_set() else None
             waker.clear()
-            outcome = await _reconcile(services, namespace, name, seen)
+            outcome = await _reconcile(services, namespace, name, seen, job)
             seen = outcome.seen
+            watched.reconciled(seen.resource_version if seen else None, _version(body))
             if outcome.gone:
                 return
             loop = asyncio.get_running_loop()
@@ -325,6 +371,7 @@ async def supervise(
     finally:
         wakers: dict[str, asyncio.Event] = memo["wakers"]
         wakers.pop(uid, None)
+        memo["watched"].pop(uid, None)
         if namespace is not None and _job_uids(memo).get((namespace, name)) == uid:
             del _job_uids(memo)[(namespace, name)]
             # This replica no longer supervises the job (deleted, or peering moved it away):

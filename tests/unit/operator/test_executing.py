@@ -9,6 +9,7 @@ the previous one.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -17,7 +18,14 @@ from typing import Any
 import pytest
 
 from snapshot_operator import executing
-from snapshot_operator.executing import Outcome, Seen, Services, read_early, reconcile_once
+from snapshot_operator.executing import (
+    RETRY_STALE_SECONDS,
+    Outcome,
+    Seen,
+    Services,
+    read_early,
+    reconcile_once,
+)
 from snapshot_operator.gateways import StoreOperationFailed
 from snapshot_operator.reconcile import PatchStatus, observe
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
@@ -446,8 +454,12 @@ def test_a_reconcile_says_which_driver_it_left_the_status_naming(
 ) -> None:
     outcome = run(services)
     (pod,) = kube.pods
-    # The Pod was created by this reconcile: the status it read named no driver yet.
-    assert outcome.seen == Seen("uid-1", pod, ("hz-0:5701",))
+    # The Pod was created by this reconcile: the status it read named no driver yet. The
+    # version is its last write's, the one the watch must show before it stands for a read.
+    assert kube.job is not None
+    version = kube.job["metadata"]["resourceVersion"]
+    assert version != "1"
+    assert outcome.seen == Seen("uid-1", pod, ("hz-0:5701",), version)
 
 
 def test_the_reads_the_last_reconcile_lets_guess_are_taken_not_made_again(
@@ -455,7 +467,8 @@ def test_the_reads_the_last_reconcile_lets_guess_are_taken_not_made_again(
 ) -> None:
     pod = _running_job(kube, services)
     seen = run(services).seen
-    assert seen == Seen("uid-1", pod, ("hz-0:5701",))
+    assert kube.job is not None
+    assert seen == Seen("uid-1", pod, ("hz-0:5701",), kube.job["metadata"]["resourceVersion"])
     _suspend(kube)
     kube.pod_reads.clear()
     kube.pod_lists.clear()
@@ -466,7 +479,9 @@ def test_the_reads_the_last_reconcile_lets_guess_are_taken_not_made_again(
     assert kube.pod_reads == [pod], "the driver read with the job's read is the one used"
     assert kube.pod_lists == ["cached"]
     assert store.health_reads == [("hz-0:5701",)]
-    assert outcome.seen == seen
+    assert outcome.seen == dataclasses.replace(
+        seen, resource_version=kube.job["metadata"]["resourceVersion"]
+    )
 
 
 def test_a_guess_the_job_contradicts_is_read_again(
@@ -513,3 +528,31 @@ def test_the_early_reads_start_with_the_slowest_the_drivers_get(
     monkeypatch.setattr(executing, "READS", reads)
     read_early(services, "default", Seen("uid-1", "wordcount-driver-1", ("hz-0:5701",)))
     assert reads.submitted == ["read_pod", "read_health", "list_driver_pods"]
+
+
+def test_a_watched_job_older_than_the_api_s_loses_the_status_write_s_lock(
+    kube: FakeKubernetes, services: Services
+) -> None:
+    _running_job(kube, services)
+    _suspend(kube)
+    watched = copy.deepcopy(kube.job)
+    kube.report_pipeline()  # the driver writes after the watch delivered the job
+    outcome = reconcile_once(services, "default", "wordcount", job=watched)
+    assert ("conflict", watched["metadata"]["resourceVersion"]) in kube.log
+    assert "termination" not in kube.status
+    assert outcome.requeue_after == RETRY_STALE_SECONDS
+    assert outcome.seen is not None and outcome.seen.resource_version is None
+    # The next reconcile reads the job (it is not handed one) and requests the termination.
+    run(services)
+    assert kube.status["termination"]["mode"] == "SUSPEND_GRACEFUL"
+
+
+def test_a_decision_that_acts_on_pods_is_made_again_on_a_read_not_the_watched_job(
+    kube: FakeKubernetes, services: Services
+) -> None:
+    watched = copy.deepcopy(kube.job)
+    _suspend(kube)  # the user suspended the new job; the watch has not shown it yet
+    run_on_watched = reconcile_once(services, "default", "wordcount", job=watched)
+    assert kube.pods == {}, "a driver was started for a job suspended before it started"
+    assert "create" not in kube.kinds()
+    assert run_on_watched.seen is not None
