@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             # KopfPeering object instead of silently working side by side.
             peering_name=None if settings.standalone else settings.peering_name,
             liveness_endpoint=settings.liveness_endpoint,
-            memo=kopf.Memo(services=services, wakers={}, watched={}, job_uids={}),
+            memo=kopf.Memo(services=services, wakers={}, watched={}, drivers={}, job_uids={}),
         )
     finally:
         store.close()

@@ -114,12 +114,16 @@ class Seen:
         members: The store members whose health it read.
         resource_version: The job's ``resourceVersion`` as the reconcile left it (its last
             write's, or the one it read if it wrote nothing); None if not known.
+        driver_pod_version: The ``resourceVersion`` of the driver Pod named by
+            ``driver_pod`` as the performed decision saw it; None if not known (no such Pod,
+            or the reconcile created or deleted Pods, or named a new driver).
     """
 
     uid: str
     driver_pod: str | None
     members: tuple[str, ...]
     resource_version: str | None = None
+    driver_pod_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,36 +164,65 @@ class EarlyReads:
     later execution (job name and attempt), and the Pods the operator creates or deletes
     are created or deleted by an earlier reconcile of the same loop, before both reads.
 
+    The driver Pod as the watch delivered it stands for its read when the job's loop hands it
+    (:mod:`snapshot_operator.reconcile.freshness` says when it may): the view is then no
+    older than the one the previous decision was made on, the same guarantee a read gives.
+
     Args:
         services: The gateways and settings.
         namespace: The job's namespace.
         seen: What the job's previous reconcile saw.
+        driver: The driver Pod named in ``seen`` as the watch delivered it, or None.
     """
 
-    def __init__(self, services: Services, namespace: str, seen: Seen) -> None:
+    def __init__(
+        self,
+        services: Services,
+        namespace: str,
+        seen: Seen,
+        driver: dict[str, Any] | None = None,
+    ) -> None:
         kube = services.kube
         self.seen = seen
-        # Submitted slowest first: the threads start their requests one after the other (each
-        # holds the interpreter lock to build its request), and a Pod's GET, read from etcd,
-        # takes longer than a list from the API server's cache.
-        self.driver: Future[dict[str, Any] | None] | None = (
-            READS.submit(kube.read_pod, namespace, seen.driver_pod)
-            if seen.driver_pod is not None
-            else None
-        )
+        self.driver: Future[dict[str, Any] | None] | None = None
+        if seen.driver_pod is not None and _named(driver) == seen.driver_pod:
+            self.driver = Future()
+            self.driver.set_result(driver)
+        elif seen.driver_pod is not None:
+            # Submitted slowest first: the threads start their requests one after the other
+            # (each holds the interpreter lock to build its request), and a Pod's GET, read
+            # from etcd, takes longer than a list from the API server's cache.
+            self.driver = READS.submit(kube.read_pod, namespace, seen.driver_pod)
         self.health = READS.submit(
             services.store.read_health, seen.members, services.settings.health_timeout_seconds
         )
         self.pods = READS.submit(kube.list_driver_pods, namespace, seen.uid, cached=True)
 
 
-def read_early(services: Services, namespace: str, seen: Seen | None) -> EarlyReads | None:
+def _named(pod: Mapping[str, Any] | None) -> str | None:
+    name = ((pod or {}).get("metadata") or {}).get("name")
+    return name if isinstance(name, str) else None
+
+
+def read_early(
+    services: Services,
+    namespace: str,
+    seen: Seen | None,
+    driver: dict[str, Any] | None = None,
+) -> EarlyReads | None:
     """Starts the reads of a job's next reconcile that the previous one lets it guess.
+
+    Args:
+        services: The gateways and settings.
+        namespace: The job's namespace.
+        seen: What the job's previous reconcile saw.
+        driver: The driver Pod ``seen`` names, as the watch delivered it, taken instead of
+            its read; None to read it.
 
     Returns:
         The reads under way, for :func:`reconcile_once`; None without a previous reconcile.
     """
-    return EarlyReads(services, namespace, seen) if seen is not None else None
+    return EarlyReads(services, namespace, seen, driver) if seen is not None else None
 
 
 def store_of(services: Services, spec: SnapshotJobSpec | None) -> tuple[tuple[str, ...], str]:
@@ -342,7 +375,24 @@ def _reconcile_once(
             (decided - read) * 1000,
             (time.perf_counter() - decided) * 1000,
         )
-    return dataclasses.replace(outcome, seen=_seen(uid, status, members, outcome.resource_version))
+    seen = _seen(uid, status, members, outcome.resource_version)
+    if seen.driver_pod is not None and not _acts_on_pods(actions):
+        seen = dataclasses.replace(seen, driver_pod_version=_pod_version(pods, seen.driver_pod))
+    return dataclasses.replace(outcome, seen=seen)
+
+
+def _acts_on_pods(actions: Sequence[Action]) -> bool:
+    return any(isinstance(action, CreateDriverPod | DeleteDriverPod) for action in actions)
+
+
+def _pod_version(pods: Sequence[Mapping[str, Any]], name: str) -> str | None:
+    """The version of the named Pod in the list the decision was made on, if it is there."""
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        if metadata.get("name") == name:
+            version = metadata.get("resourceVersion")
+            return version if isinstance(version, str) else None
+    return None
 
 
 def _seen(uid: str, status: Mapping[str, Any], members: Sequence[str], version: str | None) -> Seen:

@@ -54,7 +54,7 @@ from snapshot_operator.exports_executing import (
     delete_export,
     reconcile_exports,
 )
-from snapshot_operator.reconcile.freshness import WatchedJob
+from snapshot_operator.reconcile.freshness import WatchedDriver, WatchedObject, resource_version
 from snapshot_operator.rollout import RestartMember, RolloutStep, WaitForHealthyStore
 from snapshot_operator.settings import DEFAULT_FINALIZER
 from snapshot_operator.store_restarts import restart_step
@@ -129,15 +129,32 @@ def _waker(memo: kopf.Memo, uid: str) -> asyncio.Event:
     return wakers.setdefault(uid, asyncio.Event())
 
 
-def _watched(memo: kopf.Memo, uid: str) -> WatchedJob:
+def _watched(memo: kopf.Memo, uid: str) -> WatchedObject:
     # Built by __main__, as the wakers: shared by the job's event handler and its daemon.
-    watched: dict[str, WatchedJob] = memo["watched"]
-    return watched.setdefault(uid, WatchedJob())
+    watched: dict[str, WatchedObject] = memo["watched"]
+    return watched.setdefault(uid, WatchedObject())
 
 
-def _version(body: kopf.Body) -> str | None:
-    version = body.get("metadata", {}).get("resourceVersion")
-    return version if isinstance(version, str) else None
+def _drivers(memo: kopf.Memo) -> dict[tuple[str, str], WatchedDriver]:
+    # Built by __main__: the current driver Pod of each job, by namespace and name, kept from
+    # the Pods' watch events for the job's loop.
+    drivers: dict[tuple[str, str], WatchedDriver] = memo["drivers"]
+    return drivers
+
+
+def _follow_driver(
+    memo: kopf.Memo, namespace: str | None, driver: WatchedDriver | None, seen: Seen | None
+) -> WatchedDriver | None:
+    """Keeps the driver Pod the job's status names watched, after a reconcile."""
+    name = seen.driver_pod if seen is not None else None
+    if driver is not None and (driver.name != name or namespace is None):
+        _drivers(memo).pop((namespace or "", driver.name), None)
+        driver = None
+    if driver is None and name is not None and namespace is not None:
+        driver = _drivers(memo).setdefault((namespace, name), WatchedDriver(name))
+    if driver is not None:
+        driver.reconciled(seen.driver_pod_version if seen is not None else None)
+    return driver
 
 
 def _reconcile_exports(
@@ -162,14 +179,16 @@ def _reconcile_job_and_exports(
     name: str,
     seen: Seen | None,
     watched: dict[str, Any] | None = None,
+    driver: dict[str, Any] | None = None,
 ) -> Outcome:
     """The job's export objects, then the job, which takes the export they ask for.
 
     The job's reads that the previous reconcile lets guess start first, so that they run
-    while the export objects and the job are read. ``watched`` is the job as the watch
-    delivered it, taken instead of a read (:mod:`snapshot_operator.reconcile.freshness`).
+    while the export objects and the job are read. ``watched`` and ``driver`` are the job and
+    its current driver Pod as the watch delivered them, taken instead of reads
+    (:mod:`snapshot_operator.reconcile.freshness`).
     """
-    early = read_early(services, namespace, seen)
+    early = read_early(services, namespace, seen, driver)
     exports = _reconcile_exports(services, namespace, name, watched)
     requested = exports.decision.requested if exports is not None else None
     job = exports.job if exports is not None else None
@@ -188,12 +207,13 @@ async def _reconcile(
     name: str,
     seen: Seen | None = None,
     watched: dict[str, Any] | None = None,
+    driver: dict[str, Any] | None = None,
 ) -> Outcome:
     if namespace is None:
         raise kopf.PermanentError(f"SnapshotJob without a namespace name={name}")
     try:
         return await asyncio.to_thread(
-            _reconcile_job_and_exports, services, namespace, name, seen, watched
+            _reconcile_job_and_exports, services, namespace, name, seen, watched, driver
         )
     except Exception:
         # Level-based: whatever failed is decided again from a fresh read.
@@ -273,15 +293,26 @@ async def stop_store_restarts(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def job_changed(uid: str, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A SnapshotJob was created, changed (spec or status) or deleted: reconcile it."""
-    watched: WatchedJob | None = memo["watched"].get(uid)
+    watched: WatchedObject | None = memo["watched"].get(uid)
     if watched is not None:  # None before the job's daemon starts, and after it ends
-        watched.delivered(_version(body))
+        watched.delivered(resource_version(body))
     _waker(memo, uid).set()
 
 
 @kopf.on.event("v1", "pods", labels={LABEL_JOB_UID: kopf.PRESENT})
-async def driver_pod_changed(labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+async def driver_pod_changed(
+    labels: kopf.Labels,
+    namespace: str | None,
+    name: str,
+    body: kopf.Body,
+    type: str | None,
+    memo: kopf.Memo,
+    **_: Any,
+) -> None:
     """A driver Pod changed phase, exited or went away: reconcile its job."""
+    driver = _drivers(memo).get((namespace or "", name))
+    if driver is not None:  # only the Pod a job's status names as its current driver
+        driver.delivered(body, deleted=type == "DELETED")
     _waker(memo, labels[LABEL_JOB_UID]).set()
 
 
@@ -337,7 +368,8 @@ async def supervise(
 
     ``body`` is kopf's live view of the job, replaced by every watch event: the reconcile
     takes a copy of it instead of a read once the watch has caught up with the last reconcile
-    (:class:`~snapshot_operator.reconcile.freshness.WatchedJob`).
+    (:class:`~snapshot_operator.reconcile.freshness.WatchedObject`), and likewise the current
+    driver Pod as :func:`driver_pod_changed` keeps it.
     """
     services = _services(memo)
     waker = _waker(memo, uid)
@@ -346,6 +378,7 @@ async def supervise(
         _job_uids(memo)[(namespace, name)] = uid
     log.info("Supervising job namespace=%s name=%s uid=%s", namespace, name, uid)
     seen: Seen | None = None
+    driver: WatchedDriver | None = None
     try:
         while not stopped:
             # Only a reconcile a watch event woke takes the watched job; one that is due
@@ -353,11 +386,14 @@ async def supervise(
             # re-listed after "410 Gone" gets no DELETED event, and its view would stay.
             # A shallow copy, taken in the event loop: kopf replaces the view's whole
             # object on each event and never changes one it delivered.
-            job = dict(body) if watched.current and waker.is_set() else None
+            by_event = waker.is_set()
+            job = dict(body) if by_event and watched.current else None
+            pod = driver.view if by_event and driver is not None else None
             waker.clear()
-            outcome = await _reconcile(services, namespace, name, seen, job)
+            outcome = await _reconcile(services, namespace, name, seen, job, pod)
             seen = outcome.seen
-            watched.reconciled(seen.resource_version if seen else None, _version(body))
+            watched.reconciled(seen.resource_version if seen else None, resource_version(body))
+            driver = _follow_driver(memo, namespace, driver, seen)
             if outcome.gone:
                 return
             loop = asyncio.get_running_loop()
@@ -372,6 +408,7 @@ async def supervise(
         wakers: dict[str, asyncio.Event] = memo["wakers"]
         wakers.pop(uid, None)
         memo["watched"].pop(uid, None)
+        _follow_driver(memo, namespace, driver, None)
         if namespace is not None and _job_uids(memo).get((namespace, name)) == uid:
             del _job_uids(memo)[(namespace, name)]
             # This replica no longer supervises the job (deleted, or peering moved it away):

@@ -93,6 +93,8 @@ class FakeKubernetes:
                 {"name": "driver", "state": {"terminated": {"exitCode": exit_code}}}
             ]
         self.pods[name]["status"] = status
+        metadata = self.pods[name]["metadata"]
+        metadata["resourceVersion"] = str(int(metadata.get("resourceVersion", "0")) + 1)
 
     def report_pipeline(self) -> None:
         """Plays the driver's report that its pipeline runs (``status.pipelineStarted``)."""
@@ -166,6 +168,7 @@ class FakeKubernetes:
             self.log.append(("refused", "Pod"))
             raise CreateFailed("Pod", pod["metadata"]["name"], 403, self.refused["Pod"])
         self.log.append(("create", pod["metadata"]["name"]))
+        pod["metadata"]["resourceVersion"] = "1"
         self.pods[pod["metadata"]["name"]] = pod
         return True
 

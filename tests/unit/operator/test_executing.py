@@ -383,6 +383,9 @@ def test_deletion_destroys_the_maps_then_releases_the_finalizer(
     first = run(services)
     assert not first.finalizer_removable, "the driver may still run"
     assert kube.pods == {}
+    # Its version as read before the deletion is no view to stand for a read of it after.
+    assert first.seen is not None and first.seen.driver_pod == pod
+    assert first.seen.driver_pod_version is None
     second = run(services)
     assert second.finalizer_removable
     # Every name the job's maps may have had, whatever backup counts it ran with.
@@ -460,6 +463,7 @@ def test_a_reconcile_says_which_driver_it_left_the_status_naming(
     version = kube.job["metadata"]["resourceVersion"]
     assert version != "1"
     assert outcome.seen == Seen("uid-1", pod, ("hz-0:5701",), version)
+    assert outcome.seen.driver_pod_version is None, "a reconcile that created Pods knows none"
 
 
 def test_the_reads_the_last_reconcile_lets_guess_are_taken_not_made_again(
@@ -468,7 +472,13 @@ def test_the_reads_the_last_reconcile_lets_guess_are_taken_not_made_again(
     pod = _running_job(kube, services)
     seen = run(services).seen
     assert kube.job is not None
-    assert seen == Seen("uid-1", pod, ("hz-0:5701",), kube.job["metadata"]["resourceVersion"])
+    assert seen == Seen(
+        "uid-1",
+        pod,
+        ("hz-0:5701",),
+        kube.job["metadata"]["resourceVersion"],
+        kube.pods[pod]["metadata"]["resourceVersion"],
+    )
     _suspend(kube)
     kube.pod_reads.clear()
     kube.pod_lists.clear()
@@ -556,3 +566,38 @@ def test_a_decision_that_acts_on_pods_is_made_again_on_a_read_not_the_watched_jo
     assert kube.pods == {}, "a driver was started for a job suspended before it started"
     assert "create" not in kube.kinds()
     assert run_on_watched.seen is not None
+
+
+def test_the_driver_as_watched_stands_for_its_read_when_the_loop_hands_it(
+    kube: FakeKubernetes, services: Services
+) -> None:
+    pod = _running_job(kube, services)
+    seen = run(services).seen
+    assert seen is not None
+    assert seen.driver_pod_version == kube.pods[pod]["metadata"]["resourceVersion"]
+    _suspend(kube)
+    kube.pod_reads.clear()
+    watched = copy.deepcopy(kube.pods[pod])
+    early = read_early(services, "default", seen, watched)
+    outcome = reconcile_once(services, "default", "wordcount", early=early)
+    assert kube.status["termination"]["mode"] == "SUSPEND_GRACEFUL"
+    assert kube.pod_reads == [], "the watched driver was read again"
+    assert (
+        outcome.seen is not None
+        and outcome.seen.driver_pod_version == (watched["metadata"]["resourceVersion"])
+    )
+
+
+def test_a_watched_pod_the_last_reconcile_did_not_name_is_not_taken(
+    kube: FakeKubernetes, services: Services
+) -> None:
+    pod = _running_job(kube, services)
+    seen = run(services).seen
+    assert seen is not None
+    other = copy.deepcopy(kube.pods[pod])
+    other["metadata"]["name"] = "wordcount-driver-0"
+    kube.pod_reads.clear()
+    early = read_early(services, "default", seen, other)
+    assert early is not None and early.driver is not None
+    assert early.driver.result() == kube.pods[pod]
+    assert kube.pod_reads == [pod]

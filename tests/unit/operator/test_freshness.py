@@ -2,7 +2,7 @@
 
 A rule machine plays the API server (versions counted up), a watch that delivers them in
 order but late, other writers (the driver), and the job's loop: a reconcile takes the watched
-job when :class:`WatchedJob` says it is current and reads the server otherwise, may write,
+job when :class:`WatchedObject` says it is current and reads the server otherwise, may write,
 and events arrive while it runs. The invariant is the one the executor relies on: whenever
 the tracker says current, the watched job is not older than the version the operator last
 knew (read or wrote). Versions are plain counters here so the model can order them; the
@@ -15,25 +15,25 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from snapshot_operator.reconcile.freshness import WatchedJob
+from snapshot_operator.reconcile.freshness import WatchedDriver, WatchedObject
 
 pytestmark = pytest.mark.unit
 
 
 def test_nothing_is_current_before_a_reconcile() -> None:
-    watched = WatchedJob()
+    watched = WatchedObject()
     watched.delivered("1")
     assert not watched.current
 
 
 def test_a_reconcile_that_read_the_watched_version_leaves_it_current() -> None:
-    watched = WatchedJob()
+    watched = WatchedObject()
     watched.reconciled("7", watched="7")
     assert watched.current
 
 
 def test_a_write_is_current_once_its_event_arrives() -> None:
-    watched = WatchedJob()
+    watched = WatchedObject()
     watched.reconciled("8", watched="7")
     assert not watched.current
     watched.delivered("7")
@@ -45,7 +45,7 @@ def test_a_write_is_current_once_its_event_arrives() -> None:
 
 
 def test_a_write_whose_event_came_before_its_response_is_current() -> None:
-    watched = WatchedJob()
+    watched = WatchedObject()
     watched.reconciled("7", watched="7")
     watched.delivered("8")  # the reconcile's own write, delivered while it ran
     watched.delivered("9")  # and another writer's, after it
@@ -54,7 +54,7 @@ def test_a_write_whose_event_came_before_its_response_is_current() -> None:
 
 
 def test_an_unknown_version_makes_the_next_reconcile_read() -> None:
-    watched = WatchedJob()
+    watched = WatchedObject()
     watched.reconciled("7", watched="7")
     watched.reconciled(None, watched="7")
     assert not watched.current
@@ -63,10 +63,36 @@ def test_an_unknown_version_makes_the_next_reconcile_read() -> None:
 
 
 def test_a_version_the_watch_has_not_shown_is_not_current() -> None:
-    watched = WatchedJob()
+    watched = WatchedObject()
     watched.delivered("5")
     watched.reconciled("4", watched="5")  # 4 read from the server; no order is known
     assert not watched.current
+
+
+def _pod(version: str) -> dict[str, object]:
+    return {"metadata": {"name": "job-driver-1", "resourceVersion": version}}
+
+
+def test_a_watched_driver_is_a_view_once_the_watch_shows_what_the_decision_saw() -> None:
+    driver = WatchedDriver("job-driver-1")
+    driver.reconciled("5")  # read by GET; nothing delivered since it was named
+    assert driver.view is None
+    driver.delivered(_pod("5"), deleted=False)
+    assert driver.view == _pod("5")
+    driver.delivered(_pod("6"), deleted=False)
+    driver.reconciled("6")
+    assert driver.view == _pod("6")
+
+
+def test_a_deleted_driver_has_no_view_and_an_unknown_version_none() -> None:
+    driver = WatchedDriver("job-driver-1")
+    driver.delivered(_pod("5"), deleted=False)
+    driver.reconciled("5")
+    driver.delivered(_pod("6"), deleted=True)
+    assert driver.view is None
+    driver.delivered(_pod("7"), deleted=False)
+    driver.reconciled(None)  # the reconcile deleted or created Pods
+    assert driver.view is None
 
 
 class WatchAndLoop(RuleBasedStateMachine):
@@ -77,7 +103,7 @@ class WatchAndLoop(RuleBasedStateMachine):
         self.server = 1  # the job's newest version on the server
         self.shown = 1  # the newest version the watch delivered: kopf's view of the job
         self.known = 0  # the version the operator last knew (read or wrote)
-        self.tracker = WatchedJob()
+        self.tracker = WatchedObject()
         self.reading: int | None = None  # the version a reconcile under way works on
         self.left: int | None = None  # the version that reconcile leaves the job at
 
