@@ -221,8 +221,13 @@ async def _reconcile(
         log.exception(
             "Reconcile failed namespace=%s name=%s retrySeconds=%s", namespace, name, retry
         )
-        # What it wrote before it failed is not known: the next reconcile reads the job.
-        unknown = dataclasses.replace(seen, resource_version=None) if seen is not None else None
+        # What it wrote (or created, or deleted) before it failed is not known: the next
+        # reconcile reads the job and the driver.
+        unknown = (
+            dataclasses.replace(seen, resource_version=None, driver_pod_version=None)
+            if seen is not None
+            else None
+        )
         return Outcome(requeue_after=retry, seen=unknown)
 
 

@@ -7,6 +7,7 @@ here the loop's reconcile runs against the in-memory gateways of
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from snapshot_operator.executing import Outcome, Seen, Services
 from snapshot_operator.handlers import (
     _NoDiffBase,
     _QuietWakes,
+    _reconcile,
     _reconcile_job_and_exports,
     configure,
 )
@@ -126,3 +128,24 @@ def test_the_handlers_that_only_wake_a_loop_log_no_success_per_event(
         assert logged(logging.ERROR, f"Handler {handler!r} failed with an exception.")
     assert logged(logging.INFO, "Handler 'delete' succeeded.")
     assert logged(logging.INFO, "Handler 'supervise' succeeded.")
+
+
+class FailingKubernetes(RacedKubernetes):
+    """Fails every read of the job, as an API error the reconcile does not absorb."""
+
+    def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Raises."""
+        raise RuntimeError("the API server is gone")
+
+
+def test_a_failed_reconcile_leaves_the_job_and_driver_versions_unknown() -> None:
+    kube = FailingKubernetes()
+    settings = OperatorSettings(
+        namespaces=("default",), store_members=("hz-0:5701",), store_cluster_name="store"
+    )
+    services = Services(kube=kube, store=FakeStore(), settings=settings)
+    seen = Seen("uid-1", "wordcount-driver-1", ("hz-0:5701",), "7", "3")
+    outcome = asyncio.run(_reconcile(services, "default", "wordcount", seen))
+    # It may have written, created or deleted before it failed: the next one reads both.
+    assert outcome.seen == Seen("uid-1", "wordcount-driver-1", ("hz-0:5701",), None, None)
+    assert outcome.requeue_after == settings.decision.store_retry_seconds
