@@ -3,14 +3,14 @@
 A reconcile reads the job first, and a GET from etcd was the slowest of its reads (7 to 9 ms
 of the 9 to 12 between the watch event and the status patch, ``bench/reconcile_latency.py``).
 kopf already holds the job as its watch last delivered it, and the status patch is locked on
-the ``resourceVersion`` the decision read: a decision on a job that changed since fails with
-a conflict and is made again from a GET. That lock cannot catch one case, a view older than
-the operator's own last write: the write succeeded, its watch event has not arrived, the
-next reconcile (woken by a Pod, or its requeue) would decide on the job before the write. A
-decision that only writes the status is caught by the lock there too, but one that creates or
-deletes Pods is not (its writes are not on the job), so those are always decided again from a
-GET (:func:`snapshot_operator.executing.reconcile_once`), and the watched job is taken only
-once the watch has shown the version the operator last left the job at.
+the ``resourceVersion`` the decision read: a status write made on a job that changed since
+fails with a conflict, and the job is read again. What the lock does not cover are the other
+writes (Pods created or deleted, maps destroyed) and the decisions that write nothing, and
+the view most likely to mislead those is one older than the operator's own last write (the
+write succeeded, its watch event has not arrived, and the next reconcile, woken by a Pod,
+would decide as if it had not happened). So a decision that acts beyond the status is always
+made again from a GET (:func:`snapshot_operator.executing.reconcile_once`), and the watched
+job is taken only once the watch has shown the version the operator last left the job at.
 
 A watch delivers an object's versions in order: once it has delivered that version, every
 later delivery is newer. This module keeps that bookkeeping, with no I/O; the kopf handlers
