@@ -289,14 +289,7 @@ def _reconcile_once(
     if raw is None:
         metrics.job_gone(namespace, name)
         return Outcome(requeue_after=0, gone=True)
-    if requested_export is not None:
-        raw = {
-            **raw,
-            "spec": with_requested_export(raw.get("spec"), raw.get("status"), requested_export),
-        }
-    uid = str(raw["metadata"]["uid"])
-    spec = parse_spec(raw.get("spec"))
-    members, cluster = store_of(services, spec if isinstance(spec, SnapshotJobSpec) else None)
+    raw, uid, members, cluster = _taken(services, raw, requested_export)
     # Independent reads, made at once: the slowest one sets the time, not their sum.
     health_read = (
         early.health
@@ -320,19 +313,7 @@ def _reconcile_once(
         if fresh is None:
             metrics.job_gone(namespace, name)
             return Outcome(requeue_after=0, gone=True)
-        if requested_export is not None:
-            fresh = {
-                **fresh,
-                "spec": with_requested_export(
-                    fresh.get("spec"), fresh.get("status"), requested_export
-                ),
-            }
-        raw = fresh
-        uid = str(raw["metadata"]["uid"])
-        spec = parse_spec(raw.get("spec"))
-        fresh_members, cluster = store_of(
-            services, spec if isinstance(spec, SnapshotJobSpec) else None
-        )
+        raw, uid, fresh_members, cluster = _taken(services, fresh, requested_export)
         if fresh_members != members:
             members = fresh_members
             health = services.store.read_health(members, services.settings.health_timeout_seconds)
@@ -379,6 +360,20 @@ def _reconcile_once(
     if seen.driver_pod is not None and not _acts_on_pods(actions):
         seen = dataclasses.replace(seen, driver_pod_version=_pod_version(pods, seen.driver_pod))
     return dataclasses.replace(outcome, seen=seen)
+
+
+def _taken(
+    services: Services, raw: dict[str, Any], requested_export: str | None
+) -> tuple[dict[str, Any], str, tuple[str, ...], str]:
+    """The job as its decision takes it (with the requested export), its uid and store."""
+    if requested_export is not None:
+        raw = {
+            **raw,
+            "spec": with_requested_export(raw.get("spec"), raw.get("status"), requested_export),
+        }
+    spec = parse_spec(raw.get("spec"))
+    members, cluster = store_of(services, spec if isinstance(spec, SnapshotJobSpec) else None)
+    return raw, str(raw["metadata"]["uid"]), members, cluster
 
 
 def _acts_on_pods(actions: Sequence[Action]) -> bool:

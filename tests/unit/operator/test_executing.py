@@ -568,12 +568,18 @@ def test_a_decision_that_acts_on_pods_is_made_again_on_a_read_not_the_watched_jo
     assert run_on_watched.seen is not None
 
 
-def test_the_driver_as_watched_stands_for_its_read_when_the_loop_hands_it(
-    kube: FakeKubernetes, services: Services
-) -> None:
+def _running_and_seen(kube: FakeKubernetes, services: Services) -> tuple[str, Seen]:
+    """Runs the job to RUNNING and once more; returns its driver and what that run saw."""
     pod = _running_job(kube, services)
     seen = run(services).seen
     assert seen is not None
+    return pod, seen
+
+
+def test_the_driver_as_watched_stands_for_its_read_when_the_loop_hands_it(
+    kube: FakeKubernetes, services: Services
+) -> None:
+    pod, seen = _running_and_seen(kube, services)
     assert seen.driver_pod_version == kube.pods[pod]["metadata"]["resourceVersion"]
     _suspend(kube)
     kube.pod_reads.clear()
@@ -591,9 +597,7 @@ def test_the_driver_as_watched_stands_for_its_read_when_the_loop_hands_it(
 def test_a_watched_pod_the_last_reconcile_did_not_name_is_not_taken(
     kube: FakeKubernetes, services: Services
 ) -> None:
-    pod = _running_job(kube, services)
-    seen = run(services).seen
-    assert seen is not None
+    pod, seen = _running_and_seen(kube, services)
     other = copy.deepcopy(kube.pods[pod])
     other["metadata"]["name"] = "wordcount-driver-0"
     kube.pod_reads.clear()
