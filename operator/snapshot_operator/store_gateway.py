@@ -1,6 +1,7 @@
 """The store gateway over Hazelcast: the health endpoint and the snapshot maps.
 
-It joins :mod:`snapshot_operator.store_health` (HTTP, a fresh read every time) and
+It joins :mod:`snapshot_operator.store_health` (HTTP, a fresh read every time, over
+kept-alive connections) and
 :class:`snapshot_operator.snapshot_maps.SnapshotMaps` (the shared Hazelcast snapshot store, one
 cached client per store) behind :class:`snapshot_operator.gateways.StoreGateway`, so that
 the executor and the store restart step receive the store as one injected object. Tested
@@ -28,10 +29,11 @@ class HazelcastStoreGateway:
 
     def __init__(self, maps: SnapshotMaps | None = None) -> None:
         self._maps = SnapshotMaps() if maps is None else maps
+        self._health = store_health.StoreHealthReader()
 
     def read_health(self, members: Sequence[str], timeout: float) -> dict[str, Any] | None:
         """See :meth:`snapshot_operator.gateways.StoreGateway.read_health`."""
-        return store_health.read_health(members, timeout)
+        return self._health.read_health(members, timeout)
 
     def copy_snapshot(
         self,
@@ -64,5 +66,6 @@ class HazelcastStoreGateway:
             raise StoreOperationFailed(type(error).__name__, str(error)) from error
 
     def close(self) -> None:
-        """Shuts the store clients down (at operator exit)."""
+        """Shuts the store clients and the health connections down (at operator exit)."""
+        self._health.close()
         self._maps.close()
