@@ -131,3 +131,20 @@ class StoreHealthReader:
                 return False
             idle.append(connection)
             return True
+
+
+def read_health(members: Sequence[str], timeout: float) -> dict[str, Any] | None:
+    """Reads the health once, on connections closed right after (for one-shot callers).
+
+    The chart's ``helm test`` Pod (``templates/tests/test-health.yaml``) reads the health
+    this way; the operator keeps one :class:`StoreHealthReader` for its whole run.
+
+    Args:
+        members: ``host:port`` of the members.
+        timeout: Seconds one member may take.
+    """
+    reader = StoreHealthReader()
+    try:
+        return reader.read_health(members, timeout)
+    finally:
+        reader.close()
