@@ -86,12 +86,8 @@ class StoreHealthReader:
                 except _StaleConnectionError:
                     pass  # Closed while idle: asked once more, on a new connection.
             fresh = http.client.HTTPConnection(member, timeout=timeout)
-            try:
-                return self._request(fresh, member, timeout)
-            except _StaleConnectionError as error:
-                log.debug("Store member did not answer member=%s error=%s", member, error)
-                return None
-        except (OSError, http.client.HTTPException, ValueError) as error:
+            return self._request(fresh, member, timeout)
+        except (_StaleConnectionError, OSError, http.client.HTTPException, ValueError) as error:
             log.debug("Store member did not answer member=%s error=%s", member, error)
             return None
 
