@@ -196,6 +196,12 @@ def main() -> int:
     options.add_argument("--rows", type=int, default=100_000)
     options.add_argument("--rows-per-epoch", type=int, default=10_000)
     options.add_argument("--top", type=int, default=25)
+    options.add_argument(
+        "--sink",
+        choices=("postgres", "count"),
+        default="postgres",
+        help="the pipeline's sink: PostgreSQL, or bench.epoch_floor's counting sink",
+    )
     ns = options.parse_args()
     with bench_servers("sj-profile") as servers:
         workdir, dsn, address, store = (
@@ -204,6 +210,8 @@ def main() -> int:
             servers.address,
             servers.store,
         )
+        if ns.sink == "count":
+            dsn = None
         spark = _session()
         run_pipeline(spark, address, store, workdir, dsn, ProcessingGuarantee.NONE, 20_000, 10_000)
         epochs = ns.rows // ns.rows_per_epoch

@@ -13,3 +13,17 @@ its last snapshot. It doubles the memory the state takes in the executors.
 PROACTIVE_REPLICATION_CONF = "spark.storage.replication.proactive"
 """Spark's own setting: re-replicate the blocks of a lost executor, so a second loss later
 finds a copy again."""
+
+DRIVER_SNAPSHOT_MAX_BYTES_CONF = "spark.snapshotjob.driverSnapshotMaxBytes"
+"""A keyed state the executors hold in at most this many bytes is snapshotted by the driver.
+
+The driver then collects the state through the JVM's Arrow conversion and puts its chunks
+itself: one Spark job without Python workers, where writing from the executors costs a job
+whose tasks each run in a Python worker. The chunks are the same either way. Larger states
+are always written by the executors, so the driver never holds more than this. ``0``: the
+executors always write.
+"""
+
+DRIVER_SNAPSHOT_MAX_BYTES_DEFAULT = 1024 * 1024
+"""The default of :data:`DRIVER_SNAPSHOT_MAX_BYTES_CONF`: the size up to which a restore also
+reads a state through the driver."""

@@ -116,6 +116,32 @@ def group_into_chunks(
         yield group
 
 
+def partition_chunks(
+    batches: Sequence[pa.RecordBatch], partition_column: str
+) -> Iterator[tuple[int, int, bytes, int]]:
+    """Splits collected rows into the chunks their partitions' tasks would have written.
+
+    For a state the driver collected with its rows' partition ids in ``partition_column``:
+    yields ``(partition, seq, chunk, rows)`` for every partition that has rows, each chunk an
+    Arrow IPC stream of the other columns grouped as :func:`write_partition` groups them, so
+    a snapshot's chunks do not depend on who wrote them.
+    """
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    ids = table.column(partition_column).to_numpy()
+    rows = table.drop_columns([partition_column])
+    for partition in sorted({int(p) for p in ids}):
+        part = rows.filter(pa.array(ids == partition))
+        for seq, group in enumerate(group_into_chunks(part.to_batches())):
+            yield (
+                partition,
+                seq,
+                encode_batches(group[0].schema, group),
+                sum(b.num_rows for b in group),
+            )
+
+
 def write_partition(
     address: StoreAddress,
     map_name: str,

@@ -16,6 +16,8 @@ replica instead.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from weakref import WeakKeyDictionary
 
@@ -23,7 +25,11 @@ from pyspark import SparkContext, StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from snapshotjob_contract.spark import STATE_REPLICAS_CONF
+from snapshotjob_contract.spark import (
+    DRIVER_SNAPSHOT_MAX_BYTES_CONF,
+    DRIVER_SNAPSHOT_MAX_BYTES_DEFAULT,
+    STATE_REPLICAS_CONF,
+)
 
 
 @dataclass
@@ -33,10 +39,14 @@ class Checkpointed:
     Attributes:
         frame: The DataFrame, with lineage cut.
         rdd_ids: Ids of the persisted RDDs created for it, freed by :meth:`release`.
+        partitioning: How Spark knows the stored rows to be partitioned, as its plan prints
+            it (``hashpartitioning(key#12L, 4)``); empty if not known. Frames derived by
+            filters and projections keep it (see :func:`hash_partitioned`).
     """
 
     frame: DataFrame
     rdd_ids: set[int] = field(default_factory=set)
+    partitioning: str = ""
 
     def release(self) -> None:
         """Frees the stored data; the frame must not be used afterwards."""
@@ -70,12 +80,49 @@ def checkpoint(frame: DataFrame) -> Checkpointed:
     kind = plan.getClass().getSimpleName()
     if kind != "LogicalRDD":
         raise RuntimeError(f"A local checkpoint was planned as {kind}, not LogicalRDD")
-    return Checkpointed(materialised, {int(plan.rdd().id())})
+    return Checkpointed(
+        materialised, {int(plan.rdd().id())}, str(plan.outputPartitioning().toString())
+    )
+
+
+_HASH_PARTITIONING = re.compile(r"hashpartitioning\((?P<columns>.*), (?P<partitions>\d+)\)")
+_ATTRIBUTE_ID = re.compile(r"#\d+L?$")
+
+
+def hash_partitioned(checkpointed: Checkpointed, keys: Sequence[str], partitions: int) -> bool:
+    """Whether Spark knows ``checkpointed`` to be hash-partitioned by ``keys`` into
+    ``partitions``, as a repartition by those keys into that many partitions places rows.
+
+    A query over such a frame that needs its rows clustered by the keys (an aggregation by
+    them, a union with another frame partitioned the same way) then runs without shuffling
+    them. Spark keeps the partitioning of a local checkpoint planned without adaptive query
+    execution; planned adaptively, or read from a snapshot, the partitioning is unknown and
+    this is False. A column name Spark prints unusually also gives False: the caller then
+    shuffles, which is never wrong.
+    """
+    match = _HASH_PARTITIONING.fullmatch(checkpointed.partitioning)
+    if match is None or int(match["partitions"]) != partitions:
+        return False
+    columns = [_ATTRIBUTE_ID.sub("", column) for column in match["columns"].split(", ")]
+    return columns == list(keys)
 
 
 # Per SparkContext: its conf cannot change once it runs, and ``getConf()`` copies the whole
 # conf through py4j, which every checkpoint of every epoch would otherwise pay.
-_REPLICAS: WeakKeyDictionary[SparkContext, int] = WeakKeyDictionary()
+_SETTINGS: WeakKeyDictionary[SparkContext, dict[str, int]] = WeakKeyDictionary()
+
+
+def _context_setting(spark: SparkSession, key: str, default: int) -> int:
+    """Returns the integer Spark setting ``key`` of the session's context, read once per context."""
+    context = spark.sparkContext
+    settings = _SETTINGS.get(context)
+    if settings is None:
+        settings = _SETTINGS[context] = {}
+    value = settings.get(key)
+    if value is None:
+        text = context.getConf().get(key, str(default)) or str(default)
+        value = settings[key] = int(text)
+    return value
 
 
 def state_replicas(spark: SparkSession) -> int:
@@ -83,12 +130,38 @@ def state_replicas(spark: SparkSession) -> int:
 
     Read once per SparkContext, whose conf does not change while it lives.
     """
-    context = spark.sparkContext
-    replicas = _REPLICAS.get(context)
-    if replicas is None:
-        value = context.getConf().get(STATE_REPLICAS_CONF, "1") or "1"
-        replicas = _REPLICAS[context] = max(1, int(value))
-    return replicas
+    return max(1, _context_setting(spark, STATE_REPLICAS_CONF, 1))
+
+
+def driver_snapshot_max_bytes(spark: SparkSession) -> int:
+    """Returns :data:`DRIVER_SNAPSHOT_MAX_BYTES_CONF`: up to how many stored bytes the driver
+    writes a state's snapshot itself (0: never). Read once per SparkContext."""
+    return max(
+        0,
+        _context_setting(spark, DRIVER_SNAPSHOT_MAX_BYTES_CONF, DRIVER_SNAPSHOT_MAX_BYTES_DEFAULT),
+    )
+
+
+def stored_bytes(checkpointed: Checkpointed) -> int | None:
+    """Returns the bytes the executors hold for ``checkpointed`` (memory and disk, one replica).
+
+    Read from the block manager's storage report, without running a job. None if a block of
+    it is not reported (e.g. not stored yet), so a caller cannot take a state it cannot see
+    for a small one; 0 for a frame that holds no stored data.
+    """
+    if not checkpointed.rdd_ids:
+        return 0
+    spark = checkpointed.frame.sparkSession
+    found: set[int] = set()
+    total = 0
+    for info in spark.sparkContext._jsc.sc().getRDDStorageInfo():
+        rdd_id = int(info.id())
+        if rdd_id in checkpointed.rdd_ids:
+            found.add(rdd_id)
+            total += int(info.memSize()) + int(info.diskSize())
+    if found != checkpointed.rdd_ids:
+        return None
+    return total // state_replicas(spark)
 
 
 def empty_frame(spark: SparkSession, schema: StructType) -> Checkpointed:

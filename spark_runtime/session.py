@@ -93,6 +93,11 @@ def spark_session(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        # As Structured Streaming does for its micro-batches. Planned adaptively, a local
+        # checkpoint forgets how its rows are partitioned, and every epoch would shuffle the
+        # whole keyed state again (spark_runtime.lineage.hash_partitioned); an epoch's small
+        # batch has little for adaptive execution to win. ``conf`` may turn it back on.
+        .config("spark.sql.adaptive.enabled", "false")
     )
     if driver_memory is not None:
         builder = builder.config("spark.driver.memory", driver_memory)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark import SparkContext
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
@@ -55,6 +56,8 @@ class SequenceSource(Source):
         # A paced sequence's clock, from the first look at an offset that has none: the offset
         # only carries it once a row was read, so it must outlive the epochs that read nothing.
         self._clock_started_ms: int | None = None
+        # The read's columns, built once per SparkContext: each is a few py4j round trips.
+        self._columns: tuple[SparkContext, list[Column]] | None = None
 
     def schema(self, spark: SparkSession) -> StructType:
         """``value long, timestamp timestamp``."""
@@ -98,7 +101,15 @@ class SequenceSource(Source):
     def read(self, spark: SparkSession, start: Offset, end: Offset) -> DataFrame:
         """Values ``start.next`` to ``end.next - 1``."""
         rows = spark.range(int(start["next"]), int(end["next"]), numPartitions=self.partitions)
-        return rows.select(
-            F.col("id").alias("value"),
-            F.timestamp_millis(F.col("id") * F.lit(self.event_time_step_ms)).alias("timestamp"),
-        )
+        context = spark.sparkContext
+        if self._columns is None or self._columns[0] is not context:
+            self._columns = (
+                context,
+                [
+                    F.col("id").alias("value"),
+                    F.timestamp_millis(F.col("id") * F.lit(self.event_time_step_ms)).alias(
+                        "timestamp"
+                    ),
+                ],
+            )
+        return rows.select(*self._columns[1])

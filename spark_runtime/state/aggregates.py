@@ -5,7 +5,7 @@ column name, or the resolved expression :mod:`spark_runtime.streaming.aggregatio
 user's ``F.sum(...)``); ``count`` of None counts rows.
 
 A running aggregate's state is one row per key with the aggregates so far; each epoch merges
-the batch into it with one shuffle (:func:`merge_aggregates`). A tumbling window is the same
+the batch into it with one shuffle (:class:`MergePlan`). A tumbling window is the same
 merge with the window's start as one more group column, so it imports the merge from here.
 """
 
@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from pyspark.sql.types import StructType
 
-from spark_runtime.lineage import Checkpointed, checkpoint
+from spark_runtime.lineage import Checkpointed
 from spark_runtime.state.keyed import KeyedState, StateContext
 
 AGGREGATES = ("count", "sum", "min", "max")
@@ -81,43 +81,88 @@ def partial_aggregates(
     )
 
 
-def merge_aggregates(
-    state: DataFrame,
-    rows: DataFrame,
-    groups: Sequence[str],
-    aggs: Mapping[str, tuple[str, str | None]],
-    state_schema: StructType,
-    partitions: int,
-    partition_keys: Sequence[str],
-) -> DataFrame:
-    """The new aggregates of every group; ``FLAG_COLUMN`` marks the groups ``rows`` touched.
+class MergePlan:
+    """The merge of a batch into stored aggregates, its column expressions built once.
 
-    The stored aggregates and the batch's rows are unioned, hash-partitioned by
-    ``partition_keys`` into the state's ``partitions`` and aggregated per group: one shuffle,
-    whose partitioning the aggregation reuses, so the new state comes out partitioned as
-    the state must be. (A full outer join of the state with the batch's partial aggregates
-    needs three: the batch's, the state's, and the join output's repartitioning.)
+    Each ``functions`` call and each Column method is a few py4j round trips into the JVM
+    (about 2 ms a column on the 2-core test machine), and a merge needs some twenty of them:
+    built every epoch, they were about 45 ms of a 290 ms near-empty epoch
+    (docs/performance.md, "The epoch floor"). A Column is an unresolved expression, so the
+    same ones serve every epoch's plan.
+
+    Args:
+        groups: The group columns (the state's keys).
+        aggs: Output column -> (function, argument).
+        state_schema: The stored aggregates' schema.
+        partitions: The state partitions.
+        partition_keys: The columns whose hash picks a row's partition.
     """
-    types = {f.name: f.dataType for f in state_schema.fields}
-    stored = state.select(
-        *groups, *[F.col(out).alias(f"_v_{out}") for out in aggs], F.lit(False).alias(FLAG_COLUMN)
-    )
-    fresh = rows.select(
-        *[F.col(g).cast(types[g]).alias(g) for g in groups],
-        *[
-            _contribution(fn, col).cast(types[out]).alias(f"_v_{out}")
-            for out, (fn, col) in aggs.items()
-        ],
-        F.lit(True).alias(FLAG_COLUMN),
-    )
-    combined = stored.unionByName(fresh).repartition(partitions, *partition_keys)
-    return combined.groupBy(*groups).agg(
-        *[
-            _combine(fn, F.col(f"_v_{out}")).cast(types[out]).alias(out)
-            for out, (fn, _c) in aggs.items()
-        ],
-        F.max(F.col(FLAG_COLUMN)).alias(FLAG_COLUMN),
-    )
+
+    def __init__(
+        self,
+        groups: Sequence[str],
+        aggs: Mapping[str, tuple[str, str | None]],
+        state_schema: StructType,
+        partitions: int,
+        partition_keys: Sequence[str],
+    ) -> None:
+        types = {f.name: f.dataType for f in state_schema.fields}
+        self._groups = list(groups)
+        self._partitions = partitions
+        self._partition_keys = list(partition_keys)
+        self._stored = [
+            *[F.col(g) for g in groups],
+            *[F.col(out).alias(f"_v_{out}") for out in aggs],
+            F.lit(False).alias(FLAG_COLUMN),
+        ]
+        self._fresh = [
+            *[F.col(g).cast(types[g]).alias(g) for g in groups],
+            *[
+                _contribution(fn, col).cast(types[out]).alias(f"_v_{out}")
+                for out, (fn, col) in aggs.items()
+            ],
+            F.lit(True).alias(FLAG_COLUMN),
+        ]
+        self._combined = [
+            *[
+                _combine(fn, F.col(f"_v_{out}")).cast(types[out]).alias(out)
+                for out, (fn, _c) in aggs.items()
+            ],
+            F.max(F.col(FLAG_COLUMN)).alias(FLAG_COLUMN),
+        ]
+        self.touched = F.col(FLAG_COLUMN)
+        """Selects the rows of groups the batch touched (or windows closed)."""
+
+    def apply(self, state: DataFrame, rows: DataFrame, state_partitioned: bool) -> DataFrame:
+        """The new aggregates of every group; ``FLAG_COLUMN`` marks the groups ``rows`` touched.
+
+        The stored aggregates and the batch's rows are unioned, hash-partitioned by the
+        partition keys into the state's partitions and aggregated per group: the new state
+        comes out partitioned as the state must be. (A full outer join of the state with
+        the batch's partial aggregates needs three shuffles: the batch's, the state's, and
+        the join output's repartitioning.)
+
+        Args:
+            state: The stored aggregates.
+            rows: The batch.
+            state_partitioned: Whether Spark knows ``state`` to be hash-partitioned by the
+                partition keys into the state's partitions
+                (:func:`~spark_runtime.lineage.hash_partitioned`). Then only the batch is
+                shuffled, into the state's partitions, and partition ``p`` of the state is
+                merged with partition ``p`` of the batch where it is: a near-empty epoch
+                no longer sends the whole state through a shuffle. Otherwise both are.
+        """
+        stored = state.select(*self._stored)
+        fresh = rows.select(*self._fresh)
+        if state_partitioned:
+            combined = stored.unionByName(
+                fresh.repartition(self._partitions, *self._partition_keys)
+            )
+        else:
+            combined = stored.unionByName(fresh).repartition(
+                self._partitions, *self._partition_keys
+            )
+        return combined.groupBy(*self._groups).agg(*self._combined)
 
 
 class RunningAggregate(KeyedState):
@@ -143,6 +188,7 @@ class RunningAggregate(KeyedState):
         self.aggs = dict(aggs)
         probe = partial_aggregates(context.spark.createDataFrame([], input_schema), keys, self.aggs)
         super().__init__(name, context, keys, probe.schema)
+        self._merge = MergePlan(keys, self.aggs, probe.schema, context.partitions, keys)
 
     @property
     def semantics(self) -> str:
@@ -151,16 +197,11 @@ class RunningAggregate(KeyedState):
 
     def update(self, batch: DataFrame) -> DataFrame:
         """Adds the batch to the totals; returns ``keys + aggs`` of every key in the batch."""
-        merged = checkpoint(
-            merge_aggregates(
-                self.state,
-                batch,
-                self.keys,
-                self.aggs,
-                self.state_schema,
-                self._context.partitions,
-                self.keys,
-            )
+        partitioned = self.state_partitioned
+        merged = self._checkpoint_state(
+            self._merge.apply(self.state, batch, partitioned), partitioned
         )
-        self._replace_state(Checkpointed(merged.frame.drop(FLAG_COLUMN), merged.rdd_ids))
-        return merged.frame.filter(F.col(FLAG_COLUMN)).drop(FLAG_COLUMN)
+        self._replace_state(
+            Checkpointed(merged.frame.drop(FLAG_COLUMN), merged.rdd_ids, merged.partitioning)
+        )
+        return merged.frame.filter(self._merge.touched).drop(FLAG_COLUMN)

@@ -20,7 +20,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -37,11 +37,19 @@ from spark_runtime.chunk_io import (
     descriptor_of_row,
     descriptor_struct,
     descriptors_batch,
+    partition_chunks,
     read_chunks,
     write_partition,
     writer_counts,
 )
-from spark_runtime.lineage import Checkpointed, checkpoint, empty_frame
+from spark_runtime.lineage import (
+    Checkpointed,
+    checkpoint,
+    driver_snapshot_max_bytes,
+    empty_frame,
+    hash_partitioned,
+    stored_bytes,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -55,6 +63,9 @@ driver-side Arrow table is slow to repartition and materialise: ``bench.profile_
 measured a 10 MiB state taking several times longer through the driver."""
 
 _META_SEQ = 0
+
+_PARTITION_COLUMN = "_sj_partition"
+"""Each row's state partition, in a state the driver collects to snapshot it."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,36 @@ class KeyedState(ABC):
     def _partitioned(self, frame: DataFrame) -> DataFrame:
         return frame.repartition(self._context.partitions, *self.keys)
 
+    @property
+    def state_partitioned(self) -> bool:
+        """Whether Spark knows the state to be hash-partitioned by key into the job's
+        partitions (:func:`~spark_runtime.lineage.hash_partitioned`): true after a merge,
+        false after a restore until the first merge."""
+        return hash_partitioned(self._state, self.keys, self._context.partitions)
+
+    def _checkpoint_state(self, frame: DataFrame, relied_on_partitioning: bool) -> Checkpointed:
+        """Materialises a new state computed by a merge.
+
+        A merge that relied on the state's partitioning (:attr:`state_partitioned`) shuffled
+        only the batch; if Spark then planned the result partitioned otherwise (a session
+        that changed ``spark.sql.unionOutputPartitioning`` or the shuffle partitions), its
+        rows are re-placed by key here, so the state is always partitioned as its snapshot's
+        chunks promise.
+        """
+        result = checkpoint(frame)
+        if relied_on_partitioning and not hash_partitioned(
+            result, self.keys, self._context.partitions
+        ):
+            _log.warning(
+                "State re-partitioned after a merge operator=%s partitioning=%s",
+                self._name,
+                result.partitioning or "unknown",
+            )
+            placed = checkpoint(self._partitioned(result.frame))
+            result.release()
+            result = placed
+        return result
+
     def _keep_output(self, output: Checkpointed) -> DataFrame:
         """Holds an epoch's separately materialised output until the next update frees it.
 
@@ -138,7 +179,54 @@ class KeyedState(ABC):
     def save_and_prepare(
         self, snapshot_id: int, writer: ChunkWriter, export_only: bool
     ) -> Sequence[ChunkDescriptor]:
-        """Writes every state partition from the executors, then the driver values."""
+        """Writes every state partition, then the driver values.
+
+        A state the executors hold in at most :func:`driver_snapshot_max_bytes` is collected
+        and written by the driver (one job, no Python worker); a larger one is written by the
+        executors' tasks, each its own partition, so the driver never holds it.
+        """
+        spark = self._context.spark
+        limit = driver_snapshot_max_bytes(spark)
+        size = stored_bytes(self._state) if limit > 0 else None
+        if size is not None and size <= limit:
+            descriptors = self._save_on_driver(writer)
+            writers = f"driver:{len(descriptors)}"
+        else:
+            descriptors, writers = self._save_on_executors(snapshot_id, writer)
+        _log.info(
+            "Snapshot chunks written snapshot_id=%d operator=%s writers=%s storedBytes=%s",
+            snapshot_id,
+            self._name,
+            writers,
+            "unknown" if size is None else size,
+        )
+        meta = json.dumps(self.driver_values()).encode()
+        descriptors.append(writer.write(self._context.partitions, _META_SEQ, meta, 0))
+        _log.info(
+            "Saved state operator=%s snapshotId=%d chunks=%d keys=%d",
+            self._name,
+            snapshot_id,
+            len(descriptors),
+            sum(d.num_keys for d in descriptors),
+        )
+        return descriptors
+
+    def _save_on_driver(self, writer: ChunkWriter) -> list[ChunkDescriptor]:
+        """Collects the state as Arrow with each row's partition and puts its chunks.
+
+        The JVM converts the rows to Arrow as it does for a ``mapInArrow`` task, so the chunks
+        are those the partitions' tasks would write (:func:`partition_chunks`).
+        """
+        tagged = self.state.withColumn(_PARTITION_COLUMN, F.spark_partition_id())
+        # PySpark's own Arrow collect: ``toArrow`` less its cast of every time zone to UTC.
+        # (A DataFrame's unknown attributes type as columns, hence the cast.)
+        batches: list[pa.RecordBatch] = cast(Any, tagged)._collect_as_arrow()
+        return writer.write_many(list(partition_chunks(batches, _PARTITION_COLUMN)))
+
+    def _save_on_executors(
+        self, snapshot_id: int, writer: ChunkWriter
+    ) -> tuple[list[ChunkDescriptor], str]:
+        """Writes partition ``p`` from Spark task ``p``; returns the chunks and who wrote them."""
         address = self._context.store
         map_name, operator = writer.map_name, writer.operator
 
@@ -156,23 +244,7 @@ class KeyedState(ABC):
             yield descriptors_batch(written, chunk_writer())
 
         rows = [row.asDict() for row in self.state.mapInArrow(write, descriptor_struct()).collect()]
-        descriptors = [descriptor_of_row(row) for row in rows]
-        _log.info(
-            "Snapshot chunks written snapshot_id=%d operator=%s writers=%s",
-            snapshot_id,
-            self._name,
-            writer_counts(rows),
-        )
-        meta = json.dumps(self.driver_values()).encode()
-        descriptors.append(writer.write(self._context.partitions, _META_SEQ, meta, 0))
-        _log.info(
-            "Saved state operator=%s snapshotId=%d chunks=%d keys=%d",
-            self._name,
-            snapshot_id,
-            len(descriptors),
-            sum(d.num_keys for d in descriptors),
-        )
-        return descriptors
+        return [descriptor_of_row(row) for row in rows], writer_counts(rows)
 
     def commit_finish(self, snapshot_id: int, success: bool) -> None:
         """State has no external transactions: nothing to commit."""

@@ -9,12 +9,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from pyspark.sql.types import StructField, StructType, TimestampType
 
-from spark_runtime.lineage import Checkpointed, checkpoint
+from spark_runtime.lineage import Checkpointed
 from spark_runtime.state.aggregates import (
     FLAG_COLUMN,
+    MergePlan,
     check_aggregates,
     describe_aggregates,
-    merge_aggregates,
     partial_aggregates,
 )
 from spark_runtime.state.keyed import KeyedState, StateContext
@@ -66,6 +66,9 @@ class TumblingWindow(KeyedState):
         empty = self._windowed(context.spark.createDataFrame([], input_schema))
         probe = partial_aggregates(empty, self._groups, self.aggs)
         super().__init__(name, context, keys, probe.schema)
+        self._merge = MergePlan(
+            self._groups, self.aggs, probe.schema, context.partitions, self.keys
+        )
         self.watermark_s: float | None = None
         self.input_ended = False
 
@@ -127,26 +130,21 @@ class TumblingWindow(KeyedState):
             candidate = latest[0] / 1e6 - self.watermark_delay_s
             if self.watermark_s is None or candidate > self.watermark_s:
                 self.watermark_s = candidate
-        merged = merge_aggregates(
-            self.state,
-            windowed,
-            self._groups,
-            self.aggs,
-            self.state_schema,
-            self._context.partitions,
-            self.keys,
-        ).drop(FLAG_COLUMN)
+        partitioned = self.state_partitioned
+        merged = self._merge.apply(self.state, windowed, partitioned).drop(FLAG_COLUMN)
         if self.input_ended:
             closed_flag = F.lit(True)
         elif self.watermark_s is None:
             closed_flag = F.lit(False)
         else:
             closed_flag = start_s + self.window_s <= F.lit(self.watermark_s)
-        # merge_aggregates' output is partitioned as the state must be: no repartition needed.
-        combined = checkpoint(merged.withColumn(FLAG_COLUMN, closed_flag))
+        # The merge's output is partitioned as the state must be: no repartition needed.
+        combined = self._checkpoint_state(merged.withColumn(FLAG_COLUMN, closed_flag), partitioned)
         self._replace_state(
             Checkpointed(
-                combined.frame.filter(~F.col(FLAG_COLUMN)).drop(FLAG_COLUMN), combined.rdd_ids
+                combined.frame.filter(~F.col(FLAG_COLUMN)).drop(FLAG_COLUMN),
+                combined.rdd_ids,
+                combined.partitioning,
             )
         )
         closed = combined.frame.filter(F.col(FLAG_COLUMN)).drop(FLAG_COLUMN)

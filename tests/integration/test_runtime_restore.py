@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 import psycopg
+import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
@@ -28,6 +29,8 @@ from examples.sequence_sum import expected_sums
 from snapshot_protocol import ChunkWriter, SnapshotRef
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spec import ProcessingGuarantee
+from spark_runtime.chunk_io import decode_batches
+from spark_runtime.lineage import driver_snapshot_max_bytes, stored_bytes
 from spark_runtime.session import JAR_DIR
 from spark_runtime.sinks import ConsoleSink, FileSink, HazelcastMapSink, PostgresSink
 from spark_runtime.sources import FileSource, PostgresSource, SequenceSource
@@ -368,3 +371,61 @@ def test_state_restore_paths_read_back_the_saved_partitions(
     assert sorted(restored.state.collect()) == sorted(operator.state.collect())
     misplaced = restored.state.filter(F.spark_partition_id() != F.pmod(F.hash("key"), F.lit(4)))
     assert misplaced.count() == 0
+
+
+def _chunk_tables(runner: Runner, map_name: str, descriptors: Any) -> dict[Any, pa.Table]:
+    """The state chunks of a snapshot, decoded, by ``(partition, seq)``."""
+    chunks = {}
+    for descriptor in descriptors:
+        if descriptor.key.partition < 4:
+            data = runner.store.read_chunks(map_name, [descriptor.key])[0]
+            table = pa.Table.from_batches(decode_batches(data))
+            chunks[descriptor.key.partition, descriptor.key.seq] = (table, descriptor.num_keys)
+    return chunks
+
+
+def test_a_small_state_is_snapshotted_by_the_driver_as_the_executors_would(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A state held in at most driverSnapshotMaxBytes is collected and written by the driver:
+    # its chunks (keys, schema with the session's time zone, rows) must be exactly those the
+    # executors' tasks write, and restore the same state.
+    spark = runner.spark
+    context = StateContext(spark, 4, runner.address)
+    batch = spark.range(3000).select(
+        (F.col("id") % 211).cast("string").alias("key"),
+        F.col("id").alias("v"),
+        F.timestamp_seconds(F.col("id")).alias("at"),
+    )
+    aggs = {"total": ("sum", "v"), "last": ("max", "at"), "n": ("count", None)}
+    operator = RunningAggregate("paths", context, ["key"], aggs, batch.schema)
+    operator.update(batch)
+    held = stored_bytes(operator._state)
+    assert held is not None and 0 < held <= driver_snapshot_max_bytes(spark), held
+
+    written: dict[str, dict[Any, Any]] = {}
+    for path, limit in (("default", None), ("driver", 2**40), ("executors", 0)):
+        if limit is not None:
+            monkeypatch.setattr(state_module, "driver_snapshot_max_bytes", lambda _s, n=limit: n)
+        map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
+        caplog.clear()
+        with caplog.at_level("INFO", logger=state_module.__name__):
+            descriptors = operator.save_and_prepare(
+                1, ChunkWriter(runner.store, map_name, 1, operator.name), False
+            )
+        (line,) = [r.getMessage() for r in caplog.records if "chunks written" in r.getMessage()]
+        writers = line.split("writers=")[1].split()[0]
+        assert writers.startswith("driver:") == (path != "executors"), line
+        written[path] = _chunk_tables(runner, map_name, descriptors)
+        restored = RunningAggregate("paths", context, ["key"], aggs, batch.schema)
+        restored.restore(SnapshotRef(map_name, 1, tuple(descriptors), 4), runner.store)
+        runner.store.destroy(map_name)
+        assert sorted(restored.state.collect()) == sorted(operator.state.collect()), path
+
+    assert written["driver"].keys() == written["executors"].keys() == written["default"].keys()
+    assert len(written["driver"]) >= 4
+    for key, (table, keys) in written["executors"].items():
+        driver_table, driver_keys = written["driver"][key]
+        assert driver_keys == keys
+        assert driver_table.schema.equals(table.schema, check_metadata=True), key
+        assert driver_table.equals(table), key

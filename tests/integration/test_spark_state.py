@@ -154,3 +154,60 @@ def test_tumbling_window_emits_open_windows_once_at_end_of_input(
     legacy = {k: v for k, v in saved.items() if k != "inputEnded"}
     window.load_driver_values(legacy)
     assert window.holds_open_output
+
+
+def _exchanges(frame: DataFrame) -> list[str]:
+    """The shuffles of ``frame``'s physical plan, as Spark prints them."""
+    plan = str(frame._jdf.queryExecution().executedPlan().toString())
+    return [line.strip() for line in plan.splitlines() if "Exchange" in line]
+
+
+def test_a_merge_shuffles_only_the_batch_once_the_state_is_partitioned(
+    spark: SparkSession, context: StateContext
+) -> None:
+    # After a restore the state's partitioning is unknown and the first merge shuffles it;
+    # from then on Spark knows it, and an epoch moves only its batch.
+    batch = spark.range(500).select((F.col("id") % 31).alias("key"), F.col("id").alias("v"))
+    operator = RunningAggregate("moves", context, ["key"], {"s": ("sum", "v")}, batch.schema)
+    assert not operator.state_partitioned
+    operator.update(batch)
+    assert operator.state_partitioned, operator._state.partitioning
+    plan = operator._merge.apply(operator.state, batch, operator.state_partitioned)
+    (exchange,) = _exchanges(plan)
+    assert "REPARTITION_BY_NUM" in exchange, exchange
+    operator.update(batch.filter(F.col("key") < 5))
+    assert _rows(operator.state) == _rows(
+        batch.unionByName(batch.filter(F.col("key") < 5)).groupBy("key").agg(F.sum("v").alias("s"))
+    )
+    misplaced = operator.state.filter(
+        F.spark_partition_id() != F.pmod(F.hash("key"), F.lit(PARTITIONS))
+    )
+    assert misplaced.count() == 0
+
+
+def test_a_merge_planned_into_other_partitions_is_placed_again(
+    spark: SparkSession, context: StateContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A session that keeps a union's partitioning unknown and shuffles into 3 partitions:
+    # the merge that relied on the state's partitioning comes out in 3, and the state must
+    # still be placed in the job's 4 by key.
+    batch = spark.range(500).select((F.col("id") % 31).alias("key"), F.col("id").alias("v"))
+    operator = RunningAggregate("placed", context, ["key"], {"s": ("sum", "v")}, batch.schema)
+    operator.update(batch)
+    assert operator.state_partitioned
+    changed = {"spark.sql.unionOutputPartitioning": "false", "spark.sql.shuffle.partitions": "3"}
+    before = {key: spark.conf.get(key) for key in changed}
+    for key, value in changed.items():
+        spark.conf.set(key, value)
+    try:
+        with caplog.at_level("WARNING"):
+            operator.update(batch)
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value)
+    state = operator.state
+    assert state.rdd.getNumPartitions() == PARTITIONS
+    misplaced = state.filter(F.spark_partition_id() != F.pmod(F.hash("key"), F.lit(PARTITIONS)))
+    assert misplaced.count() == 0
+    assert _rows(state) == _rows(batch.unionByName(batch).groupBy("key").agg(F.sum("v").alias("s")))
+    assert "State re-partitioned after a merge operator=placed" in caplog.text
