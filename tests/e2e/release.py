@@ -169,9 +169,13 @@ class Release:
         *,
         pipeline: str = "e2e_pipelines.sequence_map_sum",
         spark: dict[str, Any] | None = None,
+        conf: dict[str, str] | None = None,
         **spec: Any,
     ) -> None:
-        """Applies a SnapshotJob; by default with two executor Pods (``master: k8s``)."""
+        """Applies a SnapshotJob; by default with two executor Pods (``master: k8s``).
+
+        ``conf`` adds Spark settings to the default ``spark`` section's.
+        """
         manifest = {
             "apiVersion": "snapshotjob.io/v1alpha1",
             "kind": "SnapshotJob",
@@ -184,7 +188,7 @@ class Release:
                 or {
                     "driver": {"cores": 1, "memory": "768m"},
                     "executor": EXECUTORS,
-                    "conf": {"spark.ui.enabled": "false", **QUICK_JIT_CONF},
+                    "conf": {"spark.ui.enabled": "false", **QUICK_JIT_CONF, **(conf or {})},
                 },
                 "snapshotIntervalSeconds": 1,
                 **spec,

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from snapshotjob_contract.spark import DRIVER_SNAPSHOT_MAX_BYTES_CONF
 from tests.e2e.pipelines.sequence_map_sum import expected_sums
 from tests.e2e.release import Release, Step, snapshot_id, wait_for, wait_phase
 
@@ -40,11 +41,21 @@ CHUNK_WRITERS = re.compile(r"Snapshot chunks written .*writers=(\S+)")
 
 
 def test_job_runs_to_completion_with_exact_output(release: Release) -> None:
-    """``master: k8s``: two executor Pods on two nodes, owned by the driver, run the epochs."""
+    """``master: k8s``: two executor Pods on two nodes, owned by the driver, run the epochs.
+
+    Its five keys would be snapshotted by the driver (a state under
+    ``driverSnapshotMaxBytes``); the setting 0 makes the executors write them, which is the
+    path this test checks across nodes. The driver's path is checked against the
+    executors' in ``tests/integration/test_runtime_restore.py``.
+    """
     job, end = "sum-once", 3000
     seen: list[str] = []
     with Step("job1-running"):
-        release.apply_job(job, {"map": job, "keys": KEYS, "end": end, "rows_per_epoch": 250})
+        release.apply_job(
+            job,
+            {"map": job, "keys": KEYS, "end": end, "rows_per_epoch": 250},
+            conf={DRIVER_SNAPSHOT_MAX_BYTES_CONF: "0"},
+        )
         executors = wait_for(
             release,
             f"job={job} two running executor Pods",
