@@ -14,6 +14,12 @@ over ours, >= 1 meaning ours is not slower) on warm code, in rounds:
   buffered and counted at the next snapshot, the state written to the store), and Structured
   Streaming with the RocksDB state store checkpointing every batch into a ``foreachBatch``
   sink that counts each batch's output;
+- Structured Streaming twice: in a session of its own with Spark's defaults, as its users
+  run it (``structured_streaming``; adaptive query execution on, which Structured Streaming
+  turns off for its own batches but not for what ``foreachBatch`` runs), and in the
+  runtime's session, whose settings plan without adaptive execution
+  (``structured_streaming_adaptive_off``). ``epoch_floor_ratio`` is against the first,
+  ``epoch_floor_ratio_adaptive_off`` against the second;
 - a warm-up run of each first, then ``--rounds`` rounds running the three in turn; a run's
   figure is its wall time over its epochs (batches), starts and final snapshot included, as
   ``bench.overhead`` counts them, and each figure reported is the median over the rounds.
@@ -32,7 +38,7 @@ from bench.overhead import _session, bench_servers, run_pipeline, run_structured
 from snapshotjob_contract.spec import ProcessingGuarantee
 
 _OURS = {"none": ProcessingGuarantee.NONE, "exactly_once": ProcessingGuarantee.EXACTLY_ONCE}
-"""Our runs by name; the third run, ``structured_streaming``, is Spark's."""
+"""Our runs by name; the other two, ``structured_streaming*``, are Spark's."""
 
 
 def main() -> int:
@@ -50,17 +56,23 @@ def main() -> int:
     )
     ns = options.parse_args()
     epochs = ns.rows // ns.rows_per_epoch
-    runs = (*_OURS, "structured_streaming")
+    runs = (*_OURS, "structured_streaming", "structured_streaming_adaptive_off")
     per_epoch_ms: dict[str, list[float]] = {run: [] for run in runs}
     with bench_servers("sj-floor") as servers:
         spark = _session()
         if ns.adaptive != "session":
             spark.conf.set("spark.sql.adaptive.enabled", "true" if ns.adaptive == "on" else "false")
+        # The same SparkContext, its own SQL settings: Spark's default for adaptive execution.
+        spark_defaults = spark.newSession()
+        spark_defaults.conf.set(
+            "spark.sql.adaptive.enabled", "false" if ns.adaptive == "off" else "true"
+        )
 
         def run(name: str) -> float:
-            if name == "structured_streaming":
+            if name.startswith("structured_streaming"):
+                session = spark_defaults if name == "structured_streaming" else spark
                 seconds = run_structured_streaming(
-                    spark, servers.workdir, ns.rows, ns.rows_per_epoch
+                    session, servers.workdir, ns.rows, ns.rows_per_epoch
                 )
             else:
                 seconds = run_pipeline(
@@ -73,7 +85,7 @@ def main() -> int:
                     ns.rows,
                     ns.rows_per_epoch,
                 )
-            return seconds * 1000 / epochs
+            return float(seconds * 1000 / epochs)
 
         for name in runs:
             run(name)
@@ -86,7 +98,10 @@ def main() -> int:
                 + " ".join(f"{name}_ms={per_epoch_ms[name][-1]:.0f}" for name in runs),
                 flush=True,
             )
-        spark_adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+        spark_adaptive = {
+            "runtime_session": spark.conf.get("spark.sql.adaptive.enabled"),
+            "structured_streaming": spark_defaults.conf.get("spark.sql.adaptive.enabled"),
+        }
         spark.stop()
     median = {name: statistics.median(values) for name, values in per_epoch_ms.items()}
     print(
@@ -96,6 +111,9 @@ def main() -> int:
                     median["structured_streaming"] / median["exactly_once"], 3
                 ),
                 "epoch_floor_ratio_none": round(median["structured_streaming"] / median["none"], 3),
+                "epoch_floor_ratio_adaptive_off": round(
+                    median["structured_streaming_adaptive_off"] / median["exactly_once"], 3
+                ),
                 "median_ms_per_epoch": {name: round(value, 1) for name, value in median.items()},
                 "ms_per_epoch": {
                     name: [round(v, 1) for v in values] for name, values in per_epoch_ms.items()

@@ -204,14 +204,8 @@ def main() -> int:
     )
     ns = options.parse_args()
     with bench_servers("sj-profile") as servers:
-        workdir, dsn, address, store = (
-            servers.workdir,
-            servers.dsn,
-            servers.address,
-            servers.store,
-        )
-        if ns.sink == "count":
-            dsn = None
+        workdir, address, store = servers.workdir, servers.address, servers.store
+        dsn = servers.dsn if ns.sink == "postgres" else None
         spark = _session()
         run_pipeline(spark, address, store, workdir, dsn, ProcessingGuarantee.NONE, 20_000, 10_000)
         epochs = ns.rows // ns.rows_per_epoch

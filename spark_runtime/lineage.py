@@ -48,16 +48,56 @@ class Checkpointed:
     rdd_ids: set[int] = field(default_factory=set)
     partitioning: str = ""
 
+    held_bytes: int = 0
+    """For a frame that holds another's stored data (:func:`hold`): how many bytes it keeps."""
+
     def release(self) -> None:
-        """Frees the stored data; the frame must not be used afterwards."""
+        """Frees the stored data, unless another holder still needs it (:func:`hold`); the
+        frame must not be used afterwards."""
         if not self.rdd_ids:
             return
-        persistent = self.frame.sparkSession.sparkContext._jsc.getPersistentRDDs()
+        context = self.frame.sparkSession.sparkContext
+        stored = _stored(context)
+        unheld = set()
         for rdd_id in self.rdd_ids:
-            rdd = persistent.get(rdd_id)
-            if rdd is not None:
-                rdd.unpersist(False)
+            others = stored.holders.get(rdd_id, 0)
+            if others:
+                stored.holders[rdd_id] = others - 1
+            else:
+                stored.holders.pop(rdd_id, None)
+                unheld.add(rdd_id)
+        if unheld:
+            persistent = context._jsc.getPersistentRDDs()
+            for rdd_id in unheld:
+                stored.live.discard(rdd_id)
+                rdd = persistent.get(rdd_id)
+                if rdd is not None:
+                    rdd.unpersist(False)
         self.rdd_ids = set()
+
+
+@dataclass
+class _Stored:
+    """The RDDs one SparkContext stored for :func:`checkpoint` (RDD ids are per context).
+
+    Attributes:
+        live: Ids of the RDDs stored and not released by all their holders yet.
+        holders: Per stored RDD, how many holders it has besides the one that stored it
+            (:func:`hold`); the last one to release it frees it.
+    """
+
+    live: set[int] = field(default_factory=set)
+    holders: dict[int, int] = field(default_factory=dict)
+
+
+_STORED: WeakKeyDictionary[SparkContext, _Stored] = WeakKeyDictionary()
+
+
+def _stored(context: SparkContext) -> _Stored:
+    stored = _STORED.get(context)
+    if stored is None:
+        stored = _STORED[context] = _Stored()
+    return stored
 
 
 def checkpoint(frame: DataFrame) -> Checkpointed:
@@ -80,9 +120,53 @@ def checkpoint(frame: DataFrame) -> Checkpointed:
     kind = plan.getClass().getSimpleName()
     if kind != "LogicalRDD":
         raise RuntimeError(f"A local checkpoint was planned as {kind}, not LogicalRDD")
-    return Checkpointed(
-        materialised, {int(plan.rdd().id())}, str(plan.outputPartitioning().toString())
-    )
+    rdd_id = int(plan.rdd().id())
+    _stored(frame.sparkSession.sparkContext).live.add(rdd_id)
+    return Checkpointed(materialised, {rdd_id}, str(plan.outputPartitioning().toString()))
+
+
+def hold(frame: DataFrame, max_bytes: int) -> Checkpointed | None:
+    """Keeps ``frame`` computable later by holding the stored data it reads, without a job.
+
+    A frame computed from stored frames alone by a deterministic plan (an operator's output:
+    a filter and projection of its new state) gives the same rows whenever it is computed,
+    as long as that data is stored. So instead of materialising it (a Spark job), the data
+    it reads is held: released by the frame's other holders, it stays stored until the
+    returned frame is released too.
+
+    Args:
+        frame: The frame to keep.
+        max_bytes: Hold at most this many stored bytes (one replica), else return None.
+
+    Returns:
+        The frame with the ids it holds and their size, or None if it reads anything else
+        (a source's data, a frame not stored by :func:`checkpoint`), is not deterministic,
+        or reads more than ``max_bytes``: the caller then materialises it.
+    """
+    stored = _stored(frame.sparkSession.sparkContext)
+    plan = frame._jdf.queryExecution().analyzed()
+    if not plan.deterministic():
+        return None
+    leaves = plan.collectLeaves()
+    rdd_ids = set()
+    for index in range(int(leaves.size())):
+        leaf = leaves.apply(index)
+        if leaf.getClass().getSimpleName() != "LogicalRDD":
+            return None
+        rdd_id = int(leaf.rdd().id())
+        if rdd_id not in stored.live:
+            return None
+        rdd_ids.add(rdd_id)
+    if not rdd_ids:
+        return None
+    held = Checkpointed(frame, rdd_ids)
+    size = stored_bytes(held)
+    if size is None or size > max_bytes:
+        return None
+    for rdd_id in rdd_ids:
+        stored.holders[rdd_id] = stored.holders.get(rdd_id, 0) + 1
+    held.held_bytes = size
+    return held
 
 
 _HASH_PARTITIONING = re.compile(r"hashpartitioning\((?P<columns>.*), (?P<partitions>\d+)\)")

@@ -21,13 +21,20 @@ from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from snapshot_protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
 from snapshot_protocol.ports import ChunkReader
 from snapshotjob_contract.spec import ProcessingGuarantee
-from spark_runtime.lineage import Checkpointed, checkpoint
+from spark_runtime.lineage import Checkpointed, checkpoint, hold
 from spark_runtime.sinks.base import EPOCH_COLUMN, Sink, TransactionalSink
 
 _log = logging.getLogger(__name__)
 
 
 SinkT = TypeVar("SinkT", bound=Sink)
+
+HELD_STATE_MAX_BYTES = 64 * 1024 * 1024
+"""Buffered output may hold up to this many bytes of the states it is computed from (one
+state copy per buffered epoch: each epoch's merge stores a new one) instead of being
+materialised every epoch. ``bench.epoch_floor`` measured the materialising job at about a
+sixth of a near-empty EXACTLY_ONCE epoch; a state too large to hold for a snapshot's epochs
+pays it as before."""
 
 RowsPublished = Callable[[str, int], None]
 """Told the rows a sink published: ``(sink name, rows)``."""
@@ -59,11 +66,22 @@ class EpochOutput(Generic[SinkT]):
         return self._name
 
     def accept(self, epoch: int, frame: DataFrame) -> None:
-        """Takes one epoch's output: buffers it, or writes it now."""
-        if self.buffered:
-            self._pending.append(checkpoint(frame.withColumn(EPOCH_COLUMN, F.lit(epoch))))
-        else:
+        """Takes one epoch's output: buffers it, or writes it now.
+
+        Buffered output computed from stored state alone (an operator's output) holds that
+        state until the snapshot writes it, while the states held stay within
+        :data:`HELD_STATE_MAX_BYTES`; other output is materialised now, a Spark job per epoch.
+        """
+        if not self.buffered:
             self._count_published(self.sink.write(frame))
+            return
+        tagged = frame.withColumn(EPOCH_COLUMN, F.lit(epoch))
+        budget = HELD_STATE_MAX_BYTES - sum(f.held_bytes for f in self._buffered_frames())
+        self._pending.append(hold(tagged, budget) or checkpoint(tagged))
+
+    def _buffered_frames(self) -> Iterable[Checkpointed]:
+        """Every buffered frame: pending, and prepared in a snapshot not finished yet."""
+        return self._pending
 
     def _count_published(self, rows: int | None) -> None:
         """Reports rows the sink published; None (not counted) is not reported."""
@@ -112,6 +130,12 @@ class SinkParticipant(EpochOutput[Sink]):
         )
         # snapshot id -> (transaction ids, the buffered output in them, its rows if counted)
         self._prepared: dict[int, tuple[list[str], list[Checkpointed], int | None]] = {}
+
+    def _buffered_frames(self) -> Iterable[Checkpointed]:
+        """Pending output and output prepared in a snapshot not finished yet."""
+        yield from self._pending
+        for _gids, frames, _rows in self._prepared.values():
+            yield from frames
 
     def save_and_prepare(
         self, snapshot_id: int, writer: ChunkWriter, export_only: bool

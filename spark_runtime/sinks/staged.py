@@ -79,6 +79,12 @@ class StagedSinkParticipant(EpochOutput[StagedSink]):
         self._context = context
         self._staged: dict[int, tuple[SnapshotRef, list[Checkpointed]]] = {}
 
+    def _buffered_frames(self) -> Iterable[Checkpointed]:
+        """Pending output and output staged in a snapshot not finished yet."""
+        yield from self._pending
+        for _ref, frames in self._staged.values():
+            yield from frames
+
     def save_and_prepare(
         self, snapshot_id: int, writer: ChunkWriter, export_only: bool
     ) -> Sequence[ChunkDescriptor]:

@@ -18,6 +18,9 @@ from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.lineage import checkpoint
+from spark_runtime.sinks import participant as participant_module
+from spark_runtime.sinks.base import Sink
+from spark_runtime.sinks.participant import EpochOutput
 from spark_runtime.state import Deduplicate, RunningAggregate, StateContext, TumblingWindow
 
 PARTITIONS = 4
@@ -196,18 +199,63 @@ def test_a_merge_planned_into_other_partitions_is_placed_again(
     operator.update(batch)
     assert operator.state_partitioned
     changed = {"spark.sql.unionOutputPartitioning": "false", "spark.sql.shuffle.partitions": "3"}
-    before = {key: spark.conf.get(key) for key in changed}
+    before = {key: str(spark.conf.get(key)) for key in changed}
     for key, value in changed.items():
         spark.conf.set(key, value)
     try:
         with caplog.at_level("WARNING"):
             operator.update(batch)
     finally:
-        for key, value in before.items():
-            spark.conf.set(key, value)
+        for key, old in before.items():
+            spark.conf.set(key, old)
     state = operator.state
     assert state.rdd.getNumPartitions() == PARTITIONS
     misplaced = state.filter(F.spark_partition_id() != F.pmod(F.hash("key"), F.lit(PARTITIONS)))
     assert misplaced.count() == 0
     assert _rows(state) == _rows(batch.unionByName(batch).groupBy("key").agg(F.sum("v").alias("s")))
     assert "State re-partitioned after a merge operator=placed" in caplog.text
+
+
+class _Discard(Sink):
+    """A sink that is never written here: the test reads what the participant buffers."""
+
+    def write(self, frame: DataFrame) -> int | None:
+        raise AssertionError("buffered output is not written per epoch")
+
+
+def _persisted(spark: SparkSession) -> set[int]:
+    return set(spark.sparkContext._jsc.getPersistentRDDs().keySet())
+
+
+def test_buffered_output_holds_the_states_it_reads_instead_of_a_copy(
+    spark: SparkSession, context: StateContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each epoch's output is a filter of that epoch's state: buffering holds the state
+    # (no job, no copy) until the buffer is released, and reads back that epoch's rows
+    # even after the state moved on.
+    batch = spark.range(300).select((F.col("id") % 17).alias("key"), F.col("id").alias("v"))
+    operator = RunningAggregate("held", context, ["key"], {"s": ("sum", "v")}, batch.schema)
+    output = EpochOutput("held-out", _Discard(), buffered=True)
+    before = _persisted(spark)
+    expected = []
+    for epoch in range(3):
+        out = operator.update(batch.filter(F.col("key") <= epoch * 5))
+        expected.append({(*row, epoch) for row in _rows(out)})
+        output.accept(epoch, out)
+    # The three epochs' states, nothing else: no copy of the output was stored.
+    assert len(_persisted(spark) - before) == 3
+    assert all(frame.held_bytes > 0 for frame in output._pending)
+    assert [_rows(frame.frame) for frame in output._pending] == expected
+    output._drop_buffers([])
+    assert _persisted(spark) - before == operator._state.rdd_ids
+
+    # Over the budget, or not deterministic: materialised as before, a copy per epoch.
+    monkeypatch.setattr(participant_module, "HELD_STATE_MAX_BYTES", 0)
+    output.accept(3, operator.update(batch))
+    output.accept(4, operator.update(batch).withColumn("r", F.rand()))
+    monkeypatch.undo()
+    output.accept(5, operator.update(batch).withColumn("r", F.rand()))
+    assert [frame.held_bytes for frame in output._pending] == [0, 0, 0]
+    assert len(_persisted(spark) - before) == 4  # the three copies and the current state
+    output._drop_buffers([])
+    assert _persisted(spark) - before == operator._state.rdd_ids
