@@ -352,7 +352,9 @@ def test_snapshots_complete_over_a_slow_and_lossy_link(
 
     The job (a few kB of state per snapshot) must still take snapshots, each within
     :data:`SNAPSHOT_BOUND_S`, and complete with exact output; a snapshot that fails must fail
-    cleanly (logged, retried), never end the job.
+    cleanly (logged, retried), never end the job. Its input is let in a step at a time, each
+    step after a snapshot over the impaired link: how many snapshots fit into the rest of the
+    input does not depend on how fast its epochs run.
     """
     job = Job(partitioned, store, tmp_path / "job", 1050, "--split-brain-protection")
     try:
@@ -361,6 +363,9 @@ def test_snapshots_complete_over_a_slow_and_lossy_link(
         job.wait_for_read(300)
         partitioned.impair("d0", delay_ms=200, loss_percent=5)
         done = job.snapshots_done()
+        for step, limit in enumerate((450, 600, 750)):
+            job.allow(limit)
+            job.wait_for_snapshot_after(done + step, timeout=SNAPSHOT_BOUND_S * 4)
         job.allow(job.end)
         assert job.harness.wait(600) == DriverExit.COMPLETED, job.harness.log_tail()
         text = job.harness.log_text()
