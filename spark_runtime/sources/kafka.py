@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, wait
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec  # re-exported there, untyped
 from pyspark.sql import DataFrame, SparkSession
@@ -56,6 +57,8 @@ KAFKA_SCHEMA = StructType(
 
 _TIMEOUT_S = 10.0
 """How long one admin call (metadata, offsets) may take; the epoch loop retries a failure."""
+_COMMIT_WAIT_S = 2.0
+"""How long a snapshot's 2nd phase waits for the consumer group's offsets to be committed."""
 _LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 """With READ_COMMITTED: each partition's last stable offset."""
 _EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
@@ -101,7 +104,6 @@ class KafkaSource(Source):
         self.bounded = bounded
         self.options = dict(options or {})
         self._admin: AdminClient | None = None
-        self._group_consumer: Consumer | None = None
 
     # --- the driver's view of the brokers ----------------------------------------------------
 
@@ -229,27 +231,44 @@ class KafkaSource(Source):
     def committed(self, offset: Offset) -> None:
         """Commits a completed snapshot's offsets to ``group_id``, for monitoring only.
 
-        A failure is logged, never raised: restores never read the group's offsets.
+        It runs in the snapshot's 2nd phase, so it waits for the broker at most
+        :data:`_COMMIT_WAIT_S`: a commit still in flight then goes on (its request ends within
+        its own timeout) and is logged if it fails. (A consumer's synchronous commit waits
+        for the group's coordinator without a bound, and hung a driver whose broker was
+        killed right before it.) A failure is logged, never raised: restores never read the
+        group's offsets.
         """
         if self.group_id is None:
             return
+        positions = [
+            TopicPartition(topic, int(part), int(pos))
+            for topic, parts in offset.items()
+            for part, pos in parts.items()
+        ]
+        if not positions:
+            return
         try:
-            if self._group_consumer is None:
-                self._group_consumer = Consumer(
-                    {
-                        **self._client_settings(),
-                        "group.id": self.group_id,
-                        "enable.auto.commit": False,
-                    }
+            futures = list(
+                self.admin()
+                .alter_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(self.group_id, positions)],
+                    request_timeout=_TIMEOUT_S,
                 )
-            positions = [
-                TopicPartition(topic, int(part), int(pos))
-                for topic, parts in offset.items()
-                for part, pos in parts.items()
-            ]
-            if positions:
-                self._group_consumer.commit(offsets=positions, asynchronous=False)
-        except Exception as error:  # monitoring only: never fail a snapshot over it
-            _log.warning(
-                "Kafka offsets not committed to the group group=%s error=%s", self.group_id, error
+                .values()
             )
+        except Exception as error:  # monitoring only: never fail a snapshot over it
+            self._commit_failed(error)
+            return
+        wait(futures, timeout=_COMMIT_WAIT_S)
+        for future in futures:
+            future.add_done_callback(self._commit_done)
+
+    def _commit_done(self, future: Future[Any]) -> None:
+        error = future.exception()
+        if error is not None:
+            self._commit_failed(error)
+
+    def _commit_failed(self, error: BaseException) -> None:
+        _log.warning(
+            "Kafka offsets not committed to the group group=%s error=%s", self.group_id, error
+        )

@@ -8,12 +8,16 @@ while the job runs are read too, and the consumer group shows the snapshotted of
 
 from __future__ import annotations
 
+import socket
+import time
+
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 from pyspark.sql import SparkSession
 
 from spark_runtime.sources import KafkaSource
+from spark_runtime.sources import kafka as kafka_source
 from spark_runtime.sources.base import Offset
 from testbed.kafka import KafkaBroker
 
@@ -121,3 +125,24 @@ def test_completed_snapshot_offsets_go_to_the_consumer_group(kafka: KafkaBroker)
     assert {tp.partition: tp.offset for tp in committed} == {
         int(p): pos for p, pos in end[topic].items()
     }
+
+
+def test_committing_to_a_lost_broker_holds_the_snapshot_up_for_a_bounded_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # No broker listens on this loopback port: a consumer's synchronous commit would wait
+    # for the group's coordinator for good, in the snapshot's 2nd phase.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    source = KafkaSource(f"127.0.0.1:{port}", ["gone"], group_id="g-gone")
+    started = time.monotonic()
+    with caplog.at_level("WARNING", logger=kafka_source.__name__):
+        source.committed({"gone": {"0": 5, "1": 7}})
+        waited = time.monotonic() - started
+        assert waited < kafka_source._COMMIT_WAIT_S + 1.0, waited
+        # The request itself ends within its own timeout, and its failure is logged.
+        deadline = time.monotonic() + kafka_source._TIMEOUT_S + 10
+        while "Kafka offsets not committed" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert "Kafka offsets not committed to the group group=g-gone" in caplog.text
