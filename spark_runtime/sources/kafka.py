@@ -5,10 +5,11 @@ records. So the source's offset is the position reached in every partition (the 
 to read, Kafka's own convention, in the JSON shape of Spark's ``startingOffsets``), it goes
 into every snapshot with the rest of the job's state, and each epoch reads one offset range
 per partition with Spark's own Kafka connector (``spark-sql-kafka``), so executors read the
-partitions in parallel. Where the next range ends is decided in the driver from the brokers'
-*last stable offsets* (``read_committed``): records of open transactions are never in a
-range, and aborted ones are skipped by the reader, so a transactional producer upstream is
-read exactly once too.
+partitions in parallel; a small epoch is read by the driver's own consumer instead
+(:mod:`spark_runtime.sources.kafka_fetch` says why), with the same rows. Where the next
+range ends is decided in the driver from the brokers' *last stable offsets*
+(``read_committed``): records of open transactions are never in a range, and aborted ones
+are skipped by the reader, so a transactional producer upstream is read exactly once too.
 
 Restores never look at the consumer group: after each snapshot's second phase the offsets of
 that snapshot are committed to ``group_id`` for monitoring (consumer lag in the usual tools)
@@ -39,6 +40,7 @@ from pyspark.sql.types import (
 )
 
 from spark_runtime.sources.base import Offset, Source
+from spark_runtime.sources.kafka_fetch import DriverFetcher, Ranges, TooLargeForDriverError
 
 _log = logging.getLogger(__name__)
 
@@ -63,6 +65,13 @@ _LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 """With READ_COMMITTED: each partition's last stable offset."""
 _EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
 
+DRIVER_READ_MAX_RECORDS = 10_000
+"""Epochs of at most this many records are read in the driver by default."""
+DRIVER_READ_MAX_BYTES = 32 * 1024 * 1024
+"""Keys and values a driver-side read may hold; a larger epoch is read by the executors."""
+_DRIVER_READ_TIMEOUT_S = 10.0
+"""A driver-side read that takes longer gives the epoch to Spark's reader."""
+
 Positions = dict[str, dict[str, int]]
 """topic -> partition (as a string, as in JSON) -> the next offset to read."""
 
@@ -80,7 +89,12 @@ class KafkaSource(Source):
         bounded: End the job once every committed record present has been read, instead of
             waiting for more (for tests and backfills).
         options: More Kafka client settings (``security.protocol``, ``sasl.*``, ...), given
-            to the driver's admin client and, prefixed with ``kafka.``, to Spark's reader.
+            to the driver's clients and, prefixed with ``kafka.``, to Spark's reader.
+        driver_read_max_records: An epoch of at most this many records is read by the
+            driver's own consumer (:mod:`spark_runtime.sources.kafka_fetch`) instead of by a
+            Spark job, which costs hundreds of milliseconds however few records it reads;
+            larger epochs, and any whose keys and values exceed
+            :data:`DRIVER_READ_MAX_BYTES`, are read by the executors. 0 always uses Spark.
     """
 
     def __init__(
@@ -92,18 +106,25 @@ class KafkaSource(Source):
         group_id: str | None = None,
         bounded: bool = False,
         options: Mapping[str, str] | None = None,
+        driver_read_max_records: int = DRIVER_READ_MAX_RECORDS,
     ) -> None:
         if not topics:
             raise ValueError("KafkaSource needs at least one topic")
         if max_rows_per_epoch <= 0:
             raise ValueError(f"max_rows_per_epoch must be positive, got {max_rows_per_epoch}")
+        if driver_read_max_records < 0:
+            raise ValueError(
+                f"driver_read_max_records must be 0 or more, got {driver_read_max_records}"
+            )
         self.bootstrap_servers = bootstrap_servers
         self.topics = list(topics)
         self.max_rows_per_epoch = max_rows_per_epoch
         self.group_id = group_id
         self.bounded = bounded
         self.options = dict(options or {})
+        self.driver_read_max_records = driver_read_max_records
         self._admin: AdminClient | None = None
+        self._fetcher: DriverFetcher | None = None
 
     # --- the driver's view of the brokers ----------------------------------------------------
 
@@ -214,6 +235,13 @@ class KafkaSource(Source):
                     ending.setdefault(topic, {})[part] = stop
         if not starting:
             return spark.createDataFrame([], KAFKA_SCHEMA)
+        records = sum(
+            ending[t][p] - begin for t, parts in starting.items() for p, begin in parts.items()
+        )
+        if records <= self.driver_read_max_records:
+            read = self._read_on_driver(spark, starting, ending)
+            if read is not None:
+                return read
         assign = {topic: sorted(int(p) for p in parts) for topic, parts in starting.items()}
         reader = (
             spark.read.format("kafka")
@@ -227,6 +255,25 @@ class KafkaSource(Source):
         for key, value in self.options.items():
             reader = reader.option(f"kafka.{key}", value)
         return reader.load().select(*(field.name for field in KAFKA_SCHEMA.fields))
+
+    def _read_on_driver(
+        self, spark: SparkSession, starting: Positions, ending: Positions
+    ) -> DataFrame | None:
+        """The ranges read by the driver's consumer, or None where Spark must read them."""
+        if self._fetcher is None:
+            self._fetcher = DriverFetcher(
+                self._client_settings(), _DRIVER_READ_TIMEOUT_S, DRIVER_READ_MAX_BYTES
+            )
+        ranges: Ranges = {
+            topic: {part: (begin, ending[topic][part]) for part, begin in parts.items()}
+            for topic, parts in starting.items()
+        }
+        try:
+            table = self._fetcher.fetch(ranges)
+        except (TooLargeForDriverError, TimeoutError) as reason:
+            _log.info("Kafka epoch read by the executors instead reason=%s", reason)
+            return None
+        return spark.createDataFrame(table, KAFKA_SCHEMA)
 
     def committed(self, offset: Offset) -> None:
         """Commits a completed snapshot's offsets to ``group_id``, for monitoring only.

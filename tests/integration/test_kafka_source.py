@@ -14,7 +14,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 
 from spark_runtime.sources import KafkaSource
 from spark_runtime.sources import kafka as kafka_source
@@ -52,8 +52,17 @@ def _drain(spark: SparkSession, source: KafkaSource, offset: Offset) -> tuple[li
     return values, offset
 
 
+_READERS = pytest.mark.parametrize(
+    "driver_read_max_records",
+    [0, kafka_source.DRIVER_READ_MAX_RECORDS],
+    ids=["spark-reads", "driver-reads"],
+)
+"""Both readers: Spark's Kafka connector on the executors, and the driver's own consumer."""
+
+
+@_READERS
 def test_epochs_read_every_committed_record_once_and_never_an_open_or_aborted_one(
-    spark: SparkSession, kafka: KafkaBroker
+    spark: SparkSession, kafka: KafkaBroker, driver_read_max_records: int
 ) -> None:
     topic = kafka.create_topic(partitions=3)
     _produce(kafka, topic, range(0, 300), f"a-{topic}")
@@ -61,6 +70,7 @@ def test_epochs_read_every_committed_record_once_and_never_an_open_or_aborted_on
     aborting.begin_transaction()
     for n in range(1000, 1050):
         aborting.produce(topic, value=str(n).encode(), partition=n % 3)
+    aborting.flush(30)  # in the log before the abort, which would drop them unsent otherwise
     aborting.abort_transaction(30)
     holding = _produce(kafka, topic, range(300, 300), f"c-{topic}")
     holding.begin_transaction()
@@ -68,7 +78,12 @@ def test_epochs_read_every_committed_record_once_and_never_an_open_or_aborted_on
         holding.produce(topic, value=str(n).encode(), partition=n % 3)
     holding.flush(30)  # on the broker, not committed: its offsets are past the stable ones
 
-    source = KafkaSource(kafka.bootstrap, [topic], max_rows_per_epoch=70)
+    source = KafkaSource(
+        kafka.bootstrap,
+        [topic],
+        max_rows_per_epoch=70,
+        driver_read_max_records=driver_read_max_records,
+    )
     values, offset = _drain(spark, source, source.initial_offset())
     assert sorted(values) == list(range(300)), "each committed record once, nothing else"
 
@@ -104,6 +119,92 @@ def test_a_partition_added_while_running_is_read_from_its_start(
     values, offset = _drain(spark, source, offset)
     assert sorted(values) == list(range(30, 40))
     assert offset[topic]["3"] == 10
+
+
+def test_the_driver_reads_the_rows_spark_reads(spark: SparkSession, kafka: KafkaBroker) -> None:
+    """Every column the same, over ranges that end on a transaction's commit and abort
+    markers and skip its aborted records, keyed and unkeyed records, null values."""
+    topic = kafka.create_topic(partitions=3)
+    by_spark = KafkaSource(kafka.bootstrap, [topic], driver_read_max_records=0)
+    by_driver = KafkaSource(kafka.bootstrap, [topic])
+    _produce(kafka, topic, range(0, 40), f"a-{topic}")
+    aborted_from = by_spark.next_offset(by_spark.initial_offset())
+    aborted_from = by_spark.next_offset(aborted_from or {})
+    aborting = _produce(kafka, topic, range(40, 40), f"b-{topic}")
+    aborting.begin_transaction()
+    for n in range(1000, 1020):
+        aborting.produce(topic, value=str(n).encode(), partition=n % 3)
+    aborting.flush(30)  # in the log before the abort, which would drop them unsent otherwise
+    aborting.abort_transaction(30)
+    assert aborted_from is not None
+    aborted_to = None
+    deadline = time.monotonic() + 30
+    while aborted_to is None:  # until the abort's markers are written and stable
+        assert time.monotonic() < deadline, "the aborted transaction's offsets never got stable"
+        time.sleep(0.1)
+        aborted_to = by_spark.next_offset(aborted_from)
+    plain = Producer({"bootstrap.servers": kafka.bootstrap, "log_level": 0})
+    for n in range(40, 60):
+        plain.produce(
+            topic, key=f"k{n}".encode(), value=None if n % 7 == 0 else b"v", partition=n % 3
+        )
+    plain.flush(30)
+
+    start = by_spark.initial_offset()
+    first = by_spark.next_offset(start)  # enters each partition at its earliest offset
+    assert first is not None
+    end = by_spark.next_offset(first)
+    assert end is not None
+
+    def in_log_order(rows: list[Row]) -> list[tuple[object, ...]]:
+        return sorted((tuple(r) for r in rows), key=lambda r: (r[3], r[4]))
+
+    spark_rows = in_log_order(by_spark.read(spark, first, end).collect())
+    driver_frame = by_driver.read(spark, first, end)
+    assert driver_frame.schema == kafka_source.KAFKA_SCHEMA
+    driver_rows = in_log_order(driver_frame.collect())
+    assert len(spark_rows) == 60
+    assert driver_rows == spark_rows
+
+    # Ranges of nothing but aborted records and the abort marker, with committed records
+    # right after them in the log: no rows, and none of the records that follow.
+    assert by_spark.read(spark, aborted_from, aborted_to).count() == 0
+    assert by_driver.read(spark, aborted_from, aborted_to).count() == 0
+
+
+def test_an_epoch_too_large_for_the_driver_is_read_by_spark(
+    spark: SparkSession,
+    kafka: KafkaBroker,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    topic = kafka.create_topic(partitions=3)
+    _produce(kafka, topic, range(0, 90), f"a-{topic}")
+    monkeypatch.setattr(kafka_source, "DRIVER_READ_MAX_BYTES", 100)
+    source = KafkaSource(kafka.bootstrap, [topic])
+    with caplog.at_level("INFO", logger=kafka_source.__name__):
+        values, _ = _drain(spark, source, source.initial_offset())
+    assert sorted(values) == list(range(90))
+    assert "Kafka epoch read by the executors instead reason=more than 100 bytes" in caplog.text
+
+
+@_READERS
+def test_a_range_whose_start_left_the_log_fails_the_read(
+    spark: SparkSession, kafka: KafkaBroker, driver_read_max_records: int
+) -> None:
+    """As ``failOnDataLoss``: records removed from the log are an error, never skipped."""
+    topic = kafka.create_topic(partitions=3)
+    _produce(kafka, topic, range(0, 30), f"a-{topic}")
+    source = KafkaSource(kafka.bootstrap, [topic], driver_read_max_records=driver_read_max_records)
+    first = source.next_offset(source.initial_offset())
+    assert first is not None
+    end = source.next_offset(first)
+    assert end is not None
+    admin = kafka.admin()
+    for future in admin.delete_records([TopicPartition(topic, 0, 5)]).values():
+        future.result(timeout=30)
+    with pytest.raises(Exception, match=r"data may have been lost|no longer in the log"):
+        source.read(spark, first, end).collect()
 
 
 def test_completed_snapshot_offsets_go_to_the_consumer_group(kafka: KafkaBroker) -> None:
