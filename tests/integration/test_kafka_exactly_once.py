@@ -183,6 +183,9 @@ def test_kafka_to_postgres_exactly_once_under_driver_broker_and_member_faults(
         # The broker crashes under a driver that has read everything and waits for more: it
         # retries for --source-lost-seconds, then exits 69 naming the outage.
         harness.start()
+        # This driver's own snapshot first: the drivers killed above may have finished the
+        # first half already, and an outage before the sinks are open is another failure.
+        _wait_snapshots(harness, 1)
         _wait_committed(postgres_dsn, END // 2, harness)
         # Both sinks done, so the outage finds the driver idle, not publishing (a publish cut
         # short is a failed phase 2, exit 69 too, which the driver kills above already cover).
