@@ -12,7 +12,9 @@ Arguments (``--arg key=value``): ``bootstrap`` and ``topic`` (required), ``dsn``
 ``table`` [sums], ``keys`` [10], ``events_table`` [none], ``max_rows_per_epoch`` [5000],
 ``group_id`` [none]: the consumer group the snapshotted offsets are committed to (monitoring
 only), ``bounded`` [false]: complete once every committed record has been read,
-``out_topic`` [none].
+``out_topic`` [none], ``driver_read_max_records`` [10000]: epochs of at most this many
+records are read by the driver's own consumer, larger ones by the executors (0: always the
+executors).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from spark_runtime.sinks import KafkaSink, PostgresSink
 from spark_runtime.sources import KafkaSource
+from spark_runtime.sources.kafka import DRIVER_READ_MAX_RECORDS
 from spark_runtime.streaming import Pipeline
 
 
@@ -35,6 +38,7 @@ def define_pipeline(p: Pipeline) -> None:
         max_rows_per_epoch=int(args.get("max_rows_per_epoch", 5000)),
         group_id=str(group) if group else None,
         bounded=str(args.get("bounded", "false")).lower() == "true",
+        driver_read_max_records=int(args.get("driver_read_max_records", DRIVER_READ_MAX_RECORDS)),
     )
     records = p.readStream(source, name="kafka")
     numbers = records.select(F.col("value").cast("string").cast("long").alias("value"))
