@@ -38,6 +38,7 @@ bench: install ## Run every benchmark (each prints its figures and ends with one
 	@$(PY) bench/reconcile_latency.py
 	@$(PY) bench/driver_start.py
 	@$(PY) -m bench.kafka_pipeline
+	@$(PY) -m bench.record_latency
 
 run-operator: install ## Run the operator against the current kubeconfig (see docs/operator.md for flags)
 	@$(PY) -m snapshot_operator $(OPERATOR_ARGS)
