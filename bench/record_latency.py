@@ -25,11 +25,11 @@ Modes, each in a child process with a session of its own (the parent produces an
   the wait for the next snapshot;
 - ``at_least_once``: the same pipeline, each epoch's output written at once;
 - ``structured_streaming``: micro-batches as fast as they go (``processingTime="0 seconds"``),
-  RocksDB state, at least once;
-- ``real_time_mode``: ``trigger(realTime=...)``, RocksDB state with checkpoint format 2, at
-  least once. It needs a task slot for every task of every stage at once (4 source and 4
-  shuffle partitions), so its session is ``local[8]`` (slots, not cores: the machine has what
-  it has); the others are ``local[2]``.
+  RocksDB state with checkpoint format 2 (as real-time mode requires), at least once;
+- ``real_time_mode``: ``trigger(realTime=...)``, the same state store, at least once. It
+  needs a task slot for every task of every stage at once (4 source and 4 shuffle
+  partitions), so its session is ``local[8]`` (slots, not cores: the machine has what it
+  has); the others are ``local[2]``.
 
 The last line printed is JSON: per mode the latency percentiles in milliseconds, and
 ``real_time_mode_p50_ratio`` (our AT_LEAST_ONCE median over real-time mode's: below 1 ours is
