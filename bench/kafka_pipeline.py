@@ -101,7 +101,8 @@ def produce(broker: KafkaBroker, topic: str, rows: int) -> None:
     producer.flush(60)
 
 
-def _keyed_values(records: DataFrame) -> DataFrame:
+def keyed_values(records: DataFrame) -> DataFrame:
+    """Event id records -> (key, id), keys ``id % KEYS``; shared with ``bench.record_latency``."""
     numbers = records.select(F.col("value").cast("string").cast("long").alias("value"))
     return numbers.select((F.col("value") % KEYS).alias("key"), F.col("value"))
 
@@ -131,7 +132,7 @@ def run_runtime(
         )
         # The same DataFrame functions as the Structured Streaming query below.
         sums = (
-            records.transformEpoch(_keyed_values).groupBy("key").agg(F.sum("value").alias("total"))
+            records.transformEpoch(keyed_values).groupBy("key").agg(F.sum("value").alias("total"))
         )
         sums.transformEpoch(_as_records).writeStream(
             KafkaSink(bootstrap, out, partitions=PARTITIONS), name="out"
@@ -176,7 +177,7 @@ def run_structured_streaming(
         .option("kafka.isolation.level", "read_committed")
         .load()
     )
-    sums = _keyed_values(stream).groupBy("key").agg(F.sum("value").alias("total"))
+    sums = keyed_values(stream).groupBy("key").agg(F.sum("value").alias("total"))
     checkpoint = servers.workdir / f"ss-{uuid.uuid4().hex[:6]}"
     started = time.monotonic()
     query = (

@@ -20,7 +20,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from bench.kafka_pipeline import KEYS, PARTITIONS, STATE_PARTITIONS
+from bench.kafka_pipeline import PARTITIONS, STATE_PARTITIONS, keyed_values
 from snapshot_protocol import JobIdentity, TerminationRequest
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from snapshotjob_contract.modes import TerminationMode
@@ -35,12 +35,6 @@ from testbed.spark import local_session
 
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 _MAX_ROWS_PER_EPOCH = 10_000
-
-
-def keyed_values(records: DataFrame) -> DataFrame:
-    """Event id -> (key, id); keys are ``id % KEYS``, a multiple of the partition count."""
-    numbers = records.select(F.col("value").cast("string").cast("long").alias("value"))
-    return numbers.select((F.col("value") % KEYS).alias("key"), F.col("value"))
 
 
 def as_records(sums: DataFrame) -> DataFrame:

@@ -41,6 +41,16 @@ def _produce(broker: KafkaBroker, topic: str, values: range, transactional_id: s
     return producer
 
 
+def _abort(broker: KafkaBroker, topic: str, values: range, transactional_id: str) -> None:
+    """Writes ``values`` into the log in a transaction, then aborts it."""
+    aborting = _produce(broker, topic, range(0), transactional_id)
+    aborting.begin_transaction()
+    for n in values:
+        aborting.produce(topic, value=str(n).encode(), partition=n % 3)
+    aborting.flush(30)  # in the log before the abort, which would drop them unsent otherwise
+    aborting.abort_transaction(30)
+
+
 def _drain(spark: SparkSession, source: KafkaSource, offset: Offset) -> tuple[list[int], Offset]:
     """Reads epoch after epoch until nothing is new; returns the values and the last offset."""
     values: list[int] = []
@@ -66,12 +76,7 @@ def test_epochs_read_every_committed_record_once_and_never_an_open_or_aborted_on
 ) -> None:
     topic = kafka.create_topic(partitions=3)
     _produce(kafka, topic, range(0, 300), f"a-{topic}")
-    aborting = _produce(kafka, topic, range(300, 300), f"b-{topic}")
-    aborting.begin_transaction()
-    for n in range(1000, 1050):
-        aborting.produce(topic, value=str(n).encode(), partition=n % 3)
-    aborting.flush(30)  # in the log before the abort, which would drop them unsent otherwise
-    aborting.abort_transaction(30)
+    _abort(kafka, topic, range(1000, 1050), f"b-{topic}")
     holding = _produce(kafka, topic, range(300, 300), f"c-{topic}")
     holding.begin_transaction()
     for n in range(2000, 2030):
@@ -130,12 +135,7 @@ def test_the_driver_reads_the_rows_spark_reads(spark: SparkSession, kafka: Kafka
     _produce(kafka, topic, range(0, 40), f"a-{topic}")
     aborted_from = by_spark.next_offset(by_spark.initial_offset())
     aborted_from = by_spark.next_offset(aborted_from or {})
-    aborting = _produce(kafka, topic, range(40, 40), f"b-{topic}")
-    aborting.begin_transaction()
-    for n in range(1000, 1020):
-        aborting.produce(topic, value=str(n).encode(), partition=n % 3)
-    aborting.flush(30)  # in the log before the abort, which would drop them unsent otherwise
-    aborting.abort_transaction(30)
+    _abort(kafka, topic, range(1000, 1020), f"b-{topic}")
     assert aborted_from is not None
     aborted_to = None
     deadline = time.monotonic() + 30
