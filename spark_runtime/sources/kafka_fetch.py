@@ -127,8 +127,6 @@ class DriverFetcher:
             for message in consumer.consume(_POLL_BATCH, _POLL_WAIT_S):
                 error = message.error()
                 if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        continue
                     if error.code() == KafkaError._AUTO_OFFSET_RESET:
                         raise RecordsLostError(
                             f"Records of {message.topic()}[{message.partition()}] in the "
@@ -178,9 +176,3 @@ class DriverFetcher:
             return {}
         found = consumer.position([TopicPartition(t, p) for t, p in open_ranges])
         return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset != OFFSET_INVALID}
-
-    def close(self) -> None:
-        """Closes the consumer, if one was opened."""
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
