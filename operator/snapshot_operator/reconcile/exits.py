@@ -52,6 +52,10 @@ INDETERMINATE_RECORD_WRITE = "IndeterminateRecordWrite"
 DRIVER_INTERRUPTED = "DriverInterrupted"
 """``termination.reason`` of a forced restart after :attr:`DriverExit.INTERRUPTED`."""
 
+KILLED_EXIT_CODE = 137
+"""A container's exit code after SIGKILL (128 + 9): the kubelet's at the end of the grace
+period, or the kernel's OOM killer; the driver chose nothing."""
+
 QUORUM_LOST = ConditionReason.QUORUM_LOST.value
 """``termination.reason`` of a forced restart after :attr:`DriverExit.QUORUM_LOST`; while it
 is held (waiting for the store's quorum) Degraded gives it as its reason."""

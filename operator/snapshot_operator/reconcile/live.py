@@ -10,11 +10,18 @@ the deadline is escalated to the forceful mode of the same action, which needs n
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 from types import MappingProxyType
 
 from snapshot_operator.reconcile.actions import EventReason
-from snapshot_operator.reconcile.exits import cancelled, execution_ended, failed, suspended
+from snapshot_operator.reconcile.exits import (
+    KILLED_EXIT_CODE,
+    cancelled,
+    execution_ended,
+    failed,
+    suspended,
+)
 from snapshot_operator.reconcile.gates import export_to_take
 from snapshot_operator.reconcile.observation import DriverPod, PodPhase
 from snapshot_operator.reconcile.pipeline_start import announce_pipeline, watch_pipeline_start
@@ -109,7 +116,7 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
         # The Pod exists: whatever refused it before has let it through.
         plan.update(start_failure=None)
     if pod.phase.is_terminal:
-        execution_ended(plan, spec, pod)
+        execution_ended(plan, spec, _reported_if_killed(plan, pod))
         return
     if pod.name in plan.lost_drivers:
         # Deleted at once (lost_nodes): the next decision finds it gone.
@@ -143,6 +150,25 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
             plan.update(forced_restarts=None)
     _watch_export_request(plan)
     _serve_spec_change(plan, spec, pod)
+
+
+def _reported_if_killed(plan: Plan, pod: DriverPod) -> DriverPod:
+    """The ended driver as its own exit report tells it, if the kubelet killed it after that.
+
+    A driver whose stop signal finds it in a step that cannot end (an epoch waiting for
+    executors evicted with it) reports how it ends before the grace period runs out, and is
+    then killed (137). Seen between the kill and the Pod's deletion, the Pod's code is the
+    kubelet's, not the driver's: the report says what the execution needs (a restart at once
+    from the last snapshot), as it does once the Pod is gone.
+    """
+    report = plan.status.reported_exit()
+    if pod.exit_code != KILLED_EXIT_CODE or report is None:
+        return pod
+    return replace(
+        pod,
+        exit_code=report.exit_code,
+        termination_message=report.message or pod.termination_message,
+    )
 
 
 def _start_failed(plan: Plan, spec: SnapshotJobSpec, failure: StartFailureStatus) -> None:

@@ -22,6 +22,7 @@ from snapshot_operator.reconcile import (
     Requeue,
     decide,
 )
+from snapshot_operator.reconcile.observation import PodPhase
 from snapshot_operator.reconcile.observe import parse_node_lost_since
 from snapshotjob_contract import (
     DriverExit,
@@ -153,3 +154,52 @@ def test_an_exit_report_of_an_older_execution_means_nothing() -> None:
     )
     after = status_after(status, decide(replace(observation, status=status, pods=()), SETTINGS))
     assert after.restarts == status.restarts + 1
+
+
+def _killed_after_reporting(
+    pod_exit_code: int, reported: int | None
+) -> tuple[SnapshotJobStatus, list[object]]:
+    """A RUNNING job whose driver Pod is still listed, FAILED with ``pod_exit_code``; with an
+    exit report of ``reported`` if given. Returns the status before and the actions."""
+    observation = running_job(spec_of(), pod_phase=PodPhase.FAILED, exit_code=pod_exit_code)
+    execution = observation.status.execution
+    assert execution is not None
+    status = observation.status.model_copy(
+        update={
+            "driver_exit": None
+            if reported is None
+            else DriverExitStatus(
+                execution_id=execution.id,
+                exit_code=reported,
+                message="Stop signal not served within 20s",
+                time=NOW,
+            ),
+        }
+    )
+    return status, decide(replace(observation, status=status), SETTINGS)
+
+
+def test_a_driver_killed_after_reporting_its_interruption_restarts_without_a_failure() -> None:
+    # Found in CI (a drain): the step outlasted the grace period, the driver reported 143 and
+    # the kubelet killed it; the operator saw the FAILED Pod (137) before its deletion.
+    before, actions = _killed_after_reporting(137, int(DriverExit.INTERRUPTED))
+    after = status_after(before, actions)
+    assert EventReason.DRIVER_INTERRUPTED in reasons(actions)
+    assert after.restarts == before.restarts
+    assert after.last_failure is None
+
+
+def test_a_driver_killed_without_a_report_is_a_failure() -> None:
+    before, actions = _killed_after_reporting(137, None)
+    after = status_after(before, actions)
+    assert EventReason.DRIVER_INTERRUPTED not in reasons(actions)
+    assert after.restarts == before.restarts + 1
+    assert after.last_failure is not None
+
+
+def test_a_driver_that_chose_its_exit_code_is_not_overruled_by_its_report() -> None:
+    # Only the kubelet's kill defers to the report: a code the driver exited with is its last word.
+    before, actions = _killed_after_reporting(int(DriverExit.FAILED), int(DriverExit.INTERRUPTED))
+    after = status_after(before, actions)
+    assert after.restarts == before.restarts + 1
+    assert after.last_failure is not None
