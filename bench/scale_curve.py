@@ -312,6 +312,13 @@ def main() -> int:
     options.add_argument("--repeat", type=int, default=1, help="rounds of the raw baseline")
     options.add_argument("--point-timeout", type=float, default=900.0, help="seconds per point")
     options.add_argument(
+        "--chunks",
+        choices=["jvm", "python"],
+        default="jvm",
+        help="who writes and reads the state's chunks in the executors: their JVM (the "
+        "default) or Python workers (spark.snapshotjob.jvmChunks=false)",
+    )
+    options.add_argument(
         "--plot", type=Path, default=Path(tempfile.gettempdir()) / "scale-curve.png"
     )
     ns = options.parse_args()
@@ -344,6 +351,8 @@ def main() -> int:
 
     from bench.servers import snapshot_store
     from snapshot_store.hazelcast import connect
+    from snapshotjob_contract.spark import JVM_CHUNKS_CONF
+    from spark_runtime.jvm_chunks import state_chunks
     from testbed.spark import local_session
 
     results: list[Result] = []
@@ -357,7 +366,10 @@ def main() -> int:
                 "snapshotjob-scale-curve",
                 driver_memory=ns.driver_memory,
                 shuffle_partitions=STATE_PARTITIONS,
+                config={JVM_CHUNKS_CONF: str(ns.chunks == "jvm").lower()},
             )
+            if ns.chunks == "jvm" and state_chunks(spark) is None:
+                raise SystemExit("--chunks jvm: the session has no jvm/ classes; run make install")
             jvm: Any = spark.sparkContext._jvm
             jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
             watch = MemoryWatch(jvm_pid, member_pids(workdir / "hazelcast"))
@@ -408,6 +420,7 @@ def main() -> int:
         "points": [r.as_json() for r in results],
         "member_heap": heap_text,
         "driver_memory": ns.driver_memory,
+        "chunks": ns.chunks,
         "mem_available_gib": round(available / GIB, 1),
         "plot": str(ns.plot),
         "wall_s": round(wall),

@@ -133,6 +133,37 @@ fetch_maven_deps "$SPARK_KAFKA_DIR" "org.apache.spark:spark-sql-kafka-0-10_2.13:
 DEPS
 step "Spark Kafka connector $SPARK_KAFKA_VERSION in $SPARK_KAFKA_DIR"
 
+# --- The executors' chunk writer and reader (jvm/, spark_runtime/jvm_chunks.py) -----------
+# Compiled here against PySpark's own jars and the Hazelcast jar, into one directory with the
+# two jars it needs at run time (the Hazelcast client and zero-allocation-hashing's xxh3), which
+# spark_session() puts on every session's classpath and the image ships. Rebuilt whenever the
+# sources, PySpark or those jars change: .complete holds the hash of what it was built from.
+ZAH_VERSION=${ZAH_VERSION:-0.16}
+CHUNKS_DIR=$CACHE/jars/snapshotjob-chunks
+if ! command -v javac >/dev/null 2>&1; then
+    apt_install openjdk-17-jdk-headless
+fi
+pyspark_jars=$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+chunks_inputs=$( { (cd "$REPO" && find jvm/src -name '*.java' | LC_ALL=C sort | xargs sha256sum); \
+    ls "$pyspark_jars"; echo "$HAZELCAST_JAR $ZAH_VERSION"; } | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$CHUNKS_DIR/.complete" 2>/dev/null)" != "$chunks_inputs" ]; then
+    step "Building the executors' chunk writer and reader into $CHUNKS_DIR"
+    scratch=$(mktemp -d "$CACHE/jars/.snapshotjob-chunks-XXXXXX")
+    (cd "$CACHE" && mvn -q -B dependency:copy \
+        "-Dartifact=net.openhft:zero-allocation-hashing:$ZAH_VERSION:jar" \
+        "-DoutputDirectory=$scratch/out") || { rm -rf "$scratch"; fail "Maven could not fetch zero-allocation-hashing"; }
+    cp "$HAZELCAST_JAR" "$scratch/out/"
+    mkdir -p "$scratch/classes"
+    javac -nowarn --release 17 -d "$scratch/classes" \
+        -cp "$pyspark_jars/*:$scratch/out/*" $(find "$REPO/jvm/src" -name '*.java') \
+        || { rm -rf "$scratch"; fail "javac could not compile jvm/src"; }
+    jar cf "$scratch/out/snapshotjob-chunks.jar" -C "$scratch/classes" . \
+        || { rm -rf "$scratch"; fail "jar could not package jvm/src's classes"; }
+    echo "$chunks_inputs" >"$scratch/out/.complete"
+    rm -rf "$CHUNKS_DIR" && mv "$scratch/out" "$CHUNKS_DIR" && rm -rf "$scratch"
+fi
+step "Chunk writer and reader in $CHUNKS_DIR"
+
 # --- A Kafka broker for the tests: KRaft, from Maven Central's jars (testbed/kafka.py) ------
 # The broker's jar and its runtime dependencies, plus a log4j binding for its SLF4J logging.
 KAFKA_VERSION=${KAFKA_VERSION:-4.4.0}

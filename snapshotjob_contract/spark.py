@@ -27,3 +27,13 @@ executors always write.
 DRIVER_SNAPSHOT_MAX_BYTES_DEFAULT = 1024 * 1024
 """The default of :data:`DRIVER_SNAPSHOT_MAX_BYTES_CONF`: the size up to which a restore also
 reads a state through the driver."""
+
+JVM_CHUNKS_CONF = "spark.snapshotjob.jvmChunks"
+"""Whether executors write and read a keyed state's chunks in their JVM (``true``, the default).
+
+The rows then go from Spark's internal rows to Arrow IPC chunks and back inside the JVM, with
+the Hazelcast Java client, instead of crossing to a Python worker as Arrow and going through
+the Python client: the same chunks, keys and checksums either way, so each side restores what
+the other wrote. ``false`` keeps the Python workers, as does a session without the jars
+(``hack/install.sh`` builds them from ``jvm/``).
+"""

@@ -25,8 +25,8 @@ JAR_DIR = Path(
     os.environ.get("SJ_JARS_DIR")
     or Path(os.environ.get("SJ_CACHE", Path.home() / ".cache" / "snapshotjob")) / "jars"
 )
-"""Where ``hack/install.sh`` puts the JDBC driver and Spark's Kafka connector for
-:func:`spark_session` to load; ``SJ_JARS_DIR`` in the project image."""
+"""Where ``hack/install.sh`` puts the JDBC driver, Spark's Kafka connector and the executors'
+chunk writer for :func:`spark_session` to load; ``SJ_JARS_DIR`` in the project image."""
 
 ARROW_CONF = "spark.sql.execution.arrow.pyspark.enabled"
 """Arrow between the JVM and Python workers (``toPandas``, ``createDataFrame`` from pandas)."""
@@ -46,6 +46,16 @@ def kafka_connector_jars() -> list[str]:
     if not complete:
         return []
     return sorted(str(path) for path in complete[-1].parent.glob("*.jar"))
+
+
+def state_chunk_jars() -> list[str]:
+    """The executors' chunk writer and reader (``jvm/``, built by ``make install`` into
+    ``JAR_DIR/snapshotjob-chunks``) and the jars it needs beyond PySpark's, sorted; none if
+    they are missing (:mod:`spark_runtime.jvm_chunks` then keeps the Python workers)."""
+    directory = JAR_DIR / "snapshotjob-chunks"
+    if not (directory / ".complete").is_file():
+        return []
+    return sorted(str(path) for path in directory.glob("*.jar"))
 
 
 def spark_session(
@@ -103,7 +113,11 @@ def spark_session(
         builder = builder.config("spark.driver.memory", driver_memory)
     if arrow:
         builder = builder.config(ARROW_CONF, "true")
-    jars = (jdbc_driver_jars() if jdbc_drivers else []) + (kafka_connector_jars() if kafka else [])
+    jars = (
+        (jdbc_driver_jars() if jdbc_drivers else [])
+        + (kafka_connector_jars() if kafka else [])
+        + state_chunk_jars()
+    )
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     settings = dict(conf or {})

@@ -14,6 +14,7 @@
 #   snapshotjob/runtime:dev              + this repository's package, examples/, the
 #                                         Hazelcast jar, the `hazelcast-member` launcher,
 #                                         `executor` (Spark's executor Pods run it) and
+#                                         the executors' chunk writer (jvm/),
 #                                         Kafka's jars with the `kafka-broker` launcher
 #                                         (examples/kubernetes/kafka.yaml), s3proxy's jar
 #                                         with the `s3-server` launcher
@@ -37,6 +38,8 @@ HAZELCAST_VERSION="${HAZELCAST_VERSION:-5.6.0}"
 HAZELCAST_JAR="${SJ_HAZELCAST_JAR:-${SJ_CACHE}/jars/hazelcast-${HAZELCAST_VERSION}.jar}"
 # Spark's Kafka connector for the drivers' KafkaSource (fetched by hack/install.sh).
 SPARK_KAFKA_DIR="${SJ_CACHE}/jars/spark-kafka-${SPARK_KAFKA_VERSION:-4.2.0}"
+# The executors' chunk writer and reader, built from jvm/ by hack/install.sh.
+CHUNKS_DIR="${SJ_CACHE}/jars/snapshotjob-chunks"
 # The Kafka broker's jars for the `kafka-broker` launcher (fetched by hack/install.sh).
 KAFKA_LIBS="${SJ_CACHE}/kafka/${KAFKA_VERSION:-4.4.0}/libs"
 # The S3-compatible server's jar for the `s3-server` launcher (fetched by hack/install.sh).
@@ -180,7 +183,7 @@ app_inputs() {
     (cd "${REPO_ROOT}" && find snapshotjob_contract snapshot_protocol snapshot_store operator/snapshot_operator spark_runtime examples \
       -name '*.py' -type f | LC_ALL=C sort | xargs sha256sum)
     sha256sum "${REPO_ROOT}/pyproject.toml" "${HAZELCAST_JAR}" "${IMAGES_DIR}"/* \
-      "${SPARK_KAFKA_DIR}"/*.jar "${KAFKA_LIBS}"/*.jar "${S3PROXY_JAR}"
+      "${SPARK_KAFKA_DIR}"/*.jar "${KAFKA_LIBS}"/*.jar "${S3PROXY_JAR}" "${CHUNKS_DIR}"/*.jar
   } | sha256sum | cut -d' ' -f1
 }
 
@@ -192,6 +195,8 @@ build_app() {
   [[ -f "${KAFKA_LIBS}/.complete" ]] \
     || die "Kafka broker jars missing dir=${KAFKA_LIBS}: run 'make install'"
   [[ -f "${S3PROXY_JAR}" ]] || die "s3proxy jar missing jar=${S3PROXY_JAR}: run 'make install'"
+  [[ -f "${CHUNKS_DIR}/.complete" ]] \
+    || die "Chunk writer and reader missing dir=${CHUNKS_DIR}: run 'make install'"
   build_system
   build_deps
   inputs="$(app_inputs)"
@@ -211,6 +216,7 @@ build_app() {
   cp "${HAZELCAST_JAR}" "${ctx}/hazelcast.jar"
   mkdir -p "${ctx}/jars"
   cp -r "${SPARK_KAFKA_DIR}" "${ctx}/jars/"
+  cp -r "${CHUNKS_DIR}" "${ctx}/jars/"
   mkdir -p "${ctx}/kafka"
   cp -r "${KAFKA_LIBS}" "${ctx}/kafka/libs"
   rm -f "${ctx}/kafka/libs/.complete"

@@ -7,7 +7,8 @@ RUN /opt/venv/bin/pip install --quiet --no-deps --no-index --no-cache-dir /tmp/w
     && rm -rf /tmp/wheel
 COPY app/ /opt/snapshotjob/app/
 COPY hazelcast.jar /opt/snapshotjob/jars/hazelcast.jar
-# Spark's Kafka connector, loaded by every driver session (SJ_JARS_DIR).
+# Spark's Kafka connector and the executors' chunk writer and reader (jvm/), loaded by every
+# driver session (SJ_JARS_DIR).
 COPY jars/ /opt/snapshotjob/jars/
 COPY hazelcast-member /usr/local/bin/hazelcast-member
 # Spark starts executor Pods with the argument `executor` and no command of its own.

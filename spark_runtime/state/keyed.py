@@ -42,6 +42,7 @@ from spark_runtime.chunk_io import (
     write_partition,
     writer_counts,
 )
+from spark_runtime.jvm_chunks import read_state, state_chunks, write_state
 from spark_runtime.lineage import (
     Checkpointed,
     checkpoint,
@@ -226,9 +227,21 @@ class KeyedState(ABC):
     def _save_on_executors(
         self, snapshot_id: int, writer: ChunkWriter
     ) -> tuple[list[ChunkDescriptor], str]:
-        """Writes partition ``p`` from Spark task ``p``; returns the chunks and who wrote them."""
+        """Writes partition ``p`` from Spark task ``p``; returns the chunks and who wrote them.
+
+        In the executors' JVMs when the session has the classes (:mod:`spark_runtime.jvm_chunks`),
+        else in Python workers; the chunks are the same.
+        """
         address = self._context.store
         map_name, operator = writer.map_name, writer.operator
+        jvm = state_chunks(self._context.spark)
+        if jvm is not None:
+            written = write_state(
+                jvm, self._context.spark, self.state, address, map_name, snapshot_id, operator
+            )
+            return [chunk for chunk, _ in written], writer_counts(
+                {"writer": who} for _, who in written
+            )
 
         def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             context = TaskContext.get()
@@ -318,11 +331,25 @@ class KeyedState(ABC):
             chunks: Its state chunks (not the driver's).
             taken_with: The number of state partitions it was taken with.
         """
+        address = self._context.store
+        map_name, snapshot_id = snapshot.map_name, snapshot.snapshot_id
+        jvm = state_chunks(self._context.spark)
+        if jvm is not None:
+            partitions: list[list[ChunkDescriptor]] = [[] for _ in range(taken_with)]
+            for chunk in chunks:
+                partitions[chunk.key.partition].append(chunk)
+            return read_state(
+                jvm,
+                self._context.spark,
+                address,
+                map_name,
+                snapshot_id,
+                partitions,
+                self.state_schema,
+            )
         listed: list[list[list[Any]]] = [[] for _ in range(taken_with)]
         for chunk in chunks:
             listed[chunk.key.partition].append(chunk.to_list())
-        address = self._context.store
-        map_name, snapshot_id = snapshot.map_name, snapshot.snapshot_id
 
         def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:

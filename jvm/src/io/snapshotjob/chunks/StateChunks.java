@@ -1,0 +1,243 @@
+package io.snapshotjob.chunks;
+
+import com.hazelcast.core.HazelcastInstance;
+import com.hazelcast.map.IMap;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.Serializable;
+import java.nio.channels.Channels;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Iterator;
+import java.util.List;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.util.TaskCompletionListener;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ArrowStreamWriter;
+import org.apache.spark.api.java.function.Function2;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.execution.arrow.ArrowWriter;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * Writes a state's partitions as chunks from the executors' JVMs, without a Python worker.
+ *
+ * <p>The chunks are those spark_runtime/chunk_io.py writes: Arrow IPC streams of the rows with
+ * the schema Spark gives a mapInArrow task, under the keys
+ * {@code <snapshot>/<operator>/<partition>/<seq>}, each described by its size, rows and xxh3-64
+ * checksum, so either side reads what the other wrote. Rows go from Spark's internal rows to
+ * Arrow in the JVM, which is what a snapshot's time went to when they crossed to Python.
+ */
+public final class StateChunks {
+  private StateChunks() {}
+
+  /**
+   * Writes every partition of {@code state} in its own task; returns the chunks' descriptors.
+   *
+   * @return one {@code key\tnumBytes\tnumKeys\tchecksum\twriter} line per chunk
+   */
+  public static String[] write(
+      Dataset<Row> state,
+      String members,
+      String clusterName,
+      String mapName,
+      long snapshotId,
+      String operator,
+      String timeZone,
+      boolean largeVarTypes,
+      int batchRows,
+      long chunkBytes,
+      int window) {
+    PartitionWriter writer =
+        new PartitionWriter(
+            state.schema(),
+            members,
+            clusterName,
+            mapName,
+            snapshotId,
+            operator,
+            timeZone,
+            largeVarTypes,
+            batchRows,
+            chunkBytes,
+            window);
+    List<String> lines =
+        state.queryExecution().toRdd().toJavaRDD().mapPartitionsWithIndex(writer, true).collect();
+    return lines.toArray(new String[0]);
+  }
+
+  /**
+   * The rows of a snapshot's state chunks: partition {@code p} of the frame reads the chunks
+   * in {@code partitions.get(p)}, so a snapshot of the current partition count comes back laid out
+   * as Spark's hash partitioner lays out its keys.
+   *
+   * @param partitions per state partition, its chunks' descriptor lines joined by newlines
+   * @param schemaJson the state's Spark schema, as {@code StructType.json()}
+   */
+  public static Dataset<Row> read(
+      SparkSession session,
+      List<String> partitions,
+      String members,
+      String clusterName,
+      String mapName,
+      long snapshotId,
+      String schemaJson,
+      int window) {
+    StructType schema = (StructType) DataType.fromJson(schemaJson);
+    JavaRDD<InternalRow> rows =
+        new JavaSparkContext(session.sparkContext())
+            .parallelize(partitions, Math.max(1, partitions.size()))
+            .mapPartitions(new PartitionReader(members, clusterName, mapName, snapshotId, window));
+    return session.internalCreateDataFrame(rows.rdd(), schema, false);
+  }
+
+  static final class PartitionReader
+      implements FlatMapFunction<Iterator<String>, InternalRow>, Serializable {
+    private final String members;
+    private final String clusterName;
+    private final String mapName;
+    private final long snapshotId;
+    private final int window;
+
+    PartitionReader(
+        String members, String clusterName, String mapName, long snapshotId, int window) {
+      this.members = members;
+      this.clusterName = clusterName;
+      this.mapName = mapName;
+      this.snapshotId = snapshotId;
+      this.window = window;
+    }
+
+    @Override
+    public Iterator<InternalRow> call(Iterator<String> partition) {
+      List<ChunkDescriptor> chunks = new ArrayList<>();
+      while (partition.hasNext()) {
+        for (String line : partition.next().split("\n")) {
+          if (!line.isEmpty()) {
+            chunks.add(ChunkDescriptor.parse(line));
+          }
+        }
+      }
+      if (chunks.isEmpty()) {
+        return Collections.emptyIterator();
+      }
+      IMap<String, byte[]> map = StoreClients.client(members, clusterName).getMap(mapName);
+      ChunkRows rows = new ChunkRows(map, mapName, snapshotId, chunks, window);
+      TaskContext.get()
+          .addTaskCompletionListener(
+              (TaskCompletionListener) context -> {
+                try {
+                  rows.close();
+                } catch (java.io.IOException error) {
+                  throw new java.io.UncheckedIOException(error);
+                }
+              });
+      return rows;
+    }
+  }
+
+  static final class PartitionWriter
+      implements Function2<Integer, Iterator<InternalRow>, Iterator<String>>, Serializable {
+    private final StructType schema;
+    private final String members;
+    private final String clusterName;
+    private final String mapName;
+    private final long snapshotId;
+    private final String operator;
+    private final String timeZone;
+    private final boolean largeVarTypes;
+    private final int batchRows;
+    private final long chunkBytes;
+    private final int window;
+
+    PartitionWriter(
+        StructType schema,
+        String members,
+        String clusterName,
+        String mapName,
+        long snapshotId,
+        String operator,
+        String timeZone,
+        boolean largeVarTypes,
+        int batchRows,
+        long chunkBytes,
+        int window) {
+      this.schema = schema;
+      this.members = members;
+      this.clusterName = clusterName;
+      this.mapName = mapName;
+      this.snapshotId = snapshotId;
+      this.operator = operator;
+      this.timeZone = timeZone;
+      this.largeVarTypes = largeVarTypes;
+      this.batchRows = batchRows;
+      this.chunkBytes = chunkBytes;
+      this.window = window;
+    }
+
+    @Override
+    public Iterator<String> call(Integer partition, Iterator<InternalRow> rows) throws Exception {
+      if (!rows.hasNext()) {
+        return Collections.emptyIterator();
+      }
+      HazelcastInstance client = StoreClients.client(members, clusterName);
+      IMap<String, byte[]> map = client.getMap(mapName);
+      String writer = System.getenv().getOrDefault("SPARK_EXECUTOR_POD_NAME", hostName());
+      List<String> lines = new ArrayList<>();
+      PutWindow puts = new PutWindow(map, window);
+      ArrowWriter arrow = ArrowWriter.create(schema, timeZone, true, largeVarTypes);
+      try (VectorSchemaRoot root = arrow.root()) {
+        int seq = 0;
+        while (rows.hasNext()) {
+          ByteArrayOutputStream out = new ByteArrayOutputStream((int) (chunkBytes + chunkBytes / 4));
+          long chunkRows = 0;
+          long batchBytes = 0;
+          try (ArrowStreamWriter stream =
+              new ArrowStreamWriter(root, null, Channels.newChannel(out))) {
+            stream.start();
+            // Batches of batchRows rows until the chunk holds chunkBytes, as
+            // chunk_io.group_into_chunks groups the batches a mapInArrow task is given.
+            while (rows.hasNext() && batchBytes < chunkBytes) {
+              int n = 0;
+              while (n < batchRows && rows.hasNext()) {
+                arrow.write(rows.next());
+                n++;
+              }
+              arrow.finish();
+              stream.writeBatch();
+              batchBytes += arrow.sizeInBytes();
+              arrow.reset();
+              chunkRows += n;
+            }
+            stream.end();
+          }
+          byte[] data = out.toByteArray();
+          String key = snapshotId + "/" + operator + "/" + partition + "/" + seq;
+          lines.add(ChunkDescriptor.of(key, data, chunkRows).line(writer));
+          puts.put(key, data);
+          seq++;
+        }
+      } catch (Throwable error) {
+        puts.abandon();
+        throw error;
+      }
+      puts.finish();
+      return lines.iterator();
+    }
+
+    private static String hostName() {
+      try {
+        return java.net.InetAddress.getLocalHost().getHostName();
+      } catch (IOException error) {
+        return "unknown";
+      }
+    }
+  }
+}

@@ -1,0 +1,205 @@
+"""Keyed state written and read by the executors' JVMs (``jvm/``) against the Python workers.
+
+Both writers must make the same snapshot: the same chunk keys, schema (with the session's time
+zone), rows and row counts, and checksums the Python side verifies, so a snapshot restores
+whichever side wrote it and whichever reads it. A chunk altered in the store fails the JVM's
+restore with the words the coordinator recognises as a corrupted snapshot, naming the chunk.
+Real Hazelcast members, real Spark (``local[2]``: the executors run in the driver's JVM).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
+
+from snapshot_protocol import ChunkWriter, SnapshotCorrupted, SnapshotRef
+from snapshot_protocol.chunks import ChunkDescriptor, verify_chunk
+from snapshotjob_contract.spark import JVM_CHUNKS_CONF
+from spark_runtime import jvm_chunks
+from spark_runtime.chunk_io import decode_batches
+from spark_runtime.state import RunningAggregate, StateContext
+from spark_runtime.state import keyed as state_module
+from tests.fixtures.in_process_driver import Runner
+
+PARTITIONS = 4
+
+
+@pytest.fixture
+def executors_write(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runner]:
+    """The runner, with every state written and read by executor tasks, never the driver."""
+    monkeypatch.setattr(state_module, "driver_snapshot_max_bytes", lambda _spark: 0)
+    monkeypatch.setattr(state_module, "DRIVER_RESTORE_MAX_CHUNKS", 0)
+    monkeypatch.setattr(state_module, "DRIVER_RESTORE_MAX_BYTES", 0)
+    yield runner
+    runner.spark.conf.unset(JVM_CHUNKS_CONF)
+
+
+def _use_jvm(runner: Runner, jvm: bool) -> None:
+    runner.spark.conf.set(JVM_CHUNKS_CONF, "true" if jvm else "false")
+    assert (jvm_chunks.state_chunks(runner.spark) is not None) == jvm, (
+        "the session has no jvm/ classes: run 'make install'"
+    )
+
+
+def _state(runner: Runner, keys: int) -> tuple[RunningAggregate, Callable[[], RunningAggregate]]:
+    """A running aggregate of string keys with a sum, a newest timestamp, a largest double, a count and
+    null values, filled with ``keys`` keys; and a factory of empty ones like it."""
+    spark = runner.spark
+    batch = spark.range(keys * 3).select(
+        F.concat(F.lit("key-"), (F.col("id") % keys).cast("string")).alias("key"),
+        F.when(F.col("id") % 7 == 0, F.lit(None)).otherwise(F.col("id")).alias("v"),
+        F.timestamp_seconds(F.col("id")).alias("at"),
+        (F.col("id") / 3).alias("ratio"),
+    )
+    aggs = {
+        "total": ("sum", "v"),
+        "last": ("max", "at"),
+        "peak": ("max", "ratio"),
+        "n": ("count", None),
+    }
+    context = StateContext(spark, PARTITIONS, runner.address)
+
+    def make() -> RunningAggregate:
+        return RunningAggregate("jvm", context, ["key"], aggs, batch.schema)
+
+    operator = make()
+    operator.update(batch)
+    return operator, make
+
+
+def _save(runner: Runner, operator: RunningAggregate, jvm: bool) -> tuple[str, list[Any]]:
+    _use_jvm(runner, jvm)
+    map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
+    writer = ChunkWriter(runner.store, map_name, 1, operator.name)
+    return map_name, list(operator.save_and_prepare(1, writer, False))
+
+
+def _restore(
+    runner: Runner,
+    make: Callable[[], RunningAggregate],
+    map_name: str,
+    chunks: list[Any],
+    jvm: bool,
+) -> DataFrame:
+    _use_jvm(runner, jvm)
+    restored = make()
+    restored.restore(SnapshotRef(map_name, 1, tuple(chunks), PARTITIONS), runner.store)
+    return restored.state
+
+
+def _tables(runner: Runner, map_name: str, chunks: list[ChunkDescriptor]) -> dict[Any, Any]:
+    """Each state chunk, verified against its descriptor, decoded, by ``(partition, seq)``."""
+    tables = {}
+    for chunk in chunks:
+        if chunk.key.partition < PARTITIONS:
+            (data,) = runner.store.read_chunks(map_name, [chunk.key])
+            verify_chunk(map_name, 1, chunk, data)
+            table = pa.Table.from_batches(decode_batches(data))
+            tables[chunk.key.partition, chunk.key.seq] = (table, chunk.num_keys)
+    return tables
+
+
+def test_the_jvm_writes_the_chunks_the_python_workers_write(executors_write: Runner) -> None:
+    runner = executors_write
+    operator, _ = _state(runner, 3000)
+    written = {}
+    for jvm in (True, False):
+        map_name, chunks = _save(runner, operator, jvm)
+        written[jvm] = _tables(runner, map_name, chunks)
+        runner.store.destroy(map_name)
+    assert written[True].keys() == written[False].keys()
+    assert len(written[True]) == PARTITIONS
+    for key, (table, keys) in written[False].items():
+        jvm_table, jvm_keys = written[True][key]
+        assert jvm_keys == keys == table.num_rows, key
+        assert jvm_table.schema.equals(table.schema, check_metadata=True), key
+        assert jvm_table.equals(table), key
+
+
+@pytest.mark.parametrize(
+    ("writer_jvm", "reader_jvm"),
+    [(True, True), (True, False), (False, True)],
+    ids=["jvm-jvm", "jvm-python", "python-jvm"],
+)
+def test_either_side_restores_what_the_other_wrote(
+    executors_write: Runner, writer_jvm: bool, reader_jvm: bool
+) -> None:
+    runner = executors_write
+    operator, make = _state(runner, 2000)
+    map_name, chunks = _save(runner, operator, writer_jvm)
+    try:
+        restored = _restore(runner, make, map_name, chunks, reader_jvm)
+        assert restored.schema == operator.state_schema
+        assert sorted(restored.collect()) == sorted(operator.state.collect())
+        # Read in place: partition p holds the keys Spark's hash partitioner puts in p.
+        placed = restored.filter(
+            F.spark_partition_id() != F.pmod(F.hash("key"), F.lit(PARTITIONS))
+        )
+        assert placed.count() == 0
+    finally:
+        runner.store.destroy(map_name)
+
+
+def test_a_state_of_many_chunks_per_partition_comes_back_whole(
+    executors_write: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Chunks of 64 KiB: each partition is several chunks and each chunk several record
+    # batches, so the reader crosses chunk and batch boundaries inside a task.
+    monkeypatch.setattr(jvm_chunks, "CHUNK_TARGET_BYTES", 64 * 1024)
+    runner = executors_write
+    runner.spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+    try:
+        operator, make = _state(runner, 40_000)
+        map_name, chunks = _save(runner, operator, jvm=True)
+    finally:
+        runner.spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    try:
+        per_partition = [sum(c.key.partition == p for c in chunks) for p in range(PARTITIONS)]
+        assert min(per_partition) >= 3, per_partition
+        assert sum(c.num_keys for c in chunks) == 40_000
+        restored = _restore(runner, make, map_name, chunks, jvm=True)
+        assert restored.exceptAll(operator.state).count() == 0
+        assert operator.state.exceptAll(restored).count() == 0
+    finally:
+        runner.store.destroy(map_name)
+
+
+def test_a_changed_chunk_fails_the_jvm_restore_as_corrupted_naming_it(
+    executors_write: Runner,
+) -> None:
+    runner = executors_write
+    operator, make = _state(runner, 2000)
+    map_name, chunks = _save(runner, operator, jvm=True)
+    try:
+        victim = next(c for c in chunks if c.key.partition == 2)
+        (data,) = runner.store.read_chunks(map_name, [victim.key])
+        changed = bytearray(data)
+        changed[len(changed) // 2] ^= 0xFF
+        runner.store.put_chunks(map_name, [(victim.key, bytes(changed))])
+        with pytest.raises(Exception) as failure:
+            _restore(runner, make, map_name, chunks, jvm=True).count()
+        corrupted = SnapshotCorrupted.find_in(str(failure.value))
+        assert corrupted is not None, str(failure.value)[:2000]
+        assert corrupted.map_name == map_name and corrupted.snapshot_id == 1
+        assert f"chunk '{victim.key}' does not match its checksum" in corrupted.problem
+    finally:
+        runner.store.destroy(map_name)
+
+
+def test_a_missing_chunk_fails_the_jvm_restore_naming_it(executors_write: Runner) -> None:
+    runner = executors_write
+    operator, make = _state(runner, 2000)
+    map_name, chunks = _save(runner, operator, jvm=True)
+    try:
+        victim = next(c for c in chunks if c.key.partition == 1)
+        runner.client.get_map(map_name).blocking().delete(str(victim.key))
+        with pytest.raises(Exception, match=f"Chunk '{victim.key}' is missing from map"):
+            _restore(runner, make, map_name, chunks, jvm=True).count()
+    finally:
+        runner.store.destroy(map_name)
