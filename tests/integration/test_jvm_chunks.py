@@ -48,8 +48,8 @@ def _use_jvm(runner: Runner, jvm: bool) -> None:
 
 
 def _state(runner: Runner, keys: int) -> tuple[RunningAggregate, Callable[[], RunningAggregate]]:
-    """A running aggregate of string keys with a sum, a newest timestamp, a largest double, a count and
-    null values, filled with ``keys`` keys; and a factory of empty ones like it."""
+    """A running aggregate of string keys with a sum, a newest timestamp, a largest double, a
+    count and null values, filled with ``keys`` keys; and a factory of empty ones like it."""
     spark = runner.spark
     batch = spark.range(keys * 3).select(
         F.concat(F.lit("key-"), (F.col("id") % keys).cast("string")).alias("key"),
@@ -138,9 +138,7 @@ def test_either_side_restores_what_the_other_wrote(
         assert restored.schema == operator.state_schema
         assert sorted(restored.collect()) == sorted(operator.state.collect())
         # Read in place: partition p holds the keys Spark's hash partitioner puts in p.
-        placed = restored.filter(
-            F.spark_partition_id() != F.pmod(F.hash("key"), F.lit(PARTITIONS))
-        )
+        placed = restored.filter(F.spark_partition_id() != F.pmod(F.hash("key"), F.lit(PARTITIONS)))
         assert placed.count() == 0
     finally:
         runner.store.destroy(map_name)
