@@ -193,10 +193,14 @@ public final class StateChunks {
       List<String> lines = new ArrayList<>();
       PutWindow puts = new PutWindow(map, window);
       ArrowWriter arrow = ArrowWriter.create(schema, timeZone, true, largeVarTypes);
+      // One buffer for every chunk of the task: a chunk's bytes are copied out of it for the
+      // put, so only the puts in flight hold chunks (the members' bandwidth and the JVM's
+      // garbage collector are what a snapshot waits for).
+      ByteArrayOutputStream out = new ByteArrayOutputStream((int) (chunkBytes + chunkBytes / 4));
       try (VectorSchemaRoot root = arrow.root()) {
         int seq = 0;
         while (rows.hasNext()) {
-          ByteArrayOutputStream out = new ByteArrayOutputStream((int) (chunkBytes + chunkBytes / 4));
+          out.reset();
           long chunkRows = 0;
           long batchBytes = 0;
           try (ArrowStreamWriter stream =
