@@ -191,14 +191,17 @@ class KeyedState(ABC):
         size = stored_bytes(self._state) if limit > 0 else None
         if size is not None and size <= limit:
             descriptors = self._save_on_driver(writer)
-            writers = f"driver:{len(descriptors)}"
+            writers, path = f"driver:{len(descriptors)}", "driver"
         else:
-            descriptors, writers = self._save_on_executors(snapshot_id, writer)
+            jvm = state_chunks(spark)
+            descriptors, writers = self._save_on_executors(snapshot_id, writer, jvm)
+            path = "python" if jvm is None else "jvm"
         _log.info(
-            "Snapshot chunks written snapshot_id=%d operator=%s writers=%s storedBytes=%s",
+            "Snapshot chunks written snapshot_id=%d operator=%s writers=%s path=%s storedBytes=%s",
             snapshot_id,
             self._name,
             writers,
+            path,
             "unknown" if size is None else size,
         )
         meta = json.dumps(self.driver_values()).encode()
@@ -225,16 +228,15 @@ class KeyedState(ABC):
         return writer.write_many(list(partition_chunks(batches, _PARTITION_COLUMN)))
 
     def _save_on_executors(
-        self, snapshot_id: int, writer: ChunkWriter
+        self, snapshot_id: int, writer: ChunkWriter, jvm: Any | None
     ) -> tuple[list[ChunkDescriptor], str]:
         """Writes partition ``p`` from Spark task ``p``; returns the chunks and who wrote them.
 
-        In the executors' JVMs when the session has the classes (:mod:`spark_runtime.jvm_chunks`),
-        else in Python workers; the chunks are the same.
+        In the executors' JVMs through ``jvm`` (:func:`~spark_runtime.jvm_chunks.state_chunks`)
+        if given, else in Python workers; the chunks are the same.
         """
         address = self._context.store
         map_name, operator = writer.map_name, writer.operator
-        jvm = state_chunks(self._context.spark)
         if jvm is not None:
             written = write_state(
                 jvm, self._context.spark, self.state, address, map_name, snapshot_id, operator
@@ -283,13 +285,15 @@ class KeyedState(ABC):
         state = sorted(
             (c for c in snapshot.chunks if c.key.partition < taken_with), key=lambda c: c.key
         )
-        restored = None
+        restored, path = None, "driver"
         if len(state) <= DRIVER_RESTORE_MAX_CHUNKS:
             values = [snapshot.read(reader, chunk.key) for chunk in state]
             if sum(len(value) for value in values) <= DRIVER_RESTORE_MAX_BYTES:
                 restored = self._partitioned(self._read_on_driver(values))
         if restored is None:
-            restored = self._read_on_executors(snapshot, state, taken_with)
+            jvm = state_chunks(self._context.spark)
+            path = "python" if jvm is None else "jvm"
+            restored = self._read_on_executors(snapshot, state, taken_with, jvm)
             # Read in place, a snapshot of the current partition count is already partitioned
             # by key: a shuffle would only copy a large state once more. One taken with
             # another count is re-partitioned by key.
@@ -298,12 +302,13 @@ class KeyedState(ABC):
         self._replace_state(checkpoint(restored))
         _log.info(
             "Restored state operator=%s snapshotId=%d chunks=%d partitions=%d "
-            "snapshotPartitions=%d",
+            "snapshotPartitions=%d path=%s",
             self._name,
             snapshot.snapshot_id,
             len(snapshot.chunks),
             self._context.partitions,
             taken_with,
+            path,
         )
 
     def _read_on_driver(self, chunks: Sequence[bytes]) -> DataFrame:
@@ -316,7 +321,11 @@ class KeyedState(ABC):
         return table.select(*[F.col(f.name).cast(f.dataType) for f in self.state_schema.fields])
 
     def _read_on_executors(
-        self, snapshot: SnapshotRef, chunks: Sequence[ChunkDescriptor], taken_with: int
+        self,
+        snapshot: SnapshotRef,
+        chunks: Sequence[ChunkDescriptor],
+        taken_with: int,
+        jvm: Any | None,
     ) -> DataFrame:
         """Reads state partition ``p`` of the snapshot in Spark task ``p``, from its chunks.
 
@@ -330,10 +339,11 @@ class KeyedState(ABC):
             snapshot: The snapshot.
             chunks: Its state chunks (not the driver's).
             taken_with: The number of state partitions it was taken with.
+            jvm: :func:`~spark_runtime.jvm_chunks.state_chunks`: the tasks read in the
+                executors' JVMs through it, or in Python workers if None.
         """
         address = self._context.store
         map_name, snapshot_id = snapshot.map_name, snapshot.snapshot_id
-        jvm = state_chunks(self._context.spark)
         if jvm is not None:
             partitions: list[list[ChunkDescriptor]] = [[] for _ in range(taken_with)]
             for chunk in chunks:

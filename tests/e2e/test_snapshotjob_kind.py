@@ -90,11 +90,15 @@ def test_job_runs_to_completion_with_exact_output(release: Release) -> None:
         assert context.get("runAsNonRoot") or all(
             (c.get("securityContext") or {}).get("runAsNonRoot") for c in containers
         ), executor["spec"]
-    # The executors wrote the keyed state's chunks, not the driver.
-    writers = _chunk_writers(release.kubectl("logs", pod["metadata"]["name"], "-c", "driver"))
+    # The executors wrote the keyed state's chunks, not the driver, in their JVMs (jvm/, which
+    # the image ships and the executors load from the driver), not in Python workers.
+    log = release.kubectl("logs", pod["metadata"]["name"], "-c", "driver")
+    writers = _chunk_writers(log)
     executor_ips = {p["status"]["podIP"] for p in executors}
     executor_names = {p["metadata"]["name"] for p in executors}
     assert writers and set(writers) <= executor_ips | executor_names, (writers, executors)
+    paths = set(re.findall(r"Snapshot chunks written .* path=(\w+)", log))
+    assert paths == {"jvm"}, paths
     # Spark removes its executors when the application ends.
     wait_for(release, f"job={job} executors gone", lambda: not release.executor_pods(job), 120)
 

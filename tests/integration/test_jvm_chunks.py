@@ -105,12 +105,18 @@ def _tables(runner: Runner, map_name: str, chunks: list[ChunkDescriptor]) -> dic
     return tables
 
 
-def test_the_jvm_writes_the_chunks_the_python_workers_write(executors_write: Runner) -> None:
+def test_the_jvm_writes_the_chunks_the_python_workers_write(
+    executors_write: Runner, caplog: pytest.LogCaptureFixture
+) -> None:
     runner = executors_write
     operator, _ = _state(runner, 3000)
     written = {}
     for jvm in (True, False):
-        map_name, chunks = _save(runner, operator, jvm)
+        caplog.clear()
+        with caplog.at_level("INFO", logger=state_module.__name__):
+            map_name, chunks = _save(runner, operator, jvm)
+        (line,) = [r.getMessage() for r in caplog.records if "chunks written" in r.getMessage()]
+        assert f" path={'jvm' if jvm else 'python'} " in line, line
         written[jvm] = _tables(runner, map_name, chunks)
         runner.store.destroy(map_name)
     assert written[True].keys() == written[False].keys()
