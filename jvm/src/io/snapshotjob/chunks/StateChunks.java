@@ -10,24 +10,25 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Iterator;
 import java.util.List;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ArrowStreamWriter;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.FlatMapFunction;
-import org.apache.spark.sql.classic.SparkSession;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.util.TaskCompletionListener;
-import org.apache.arrow.vector.VectorSchemaRoot;
-import org.apache.arrow.vector.ipc.ArrowStreamWriter;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.arrow.ArrowWriter;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.TaskCompletionListener;
 
 /**
- * Writes a state's partitions as chunks from the executors' JVMs, without a Python worker.
+ * Writes a state's partitions as chunks, and reads them back, in the executors' JVMs, without a
+ * Python worker (called from spark_runtime/jvm_chunks.py through py4j).
  *
  * <p>The chunks are those spark_runtime/chunk_io.py writes: Arrow IPC streams of the rows with
  * the schema Spark gives a mapInArrow task, under the keys
