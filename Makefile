@@ -16,7 +16,7 @@ PACKAGES := snapshotjob_contract snapshot_protocol snapshot_store operator/snaps
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-install: ## Set up everything on a fresh machine (idempotent): venv, Java 17, Hazelcast jar, PostgreSQL
+install: ## Set up everything on a fresh machine (idempotent): venv, Java 17, Hazelcast jar, jvm/ built, PostgreSQL
 	@bash hack/install.sh
 
 demo: install ## The operator on a local kind cluster: snapshots, a lost driver, suspend/resume, exact result
