@@ -45,8 +45,9 @@ def state_chunks(spark: SparkSession) -> Any | None:
     """
     if str(spark.conf.get(JVM_CHUNKS_CONF, "true")).strip().lower() == "false":
         return None
-    jvm: Any = spark.sparkContext._jvm
-    found = jvm.io.snapshotjob.chunks.StateChunks
+    found: Any = spark.sparkContext._jvm
+    for name in STATE_CHUNKS_CLASS.split("."):
+        found = getattr(found, name)
     if isinstance(found, JavaClass):
         return found
     if id(spark) not in _missing_logged:
