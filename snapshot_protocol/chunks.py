@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -34,13 +34,26 @@ from snapshot_protocol.errors import SnapshotCorrupted, SnapshotIncompatible
 if TYPE_CHECKING:
     from snapshot_protocol.ports import ChunkReader, SnapshotStore
 
-SNAPSHOT_FORMAT_VERSION = 2
-"""Version of the chunk key and validation record layout written by this code.
+SNAPSHOT_FORMAT_VERSION = 3
+"""The newest chunk key and validation record layout this code writes and reads.
 
 1: one validation record per map under ``validation-record``, no checksums. 2: the validation
 record under ``<snapshotId>/validation-record``, with a checksum of every chunk and the
-pipeline's state layout.
+pipeline's state layout. 3: as 2, and a record may list chains: chunks inherited from earlier
+snapshots and deltas (docs/protocol.md, "Incremental snapshots").
 """
+
+STANDALONE_FORMAT_VERSION = 2
+"""The format of a record that lists no chain: only its own chunks, none of them a delta.
+
+Such a record is written in format 2, which releases from before chains read too, so a job
+that takes no incremental snapshot can still be restored by them."""
+
+READABLE_FORMAT_VERSIONS = (STANDALONE_FORMAT_VERSION, SNAPSHOT_FORMAT_VERSION)
+"""The formats this code restores."""
+
+DELTA_MARK = "delta"
+"""The fifth element of a delta chunk's entry in a validation record."""
 
 CHECKSUM_ALGORITHM = "xxh3-64"
 """The chunk checksum: xxh3's 64-bit hash, hex; fast enough to be free next to the network."""
@@ -121,27 +134,44 @@ class ChunkDescriptor:
         num_bytes: Size of the chunk's value.
         num_keys: State entries in the chunk (for the snapshot statistics).
         checksum: The value's :func:`checksum`, verified by every read of the chunk.
+        delta: Whether the chunk is part of a delta (the keys of its partition updated since
+            the snapshot before, and tombstones) rather than of a full version of it.
     """
 
     key: ChunkKey
     num_bytes: int
     num_keys: int
     checksum: str
+    delta: bool = False
 
     @classmethod
-    def of(cls, key: ChunkKey, data: bytes | bytearray, num_keys: int) -> ChunkDescriptor:
+    def of(
+        cls, key: ChunkKey, data: bytes | bytearray, num_keys: int, delta: bool = False
+    ) -> ChunkDescriptor:
         """Describes the chunk ``data`` written under ``key``."""
-        return cls(key, len(data), num_keys, checksum(data))
+        return cls(key, len(data), num_keys, checksum(data), delta)
 
     def to_list(self) -> list[Any]:
-        """Returns the compact JSON form used in the validation record."""
-        return [str(self.key), self.num_bytes, self.num_keys, self.checksum]
+        """Returns the compact JSON form used in the validation record.
+
+        A delta's entry has a fifth element, :data:`DELTA_MARK`; a full version's has four,
+        as in format 2.
+        """
+        entry: list[Any] = [str(self.key), self.num_bytes, self.num_keys, self.checksum]
+        return [*entry, DELTA_MARK] if self.delta else entry
 
     @classmethod
     def from_list(cls, data: Sequence[Any]) -> ChunkDescriptor:
         """Reads the form written by :meth:`to_list`."""
-        key, num_bytes, num_keys, digest = data
-        return cls(ChunkKey.parse(str(key)), int(num_bytes), int(num_keys), str(digest))
+        if len(data) == 5:
+            key, num_bytes, num_keys, digest, mark = data
+            if mark != DELTA_MARK:
+                raise ValueError(f"chunk entry's fifth element is {mark!r}, not {DELTA_MARK!r}")
+        else:
+            key, num_bytes, num_keys, digest = data
+        return cls(
+            ChunkKey.parse(str(key)), int(num_bytes), int(num_keys), str(digest), len(data) == 5
+        )
 
 
 @dataclass(frozen=True)
@@ -197,7 +227,10 @@ class ValidationRecord:
         creation_time: When the snapshot started, epoch milliseconds.
         job_uid: The job that wrote the snapshot.
         shape: The pipeline that wrote it.
-        format_version: The layout version, ``SNAPSHOT_FORMAT_VERSION`` when written here.
+
+    A record may list chunks of earlier snapshots (their keys carry their ids) and deltas:
+    its chains (:func:`chain_problem`). Its totals count only the chunks it wrote itself,
+    which is what the snapshot cost; a restore reads :attr:`chunks`, all of them.
     """
 
     snapshot_id: int
@@ -207,7 +240,17 @@ class ValidationRecord:
     creation_time: int
     job_uid: str
     shape: PipelineShape = field(default_factory=PipelineShape)
-    format_version: int = SNAPSHOT_FORMAT_VERSION
+
+    @property
+    def has_chains(self) -> bool:
+        """Whether the record lists an inherited chunk or a delta (format 3)."""
+        return any(c.delta or c.key.snapshot_id != self.snapshot_id for c in self.chunks)
+
+    @property
+    def format_version(self) -> int:
+        """The format the record is written in: 3 with chains, else 2, which older releases
+        read too (:data:`STANDALONE_FORMAT_VERSION`)."""
+        return SNAPSHOT_FORMAT_VERSION if self.has_chains else STANDALONE_FORMAT_VERSION
 
     @property
     def chunk_keys(self) -> tuple[ChunkKey, ...]:
@@ -245,11 +288,12 @@ class ValidationRecord:
             ValueError: If the record is malformed or its chunk count does not match.
         """
         version = int(data.get("formatVersion", 1))
-        if version != SNAPSHOT_FORMAT_VERSION:
+        if version not in READABLE_FORMAT_VERSIONS:
+            readable = " and ".join(str(v) for v in READABLE_FORMAT_VERSIONS)
             raise UnreadableFormat(
                 int(data.get("snapshotId", -1)),
-                f"it was written in snapshot format {version} and this runtime reads format "
-                f"{SNAPSHOT_FORMAT_VERSION}",
+                f"it was written in snapshot format {version} and this runtime reads formats "
+                f"{readable}",
             )
         if data.get("checksumAlgorithm") != CHECKSUM_ALGORITHM:
             raise UnreadableFormat(
@@ -268,11 +312,16 @@ class ValidationRecord:
                 {str(k): str(v) for k, v in dict(data["participants"]).items()},
                 int(data["statePartitions"]),
             ),
-            format_version=version,
         )
         if record.num_chunks != int(data["numChunks"]):
             raise ValueError(
                 f"validation record lists {record.num_chunks} chunks but says {data['numChunks']}"
+            )
+        if record.format_version != version:
+            raise ValueError(
+                f"validation record says format {version} but lists "
+                f"{'chains' if record.has_chains else 'no chain'} (format "
+                f"{record.format_version})"
             )
         return record
 
@@ -363,20 +412,43 @@ class ChunkWriter:
     object into Spark tasks; they use :attr:`map_name`, :attr:`snapshot_id` and
     :attr:`operator` to build keys and put chunks from the executors, and return the
     descriptors of what they wrote.
+
+    A participant may build an incremental snapshot on :attr:`previous`: report some of its
+    chunks again (inherit them) and write deltas for the partitions that changed
+    (docs/protocol.md, "Incremental snapshots").
+
+    Attributes:
+        map_name: The map the snapshot writes to.
+        snapshot_id: The snapshot's id, the first part of every key written.
+        operator: The participant's name, the second part.
+        previous: The participant's chunks in the restore point, if this snapshot may
+            inherit them: it is an automatic or terminal snapshot of a job with incremental
+            snapshots, written to the map that holds the restore point. None if it must
+            stand alone.
     """
 
-    def __init__(self, store: SnapshotStore, map_name: str, snapshot_id: int, operator: str):
+    def __init__(
+        self,
+        store: SnapshotStore,
+        map_name: str,
+        snapshot_id: int,
+        operator: str,
+        previous: SnapshotRef | None = None,
+    ):
         self._store = store
         self.map_name = map_name
         self.snapshot_id = snapshot_id
         self.operator = operator
+        self.previous = previous
 
     def key(self, partition: int, seq: int = 0) -> ChunkKey:
         """Returns the key of this participant's chunk ``seq`` of ``partition``."""
         return ChunkKey(self.snapshot_id, self.operator, partition, seq)
 
-    def write(self, partition: int, seq: int, data: bytes, num_keys: int) -> ChunkDescriptor:
-        """Puts one chunk with a single-key put.
+    def write(
+        self, partition: int, seq: int, data: bytes, num_keys: int, delta: bool = False
+    ) -> ChunkDescriptor:
+        """Puts one chunk with a single-key put; ``delta`` if it is part of a delta.
 
         Raises:
             IndeterminateChunkWrite: If the put may not have reached all backups.
@@ -384,7 +456,7 @@ class ChunkWriter:
         """
         key = self.key(partition, seq)
         self._store.put_chunk(self.map_name, key, data)
-        return ChunkDescriptor.of(key, data, num_keys)
+        return ChunkDescriptor.of(key, data, num_keys, delta)
 
     def write_many(self, chunks: Sequence[tuple[int, int, bytes, int]]) -> list[ChunkDescriptor]:
         """Puts chunks given as ``(partition, seq, data, num_keys)``, in parallel where the
@@ -445,13 +517,9 @@ def validate_snapshot(store: SnapshotStore, map_name: str, snapshot_id: int) -> 
             snapshot_id,
             f"the validation record under its key belongs to snapshot {record.snapshot_id}",
         )
-    foreign = [key for key in record.chunk_keys if key.snapshot_id != snapshot_id]
-    if foreign:
-        raise SnapshotCorrupted(
-            map_name,
-            snapshot_id,
-            f"its validation record lists chunk '{foreign[0]}' of another snapshot",
-        )
+    problem = chain_problem(record)
+    if problem is not None:
+        raise SnapshotCorrupted(map_name, snapshot_id, f"its validation record {problem}")
     missing = sorted(store.missing_chunks(map_name, record.chunk_keys))
     if missing:
         examples = ", ".join(f"'{key}'" for key in missing[:_MISSING_EXAMPLES])
@@ -463,6 +531,59 @@ def validate_snapshot(store: SnapshotStore, map_name: str, snapshot_id: int) -> 
             members_lost=True,
         )
     return record
+
+
+def discarded_keys(
+    keys: Iterable[str], through_snapshot_id: int, keep: Iterable[ValidationRecord] = ()
+) -> list[str]:
+    """The keys of a map a discard removes, in order: those of snapshots up to the bound,
+    except the validation record of every snapshot in ``keep`` and every chunk it lists.
+
+    ``keep`` is what makes a discard safe in a map whose snapshots share chunks: the restore
+    point's chains reach back to chunks of older ids (docs/protocol.md, "Where the chunks
+    live and what may be discarded"). Keys without a snapshot id stay.
+    """
+    kept = {validation_record_key(record.snapshot_id) for record in keep}
+    kept.update(str(key) for record in keep for key in record.chunk_keys)
+    return sorted(
+        key
+        for key in keys
+        if (snapshot_id := snapshot_id_of_key(key)) is not None
+        and snapshot_id <= through_snapshot_id
+        and key not in kept
+    )
+
+
+def chain_problem(record: ValidationRecord) -> str | None:
+    """Says what is wrong with the chains a record lists, or None if nothing is.
+
+    Every chunk of one operator's partition belongs to a chain: the chunks of one full
+    version, written by the record's snapshot or an earlier one, then those of the deltas of
+    later snapshots up to the record's own, each version all full or all delta. A record
+    without chains (format 2) lists only its own, full chunks, which is a chain of one.
+    Anything else would make a restore apply a delta to the wrong base.
+    """
+    versions: dict[tuple[str, int], dict[int, set[bool]]] = {}
+    for chunk in record.chunks:
+        key = chunk.key
+        if key.snapshot_id > record.snapshot_id:
+            return f"lists chunk '{key}' of a later snapshot"
+        of_partition = versions.setdefault((key.operator, key.partition), {})
+        of_partition.setdefault(key.snapshot_id, set()).add(chunk.delta)
+    for (operator, partition), by_id in sorted(versions.items()):
+        ids = sorted(by_id)
+        where = f"operator '{operator}' partition {partition}"
+        mixed = [i for i in ids if len(by_id[i]) > 1]
+        if mixed:
+            return f"lists full and delta chunks of snapshot {mixed[0]} for {where}"
+        if by_id[ids[0]] == {True}:
+            return f"lists a chain that starts with a delta (snapshot {ids[0]}) for {where}"
+        fulls = [i for i in ids[1:] if by_id[i] == {False}]
+        if fulls:
+            return (
+                f"lists full versions of snapshots {ids[0]} and {fulls[0]} in one chain for {where}"
+            )
+    return None
 
 
 def verify_chunk(
@@ -511,20 +632,29 @@ def chunks_of(record: ValidationRecord, operator: str) -> tuple[ChunkDescriptor,
 
 
 def check_descriptors(
-    descriptors: Sequence[ChunkDescriptor], snapshot_id: int, operator: str
+    descriptors: Sequence[ChunkDescriptor],
+    snapshot_id: int,
+    operator: str,
+    inheritable: Sequence[ChunkDescriptor] = (),
 ) -> None:
     """Checks that a participant reported only chunks of its own, in this snapshot.
 
     A chunk under another id or operator would make the validation record list data that a
-    restore hands to the wrong participant, so it fails the snapshot instead.
+    restore hands to the wrong participant, so it fails the snapshot instead. A chunk of an
+    earlier snapshot is the participant's own only if it inherits it: it is one of
+    ``inheritable`` (the participant's chunks in the restore point the snapshot builds on,
+    :attr:`ChunkWriter.previous`), described exactly as there.
 
     Raises:
         ValueError: If a descriptor is foreign or repeated.
     """
     seen: set[ChunkKey] = set()
+    inherited = {chunk.key: chunk for chunk in inheritable}
     for descriptor in descriptors:
         key = descriptor.key
-        if key.snapshot_id != snapshot_id or key.operator != operator:
+        if key.operator != operator or not (
+            key.snapshot_id == snapshot_id or inherited.get(key) == descriptor
+        ):
             raise ValueError(f"participant '{operator}' reported foreign chunk '{key}'")
         if key in seen:
             raise ValueError(f"participant '{operator}' reported chunk '{key}' twice")

@@ -123,6 +123,9 @@ class SnapshotCoordinator:
         self._last_outcome: SnapshotOutcome | None = None
         self._next_snapshot_at = 0
         self._store_lost_since: int | None = None
+        # The restore point's validation record and map, as this execution knows them: the
+        # snapshots an incremental snapshot may build on, and what its discards keep.
+        self._restore_point: tuple[str, ValidationRecord] | None = None
 
     @property
     def state(self) -> CoordinatorState:
@@ -174,6 +177,7 @@ class SnapshotCoordinator:
         self._pending = None
         self._terminating = None
         self._in_flight = None
+        self._restore_point = None
         try:
             with self._step(RESTORE, 1):
                 # A coordinator that restores again keeps its in-memory record, which may be
@@ -229,6 +233,7 @@ class SnapshotCoordinator:
                     # Before any state is loaded: a pipeline that cannot restore the snapshot
                     # fails here, naming both sides, not halfway through step 5.
                     check_compatible(map_name, validation, self._shape)
+                    self._restore_point = (map_name, validation)
         except SnapshotUnusable as unusable:
             self._fail_restore(unusable)
             raise
@@ -558,6 +563,11 @@ class SnapshotCoordinator:
             self._record = record
         snapshot_id = record.ongoing_snapshot_id
         map_name = record.ongoing_snapshot_map_name(self._config.job, export_name)
+        # A snapshot builds on the restore point only where it lies: in the chain map of a
+        # job with incremental snapshots. Exports always stand alone.
+        base = self._kept_in(map_name)
+        if kind.is_exported or kind.is_export_only or not self._config.job.incremental:
+            base = None
 
         try:
             with self._step(TAKE, 2):
@@ -565,8 +575,9 @@ class SnapshotCoordinator:
                 # (docs/protocol.md, mechanism M5), so no id ever writes data twice.
                 self._records.write_safe(record)
             with self._step(TAKE, 3):
-                # Older snapshots' entries only: a newer execution's all have higher ids.
-                self._snapshots.discard(map_name, snapshot_id - 1)
+                # Older snapshots' entries only: a newer execution's all have higher ids. In a
+                # chain map the restore point's chains stay, being older.
+                self._snapshots.discard(map_name, snapshot_id - 1, self._kept(map_name))
         except ZombieExecution:
             self._transition(_S.FENCED)
             raise
@@ -592,33 +603,50 @@ class SnapshotCoordinator:
         failure: str | None = None
         try:
             with self._step(TAKE, 4):
+                if base is not None:
+                    base = self._intact(map_name, base, snapshot_id)
                 for participant in self._participants:
-                    writer = ChunkWriter(self._snapshots, map_name, snapshot_id, participant.name)
+                    previous = None
+                    if base is not None:
+                        previous = SnapshotRef(
+                            map_name,
+                            base.snapshot_id,
+                            chunks_of(base, participant.name),
+                            base.shape.state_partitions,
+                        )
+                    writer = ChunkWriter(
+                        self._snapshots, map_name, snapshot_id, participant.name, previous
+                    )
                     written = list(
                         participant.save_and_prepare(snapshot_id, writer, kind.is_export_only)
                     )
-                    check_descriptors(written, snapshot_id, participant.name)
+                    check_descriptors(
+                        written,
+                        snapshot_id,
+                        participant.name,
+                        previous.chunks if previous is not None else (),
+                    )
                     descriptors.extend(written)
         except Exception as error:
             failure = f"1st phase failed: {error}"
 
-        num_bytes = sum(descriptor.num_bytes for descriptor in descriptors)
-        num_keys = sum(descriptor.num_keys for descriptor in descriptors)
+        # The cost of this snapshot: the chunks it wrote, not those it inherited.
+        own = [d for d in descriptors if d.key.snapshot_id == snapshot_id]
+        num_bytes = sum(descriptor.num_bytes for descriptor in own)
+        num_keys = sum(descriptor.num_keys for descriptor in own)
+        validation = ValidationRecord(
+            snapshot_id=snapshot_id,
+            chunks=tuple(descriptors),
+            num_bytes=num_bytes,
+            num_keys=num_keys,
+            creation_time=started_at,
+            job_uid=self._config.job.uid,
+            shape=self._shape,
+        )
         try:
             with self._step(TAKE, 5):
                 if failure is None:
-                    self._snapshots.put_validation_record(
-                        map_name,
-                        ValidationRecord(
-                            snapshot_id=snapshot_id,
-                            chunks=tuple(descriptors),
-                            num_bytes=num_bytes,
-                            num_keys=num_keys,
-                            creation_time=started_at,
-                            job_uid=self._config.job.uid,
-                            shape=self._shape,
-                        ),
-                    )
+                    self._snapshots.put_validation_record(map_name, validation)
         except SnapshotStoreError as error:
             failure = failure or f"writing the validation record failed: {error}"
 
@@ -630,12 +658,15 @@ class SnapshotCoordinator:
                 export_name=export_name,
                 num_bytes=num_bytes,
                 num_keys=num_keys,
-                num_chunks=len(descriptors),
+                num_chunks=len(own),
                 failure=failure,
                 now=now,
                 backup_count=self._config.job.backup_count,
+                incremental=self._config.job.incremental,
             ).stamped(now)
             self._record = record
+            if successful and not kind.is_export_only:
+                self._restore_point = (map_name, validation)
         outcome = SnapshotOutcome(
             snapshot_id, kind, map_name, export_name, successful, failure, num_bytes
         )
@@ -698,14 +729,17 @@ class SnapshotCoordinator:
         replaced meanwhile cannot remove what a newer one wrote (docs/protocol.md, taking step
         8 and mechanism M8).
         """
+        job = self._config.job
         if not outcome.successful:
-            # 8b: the failed snapshot's own entries, and older strays.
+            # 8b: the failed snapshot's own entries, and older strays; in a chain map not the
+            # restore point's chains.
             map_name: str | None = outcome.map_name
             through = outcome.snapshot_id
         elif outcome.kind in (SnapshotKind.AUTOMATIC, SnapshotKind.TERMINAL):
-            # 8a: the new ongoing map holds the previous snapshot, no longer the restore point.
+            # 8a: the new ongoing map holds the previous snapshot, no longer the restore point;
+            # a chain map holds the new restore point too, whose chains stay.
             map_name = snapshot_map_name(
-                self._config.job.uid, record.ongoing_data_map_index, self._config.job.backup_count
+                job.uid, record.ongoing_data_map_index(job.incremental), job.backup_count
             )
             through = outcome.snapshot_id - 1
         else:
@@ -713,9 +747,42 @@ class SnapshotCoordinator:
         if map_name is None:
             return
         try:
-            self._snapshots.discard(map_name, through)
+            self._snapshots.discard(map_name, through, self._kept(map_name))
         except SnapshotStoreError as error:
             _log.warning("Could not discard old snapshots map=%s error=%s", map_name, error)
+
+    def _intact(
+        self, map_name: str, base: ValidationRecord, snapshot_id: int
+    ) -> ValidationRecord | None:
+        """Returns ``base`` if every chunk it lists is still in the map, else None.
+
+        A snapshot that inherited a lost chunk would be as unrestorable as its base; written
+        in full instead, it is a good restore point again (docs/protocol.md, "Incremental
+        snapshots").
+        """
+        missing = self._snapshots.missing_chunks(map_name, base.chunk_keys)
+        if not missing:
+            return base
+        _log.warning(
+            "Restore point lost chunks, snapshot written in full snapshotId=%d base=%d "
+            "missing=%d example=%s",
+            snapshot_id,
+            base.snapshot_id,
+            len(missing),
+            sorted(missing)[0],
+        )
+        return None
+
+    def _kept_in(self, map_name: str) -> ValidationRecord | None:
+        """The restore point's validation record if it lies in ``map_name``, else None."""
+        if self._restore_point is None or self._restore_point[0] != map_name:
+            return None
+        return self._restore_point[1]
+
+    def _kept(self, map_name: str) -> tuple[ValidationRecord, ...]:
+        """What a discard of ``map_name`` keeps: the restore point, if it lies there."""
+        kept = self._kept_in(map_name)
+        return () if kept is None else (kept,)
 
     def _serve_termination(self) -> None:
         request = self._pending

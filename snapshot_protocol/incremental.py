@@ -12,7 +12,12 @@ part of it that decides, with no I/O, so the runtime and the model
   bound and listed by no live chain), the rule that keeps the restore point whole against
   zombies (docs/protocol.md, "Where the chunks live and what may be discarded").
 
-The runtime does not take incremental snapshots yet: this is the plan it will follow.
+* :func:`chains_of`: a participant's chains, read back from the chunks a validation record
+  lists for it (:attr:`~snapshot_protocol.chunks.ChunkWriter.previous`).
+
+The protocol carries chains (format 3 records, the chain map, discards that keep the restore
+point); the test fakes' keyed state takes incremental snapshots by this plan; the Spark
+runtime's keyed state does not yet.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from snapshot_protocol.chunks import ChunkKey
+from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey
 
 
 class Write(enum.Enum):
@@ -116,6 +121,34 @@ class ChainPolicy:
     def early_budget(self, partitions: int) -> int:
         """How many chains a snapshot cuts early, so the full rewrites spread evenly."""
         return math.ceil(partitions / (1 + self.max_deltas))
+
+
+def chains_of(chunks: Iterable[ChunkDescriptor]) -> dict[int, Chain]:
+    """Reads one participant's chains from its chunks in a validation record, by partition.
+
+    Raises:
+        ValueError: If the chunks do not form chains (a record that passed
+            :func:`~snapshot_protocol.chunks.validate_snapshot` always does).
+    """
+    by_version: dict[int, dict[int, list[ChunkDescriptor]]] = {}
+    for chunk in chunks:
+        by_version.setdefault(chunk.key.partition, {}).setdefault(chunk.key.snapshot_id, []).append(
+            chunk
+        )
+    chains: dict[int, Chain] = {}
+    for partition, versions in by_version.items():
+        chains[partition] = Chain(
+            tuple(
+                Version(
+                    snapshot_id,
+                    not listed[0].delta,
+                    tuple(sorted(chunk.key for chunk in listed)),
+                    sum(chunk.num_bytes for chunk in listed),
+                )
+                for snapshot_id, listed in sorted(versions.items())
+            )
+        )
+    return chains
 
 
 def plan_snapshot(

@@ -100,13 +100,18 @@ class StoreMembership(Protocol):
 class SnapshotStore(ChunkReader, Protocol):
     """The snapshot data maps (Hazelcast IMaps that fail on indeterminate operation state)."""
 
-    def discard(self, map_name: str, through_snapshot_id: int) -> None:
-        """Removes the entries of snapshots ``<= through_snapshot_id`` from a map.
+    def discard(
+        self, map_name: str, through_snapshot_id: int, keep: Sequence[ValidationRecord] = ()
+    ) -> None:
+        """Removes the entries of snapshots ``<= through_snapshot_id`` from a map, except
+        the snapshots in ``keep``: their validation records and every chunk they list
+        (:func:`~snapshot_protocol.chunks.discarded_keys`).
 
         Never a whole-map clear: an execution replaced by a newer one may still get here, and
-        everything the newer execution writes or restores has a higher snapshot id
-        (docs/protocol.md, mechanism M8). Not fail-on-indeterminate: entries may remain or
-        reappear as strays, which no restore reads.
+        everything the newer execution writes or restores has a higher snapshot id or is
+        listed by the restore point the replaced one keeps (docs/protocol.md, mechanism M8).
+        Not fail-on-indeterminate: entries may remain or reappear as strays, which no restore
+        reads.
 
         Raises:
             SnapshotStoreError: If the removal failed.

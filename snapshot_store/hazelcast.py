@@ -31,8 +31,8 @@ from snapshot_protocol.chunks import (
     LEGACY_VALIDATION_RECORD_KEY,
     ChunkKey,
     ValidationRecord,
+    discarded_keys,
     parse_validation_record,
-    snapshot_id_of_key,
     validate_snapshot,
     validation_record_id,
     validation_record_key,
@@ -178,20 +178,18 @@ class HazelcastSnapshotStore:
         with _translated(map_name, "clear"):
             self._map(map_name).clear().result()
 
-    def discard(self, map_name: str, through_snapshot_id: int) -> None:
-        """Remove the entries of snapshots ``<= through_snapshot_id``, with single-key deletes.
+    def discard(
+        self, map_name: str, through_snapshot_id: int, keep: Sequence[ValidationRecord] = ()
+    ) -> None:
+        """Remove the entries of snapshots ``<= through_snapshot_id`` but those of ``keep``,
+        with single-key deletes.
 
         One key-set query finds them; entries without a snapshot id (none are written) stay.
         """
         target = self._map(map_name)
         with _translated(map_name, "list keys"):
             keys = [str(key) for key in target.key_set().result()]
-        doomed = [
-            key
-            for key in keys
-            if (snapshot_id := snapshot_id_of_key(key)) is not None
-            and snapshot_id <= through_snapshot_id
-        ]
+        doomed = discarded_keys(keys, through_snapshot_id, keep)
         self._run_windowed(map_name, "delete", ((key, target.delete(key)) for key in doomed))
 
     def put_chunk(self, map_name: str, key: ChunkKey, data: bytes | bytearray) -> None:

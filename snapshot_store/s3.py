@@ -37,8 +37,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from snapshot_protocol.chunks import (
     ChunkKey,
     ValidationRecord,
+    discarded_keys,
     parse_validation_record,
-    snapshot_id_of_key,
     validation_record_id,
     validation_record_key,
 )
@@ -162,18 +162,16 @@ class S3SnapshotStore:
         payload = json.dumps(record.to_dict(), separators=(",", ":")).encode()
         self._put(map_name, validation_record_key(record.snapshot_id), payload)
 
-    def discard(self, map_name: str, through_snapshot_id: int) -> None:
-        """Deletes the objects of snapshots ``<= through_snapshot_id`` from the map's prefix.
+    def discard(
+        self, map_name: str, through_snapshot_id: int, keep: Sequence[ValidationRecord] = ()
+    ) -> None:
+        """Deletes the objects of snapshots ``<= through_snapshot_id`` from the map's prefix,
+        but those of ``keep`` (:func:`~snapshot_protocol.chunks.discarded_keys`).
 
         Raises:
             SnapshotStoreError: If the listing or a deletion failed.
         """
-        doomed = [
-            key
-            for key in self._keys(map_name)
-            if (snapshot_id := snapshot_id_of_key(key)) is not None
-            and snapshot_id <= through_snapshot_id
-        ]
+        doomed = discarded_keys(self._keys(map_name), through_snapshot_id, keep)
         for start in range(0, len(doomed), _DELETE_BATCH):
             batch = doomed[start : start + _DELETE_BATCH]
             objects: list[ObjectIdentifierTypeDef] = [

@@ -38,6 +38,7 @@ from snapshotjob_contract.exits import (
 )
 from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
 from snapshotjob_contract.record import (
+    CHAIN_MAP_INDEX,
     EXPORT_BACKUP_COUNT,
     MAX_BACKUP_COUNT,
     NO_SNAPSHOT,
@@ -84,6 +85,7 @@ from snapshotjob_contract.status import (
 )
 
 __all__ = [
+    "CHAIN_MAP_INDEX",
     "CONDITION_DESCRIPTIONS",
     "DRIVER_GRACE_SECONDS",
     "EXIT_REPORT_AFTER_SIGNAL_SECONDS",

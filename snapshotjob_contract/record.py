@@ -55,11 +55,15 @@ class JobIdentity:
         namespace: The SnapshotJob's namespace; exports are named per namespace.
         backup_count: ``spec.hazelcast.backupCount``: synchronous backups of the automatic
             snapshot maps this execution writes; their names carry it.
+        incremental: Whether its automatic snapshots go to the chain map
+            (:data:`CHAIN_MAP_INDEX`), where a snapshot may list chunks of the one before it;
+            else they alternate between a pair of maps and every snapshot stands alone.
     """
 
     uid: str
     namespace: str
     backup_count: int
+    incremental: bool = False
 
     def __post_init__(self) -> None:
         _check_backup_count(self.backup_count)
@@ -70,19 +74,32 @@ def _check_backup_count(backup_count: int) -> None:
         raise ValueError(f"backup count must be 1 to {MAX_BACKUP_COUNT}, not {backup_count}")
 
 
+CHAIN_MAP_INDEX = 2
+"""The index of a job's chain map: the one map an incremental job's snapshots all write to.
+
+Incremental snapshots share chunks (a delta lists the chunks it inherits), so they cannot
+alternate between two maps; discards keep what a live snapshot lists instead
+(docs/protocol.md, "Where the chunks live and what may be discarded")."""
+
+
 def snapshot_map_name(job_uid: str, index: int, backup_count: int | None) -> str:
-    """Returns the name of one of the job's alternating pair of automatic snapshot maps.
+    """Returns the name of one of the job's automatic snapshot maps.
 
     Args:
         job_uid: The job's uid.
-        index: Which map of the pair, 0 or 1.
+        index: Which map: 0 or 1 of the alternating pair, or :data:`CHAIN_MAP_INDEX`.
         backup_count: The map's synchronous backups, which the members' config applies by its
             name (``__sj.b<count>.*``); None for the map of a snapshot taken before names
             carried the count, ``__sj.snapshot.<uid>.<index>``, whose backups are the members'
             default for ``__sj.*``.
     """
-    if index not in (0, 1):
-        raise ValueError(f"snapshot data map index must be 0 or 1, not {index}")
+    if index not in (0, 1, CHAIN_MAP_INDEX):
+        raise ValueError(f"snapshot data map index must be 0, 1 or {CHAIN_MAP_INDEX}, not {index}")
+    if index == CHAIN_MAP_INDEX:
+        if backup_count is None:
+            raise ValueError("a chain map's name always carries its backup count")
+        _check_backup_count(backup_count)
+        return f"__sj.b{backup_count}.chain.{job_uid}"
     if backup_count is None:
         return f"__sj.snapshot.{job_uid}.{index}"
     _check_backup_count(backup_count)
@@ -95,7 +112,12 @@ def all_snapshot_map_names(job_uid: str) -> tuple[str, ...]:
     A job whose backup count changed left maps under its earlier counts' names.
     """
     counts: list[int | None] = [None, *range(1, MAX_BACKUP_COUNT + 1)]
-    return tuple(snapshot_map_name(job_uid, i, count) for count in counts for i in (0, 1))
+    pairs = tuple(snapshot_map_name(job_uid, i, count) for count in counts for i in (0, 1))
+    chains = tuple(
+        snapshot_map_name(job_uid, CHAIN_MAP_INDEX, count)
+        for count in range(1, MAX_BACKUP_COUNT + 1)
+    )
+    return pairs + chains
 
 
 def export_map_name(namespace: str, export_name: str) -> str:
@@ -203,8 +225,9 @@ class ExecutionRecord:
 
     Attributes:
         snapshot_id: The last successful non-export-only snapshot: the restore point.
-        data_map_index: Which of the two automatic snapshot maps holds the last successful
-            automatic (or unnamed terminal) snapshot; -1 before the first one.
+        data_map_index: Which automatic snapshot map holds the last successful automatic
+            (or unnamed terminal) snapshot: 0 or 1 of the alternating pair,
+            :data:`CHAIN_MAP_INDEX` for the chain map; -1 before the first one.
         data_map_backup_count: The backup count that map was written with, which its name
             carries; None before the first such snapshot, and for a record last written
             before names carried the count (its map is then ``__sj.snapshot.<uid>.<index>``).
@@ -236,8 +259,10 @@ class ExecutionRecord:
     timestamp: int = 0
 
     def __post_init__(self) -> None:
-        if self.data_map_index not in (-1, 0, 1):
-            raise ValueError(f"dataMapIndex must be -1, 0 or 1, not {self.data_map_index}")
+        if self.data_map_index not in (-1, 0, 1, CHAIN_MAP_INDEX):
+            raise ValueError(
+                f"dataMapIndex must be -1, 0, 1 or {CHAIN_MAP_INDEX}, not {self.data_map_index}"
+            )
         if self.data_map_backup_count is not None:
             _check_backup_count(self.data_map_backup_count)
         if not NO_SNAPSHOT <= self.snapshot_id <= self.ongoing_snapshot_id:
@@ -246,14 +271,22 @@ class ExecutionRecord:
                 f"ongoingSnapshotId {self.ongoing_snapshot_id}"
             )
 
-    @property
-    def ongoing_data_map_index(self) -> int:
+    def ongoing_data_map_index(self, incremental: bool) -> int:
         """The automatic snapshot map the next automatic snapshot writes to.
 
-        It is always the other map than the one holding the last successful automatic
-        snapshot, so taking a snapshot never clears the restore point (taking step 3).
+        Without incremental snapshots it is always the other map of the pair than the one
+        holding the last successful automatic snapshot, so taking a snapshot never clears the
+        restore point (taking step 3). With them it is the chain map, whose discards keep the
+        restore point's chunks by listing them (docs/protocol.md, "Where the chunks live and
+        what may be discarded").
+
+        Args:
+            incremental: Whether the job takes incremental snapshots
+                (:attr:`JobIdentity.incremental`).
         """
-        return (self.data_map_index + 1) % 2
+        if incremental:
+            return CHAIN_MAP_INDEX
+        return 0 if self.data_map_index in (-1, 1, CHAIN_MAP_INDEX) else 1
 
     def start_new_snapshot(self, now: int) -> ExecutionRecord:
         """Taking step 1: allocates a new snapshot id for a snapshot of any kind.
@@ -276,6 +309,7 @@ class ExecutionRecord:
         failure: str | None,
         now: int,
         backup_count: int,
+        incremental: bool = False,
     ) -> ExecutionRecord:
         """Taking step 6: records the decision on the ongoing snapshot (Jet's ongoingSnapshotDone).
 
@@ -294,6 +328,8 @@ class ExecutionRecord:
             now: The current time, epoch milliseconds.
             backup_count: The job's backup count, which named the ongoing map
                 (:meth:`ongoing_snapshot_map_name`).
+            incremental: Whether the job takes incremental snapshots, which chose the
+                ongoing map (:meth:`ongoing_data_map_index`).
         """
         if kind.is_exported != (export_name is not None):
             raise ValueError(f"a {kind.value} snapshot needs an export name exactly if exported")
@@ -317,7 +353,7 @@ class ExecutionRecord:
         return dataclasses.replace(
             done,
             snapshot_id=self.ongoing_snapshot_id,
-            data_map_index=self.ongoing_data_map_index,
+            data_map_index=self.ongoing_data_map_index(incremental),
             data_map_backup_count=backup_count,
             exported_snapshot_name=None,
         )
@@ -326,7 +362,9 @@ class ExecutionRecord:
         """Returns the map the ongoing snapshot writes to: its export map or the ongoing map."""
         if export_name is not None:
             return export_map_name(job.namespace, export_name)
-        return snapshot_map_name(job.uid, self.ongoing_data_map_index, job.backup_count)
+        return snapshot_map_name(
+            job.uid, self.ongoing_data_map_index(job.incremental), job.backup_count
+        )
 
     def successful_snapshot_map_name(self, job: JobIdentity) -> str | None:
         """Returns the map holding the restore point, or None if there is no successful snapshot."""

@@ -83,8 +83,9 @@ class ExecutionRecordStatus(StatusModel):
 
     snapshot_id: int = Field(default=-1, ge=-1)
     """The last successful non-export-only snapshot: the restore point; -1 for none."""
-    data_map_index: int = Field(default=-1, ge=-1, le=1)
-    """Which automatic snapshot map (0 or 1) holds the restore point; -1 before the first."""
+    data_map_index: int = Field(default=-1, ge=-1, le=2)
+    """Which automatic snapshot map holds the restore point: 0 or 1 of the alternating pair,
+    2 for the chain map of incremental snapshots; -1 before the first."""
     data_map_backup_count: int | None = Field(default=None, ge=1, le=MAX_BACKUP_COUNT)
     """The backup count of that map, which its name carries; absent in records written before
     map names carried it."""

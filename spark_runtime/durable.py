@@ -22,7 +22,12 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from snapshot_protocol import SnapshotStore, SnapshotStoreError, SnapshotUnusable
+from snapshot_protocol import (
+    SnapshotStore,
+    SnapshotStoreError,
+    SnapshotUnusable,
+    ValidationRecord,
+)
 from snapshot_protocol.transfer import transfer_snapshot
 from snapshotjob_contract.environment import (
     ENV_DURABLE_ACCESS_KEY_ID,
@@ -221,15 +226,16 @@ class DurableCopies:
                 len(record.chunks),
                 time.monotonic() - started,
             )
-            self._discard_older(target_map, snapshot_id)
+            self._discard_older(target_map, record)
             return location
         return None  # pragma: no cover - the loop returns on its last attempt
 
-    def _discard_older(self, map_name: str, snapshot_id: int) -> None:
-        if snapshot_id == 0:
+    def _discard_older(self, map_name: str, copied: ValidationRecord) -> None:
+        if copied.snapshot_id == 0:
             return
         try:
-            self.store.discard(map_name, snapshot_id - 1)
+            # The copy's chains may list chunks of older copies: those stay.
+            self.store.discard(map_name, copied.snapshot_id - 1, [copied])
         except SnapshotStoreError as error:
             # Older copies are never read while a newer one has its record: only space is lost.
             _log.warning("Could not delete older durable copies map=%s error=%s", map_name, error)

@@ -85,7 +85,7 @@ def zombie_episode(
     armed = ",".join(filter(None, [f"{pause_at}=pause", zombie_failpoints]))
     harness.start(failpoints=armed)
     harness.wait_paused(pause_at, timeout=timeout)
-    touched = harness.record().ongoing_data_map_index
+    touched = harness.record().ongoing_data_map_index(incremental=False)
     zombie = harness.detach()
     try:
         replacement_failpoint, _, action = replacement_ends_at.partition("=")

@@ -78,8 +78,10 @@ class S3DurableGateway:
                 target=bucket,
                 target_map=map_name,
             )
-            if snapshot_id > 0:
-                bucket.discard(map_name, snapshot_id - 1)  # An export name holds one snapshot.
+            copy = bucket.get_validation_record(map_name, snapshot_id)
+            if snapshot_id > 0 and copy is not None:
+                # An export name holds one snapshot, whose chains may reach back to older ids.
+                bucket.discard(map_name, snapshot_id - 1, [copy])
         except (SnapshotStoreError, SnapshotUnusable) as error:
             raise StoreOperationFailed(type(error).__name__, str(error)) from error
         parts = [self._storage.bucket, self._storage.prefix, map_name, str(snapshot_id)]

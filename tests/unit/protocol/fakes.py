@@ -35,7 +35,13 @@ from snapshot_protocol import (
     ValidationRecord,
     ZombieExecution,
 )
-from snapshot_protocol.chunks import snapshot_id_of_key, validation_record_id, validation_record_key
+from snapshot_protocol.chunks import (
+    discarded_keys,
+    snapshot_id_of_key,
+    validation_record_id,
+    validation_record_key,
+)
+from snapshot_protocol.incremental import ChainPolicy, Write, chains_of, plan_snapshot
 
 
 class Op(enum.Enum):
@@ -172,17 +178,15 @@ class FakeSnapshotStore:
         # storage): invariant 4 is about this job's own ids.
         self.foreign_maps: set[str] = set()
 
-    def discard(self, map_name: str, through_snapshot_id: int) -> None:
+    def discard(
+        self, map_name: str, through_snapshot_id: int, keep: Sequence[ValidationRecord] = ()
+    ) -> None:
         self.before_write(f"discard {map_name} through {through_snapshot_id}")
         fault = self.faults.next(Op.CLEAR)
         entries = self.maps.setdefault(map_name, {})
         if fault is Fault.FAILED:
             raise SnapshotStoreError("injected discard failure")
-        doomed = sorted(
-            key
-            for key in entries
-            if (found := snapshot_id_of_key(key)) is not None and found <= through_snapshot_id
-        )
+        doomed = discarded_keys(entries, through_snapshot_id, keep)
         # Not replicated to a backup that later took over: every other entry comes back.
         for key in doomed if fault is None else doomed[1::2]:
             del entries[key]
@@ -385,6 +389,11 @@ class FakeKeyedState:
     """Keyed counts in hash partitions, saved the way Spark tasks would: each partition writes
     its own chunks (at most two keys each) straight into the map, and the driver only collects
     the descriptors (executor-side participant).
+
+    Given a restore point to build on (:attr:`ChunkWriter.previous`, a job with incremental
+    snapshots), it plans each partition by ``snapshot_protocol.incremental``: a partition
+    without updates since the restore point inherits its chain, one with updates gets a delta
+    of the updated keys, and chains are cut by full versions within :data:`CHAIN_POLICY`.
     """
 
     name = "state"
@@ -396,6 +405,10 @@ class FakeKeyedState:
         self.counts: dict[int, int] = {}
         self.fail_next_save = False
         self.on_save: Callable[[], None] | None = None
+        # Keys updated since the restore point, and those a snapshot in flight wrote.
+        self.dirty: set[int] = set()
+        self.saving: tuple[int, frozenset[int]] | None = None
+        self.writes: list[dict[int, Write]] = []
 
     @classmethod
     def expected_counts(cls, items: Iterable[int]) -> dict[int, int]:
@@ -404,42 +417,75 @@ class FakeKeyedState:
     def update(self, items: Iterable[int]) -> None:
         for item in items:
             self.counts[item % 7] = self.counts.get(item % 7, 0) + 1
+            self.dirty.add(item % 7)
 
-    def _save_partition(self, writer: ChunkWriter, partition: int) -> list[ChunkDescriptor]:
+    def _save_partition(
+        self, writer: ChunkWriter, partition: int, only: set[int] | None = None
+    ) -> list[ChunkDescriptor]:
         # What one Spark task does on an executor: it has only the map name and the key layout.
-        entries = sorted((k, v) for k, v in self.counts.items() if k % self.partitions == partition)
+        entries = sorted(
+            (k, v)
+            for k, v in self.counts.items()
+            if k % self.partitions == partition and (only is None or k in only)
+        )
         descriptors = []
         for seq, start in enumerate(range(0, max(len(entries), 1), self.keys_per_chunk)):
             chunk = entries[start : start + self.keys_per_chunk]
             data = _encode(chunk)
             key = writer.key(partition, seq)
             self.store.put_chunk(writer.map_name, key, data)
-            descriptors.append(ChunkDescriptor.of(key, data, len(chunk)))
+            descriptors.append(ChunkDescriptor.of(key, data, len(chunk), only is not None))
         return descriptors
+
+    def _plan(self, previous: SnapshotRef | None) -> dict[int, Write]:
+        if previous is None:
+            return dict.fromkeys(range(self.partitions), Write.FULL)
+        changed = {k % self.partitions: 1 for k in self.dirty}
+        return plan_snapshot(chains_of(previous.chunks), changed, self.partitions, CHAIN_POLICY)
 
     def save_and_prepare(
         self, snapshot_id: int, writer: ChunkWriter, export_only: bool
     ) -> Sequence[ChunkDescriptor]:
         if self.on_save is not None:
             self.on_save()
-        descriptors = []
-        for partition in range(self.partitions):
-            descriptors.extend(self._save_partition(writer, partition))
+        plan = self._plan(writer.previous)
+        self.writes.append(plan)
+        if not export_only:
+            self.saving = (snapshot_id, frozenset(self.dirty))
+        descriptors: list[ChunkDescriptor] = []
+        for partition, write in plan.items():
+            if write is not Write.FULL:
+                # The chain so far, inherited; a delta extends it.
+                assert writer.previous is not None
+                descriptors.extend(
+                    c for c in writer.previous.chunks if c.key.partition == partition
+                )
+            if write is Write.DELTA:
+                descriptors.extend(self._save_partition(writer, partition, self.dirty))
+            elif write is Write.FULL:
+                descriptors.extend(self._save_partition(writer, partition))
             if self.fail_next_save:
                 self.fail_next_save = False
                 raise RuntimeError("executor lost during phase 1")
         return descriptors
 
     def commit_finish(self, snapshot_id: int, success: bool) -> None:
-        pass
+        # The snapshot is the restore point now: later deltas start from it.
+        if success and self.saving is not None and self.saving[0] == snapshot_id:
+            self.dirty -= self.saving[1]
+        self.saving = None
 
     def restore(
         self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int
     ) -> None:
         self.counts = {}
+        self.dirty = set()
+        self.saving = None
         if snapshot is None:
             return
-        for key in snapshot.chunk_keys:
+        # A chain: the full version, then each delta in snapshot order, the newest value wins.
+        order = sorted(snapshot.chunk_keys, key=lambda k: (k.partition, k.snapshot_id, k.seq))
+        for key in order:
             chunk = _decode(snapshot.read(reader, key))
             assert isinstance(chunk, list)
             for item_key, count in chunk:
@@ -514,6 +560,9 @@ class FakeTransactionalSink:
 
 
 JOB = JobIdentity(uid="0b5e-uid", namespace="team-a", backup_count=1)
+INCREMENTAL_JOB = JobIdentity(uid="1c6f-uid", namespace="team-a", backup_count=1, incremental=True)
+CHAIN_POLICY = ChainPolicy(max_deltas=3, delta_ratio=10.0)
+"""Short chains, so runs of a few snapshots cut them."""
 INTERVAL_MS = 10_000
 
 

@@ -25,7 +25,11 @@ from snapshot_protocol import (
     checksum,
     validate_snapshot,
 )
-from snapshot_protocol.chunks import snapshot_id_of_key, validation_record_key
+from snapshot_protocol.chunks import (
+    STANDALONE_FORMAT_VERSION,
+    snapshot_id_of_key,
+    validation_record_key,
+)
 
 from .fakes import Cluster
 
@@ -69,7 +73,9 @@ def test_validation_record_round_trip() -> None:
     data = json.loads(json.dumps(record.to_dict()))
     assert data["numChunks"] == 2
     assert data["chunks"][0] == ["4/source/0/0", 4, 1, checksum(b"data")]
-    assert data["formatVersion"] == SNAPSHOT_FORMAT_VERSION == 2
+    # Without chains, format 2: a release from before chains restores it too.
+    assert data["formatVersion"] == STANDALONE_FORMAT_VERSION == 2
+    assert SNAPSHOT_FORMAT_VERSION == 3
     assert data["checksumAlgorithm"] == "xxh3-64"
     assert data["pipelineFingerprint"] == SHAPE.fingerprint
     assert ValidationRecord.from_dict(data) == record
@@ -80,7 +86,10 @@ def test_validation_record_round_trip() -> None:
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        ({"formatVersion": 1}, "written in snapshot format 1 and this runtime reads format 2"),
+        (
+            {"formatVersion": 1},
+            "written in snapshot format 1 and this runtime reads formats 2 and 3",
+        ),
         ({"checksumAlgorithm": "crc32"}, "checksums are 'crc32'"),
     ],
 )
@@ -149,12 +158,12 @@ def test_validation_record_under_another_snapshots_key() -> None:
     assert corrupted(cluster, 2) == "the validation record under its key belongs to snapshot 1"
 
 
-def test_validation_record_listing_foreign_chunks() -> None:
+def test_validation_record_listing_a_later_snapshots_chunk() -> None:
     cluster = Cluster()
     cluster.snapshots.maps[MAP] = {
-        validation_record_key(2): record_for(2, (descriptor(ChunkKey(1, "state", 0, 0)),))
+        validation_record_key(2): record_for(2, (descriptor(ChunkKey(3, "state", 0, 0)),))
     }
-    assert "lists chunk '1/state/0/0' of another snapshot" in corrupted(cluster, 2)
+    assert "lists chunk '3/state/0/0' of a later snapshot" in corrupted(cluster, 2)
 
 
 def test_missing_chunks_are_named() -> None:

@@ -54,8 +54,13 @@ from snapshot_protocol import (
     TerminationMode,
     validate_snapshot,
 )
+from snapshot_protocol.chunks import chunks_of
+from snapshot_protocol.incremental import chains_of
 
 from .fakes import (
+    CHAIN_POLICY,
+    INCREMENTAL_JOB,
+    JOB,
     Cluster,
     Driver,
     FakeKeyedState,
@@ -125,6 +130,8 @@ termination_requests = st.tuples(
 class SnapshotProtocolMachine(ZombieRules, RuleBasedStateMachine):
     """One job, its cluster that outlives drivers, and the drivers the operator starts."""
 
+    job = JOB
+
     def __init__(self) -> None:
         super().__init__()
         self.failpoints = PausingFailpoints()
@@ -133,7 +140,7 @@ class SnapshotProtocolMachine(ZombieRules, RuleBasedStateMachine):
 
     def _new_job(self) -> None:
         self._kill_zombies()
-        self.cluster = Cluster()
+        self.cluster = Cluster(self.job)
         self.cluster.database.on_commit = self._on_commit
         self.cluster.database.on_rollback = self._on_rollback
         self.cluster.database.may_commit = self._may_commit
@@ -505,11 +512,35 @@ class SnapshotProtocolMachine(ZombieRules, RuleBasedStateMachine):
             assert self.driver.coordinator.state in TRANSITIONS
 
 
-SnapshotProtocolMachine.TestCase.settings = settings(
-    max_examples=200,
-    stateful_step_count=50,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+class IncrementalSnapshotProtocolMachine(SnapshotProtocolMachine):
+    """The same job with incremental snapshots: every automatic snapshot goes to the chain
+    map and the keyed state inherits the chains of partitions without updates, so discards
+    must keep the restore point's chains (I2 validates it after every step) and a restore
+    must apply them (the end-to-end check compares the state)."""
+
+    job = INCREMENTAL_JOB
+
+    @invariant()
+    def chains_are_bounded(self) -> None:
+        """I14: every chain the stored restore point lists has at most ``1 + maxDeltas``
+        versions."""
+        record = self.cluster.records.record
+        map_name = record.successful_snapshot_map_name(self.cluster.job)
+        if map_name is None or map_name in self.damaged_maps:
+            return
+        stored = self.cluster.snapshots.get_validation_record(map_name, record.snapshot_id)
+        assert stored is not None
+        for chain in chains_of(chunks_of(stored, FakeKeyedState.name)).values():
+            assert chain.deltas <= CHAIN_POLICY.max_deltas, chain
+
+
+for machine in (SnapshotProtocolMachine, IncrementalSnapshotProtocolMachine):
+    machine.TestCase.settings = settings(
+        max_examples=200,
+        stateful_step_count=50,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
 TestSnapshotProtocol = SnapshotProtocolMachine.TestCase
+TestIncrementalSnapshotProtocol = IncrementalSnapshotProtocolMachine.TestCase

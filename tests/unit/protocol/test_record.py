@@ -16,6 +16,7 @@ from snapshot_protocol import (
     snapshot_map_name,
 )
 from snapshotjob_contract import (
+    CHAIN_MAP_INDEX,
     EXPORT_BACKUP_COUNT,
     MAX_BACKUP_COUNT,
     all_snapshot_map_names,
@@ -46,7 +47,7 @@ def done(
 def test_new_record_has_no_snapshot() -> None:
     record = ExecutionRecord()
     assert (record.snapshot_id, record.data_map_index, record.ongoing_snapshot_id) == (-1, -1, -1)
-    assert record.ongoing_data_map_index == 0
+    assert record.ongoing_data_map_index(incremental=False) == 0
     assert record.successful_snapshot_map_name(JOB) is None
 
 
@@ -66,7 +67,7 @@ def test_successful_automatic_or_terminal_snapshot_switches_the_data_map(
 ) -> None:
     record = done(ExecutionRecord().start_new_snapshot(100), kind)
     assert (record.snapshot_id, record.data_map_index) == (0, 0)
-    assert record.ongoing_data_map_index == 1
+    assert record.ongoing_data_map_index(incremental=False) == 1
     assert record.successful_snapshot_map_name(JOB) == "__sj.b1.snapshot.uid-1.0"
     assert record.snapshot_stats == SnapshotStats(0, 100, 500, 10, 2, 1)
     assert record.last_snapshot_failure is None
@@ -143,7 +144,7 @@ def test_stamped_sets_the_timestamp() -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"data_map_index": 2}, "dataMapIndex"),
+        ({"data_map_index": 3}, "dataMapIndex"),
         ({"snapshot_id": 3, "ongoing_snapshot_id": 2}, "snapshotId"),
         ({"snapshot_id": -2}, "snapshotId"),
     ],
@@ -190,15 +191,24 @@ def test_map_names() -> None:
     assert snapshot_map_name("u", 1, 3) == "__sj.b3.snapshot.u.1"
     assert snapshot_map_name("u", 0, None) == "__sj.snapshot.u.0"
     assert export_map_name("ns", "n") == "__sj.export.ns.n"
-    with pytest.raises(ValueError, match="0 or 1"):
+    assert snapshot_map_name("u", CHAIN_MAP_INDEX, 2) == "__sj.b2.chain.u"
+    with pytest.raises(ValueError, match="0, 1 or 2"):
         snapshot_map_name("u", -1, 1)
+    with pytest.raises(ValueError, match="carries its backup count"):
+        snapshot_map_name("u", CHAIN_MAP_INDEX, None)
     with pytest.raises(ValueError, match="1 to 6"):
         snapshot_map_name("u", 0, 7)
     with pytest.raises(ValueError, match="1 to 6"):
         JobIdentity("u", "ns", 0)
     names = all_snapshot_map_names("u")
-    assert len(names) == len(set(names)) == 14
-    assert {"__sj.snapshot.u.0", "__sj.b1.snapshot.u.1", "__sj.b6.snapshot.u.0"} <= set(names)
+    assert len(names) == len(set(names)) == 20
+    assert {
+        "__sj.snapshot.u.0",
+        "__sj.b1.snapshot.u.1",
+        "__sj.b6.snapshot.u.0",
+        "__sj.b1.chain.u",
+        "__sj.b6.chain.u",
+    } <= set(names)
 
 
 def test_every_map_name_matches_the_member_pattern_with_its_backup_count() -> None:
@@ -212,6 +222,8 @@ def test_every_map_name_matches_the_member_pattern_with_its_backup_count() -> No
     for count in range(1, MAX_BACKUP_COUNT + 1):
         job = JobIdentity("u", "ns", count)
         assert backups(ExecutionRecord().ongoing_snapshot_map_name(job, None)) == count
+        chained = JobIdentity("u", "ns", count, incremental=True)
+        assert backups(ExecutionRecord().ongoing_snapshot_map_name(chained, None)) == count
         assert backups(ExecutionRecord().ongoing_snapshot_map_name(job, "exp")) == 6
     assert EXPORT_BACKUP_COUNT == MAX_BACKUP_COUNT == 6
     # Maps of older snapshots fall back to the members' __sj.* default.
@@ -243,3 +255,34 @@ def test_the_record_finds_its_snapshot_after_the_backup_count_changed() -> None:
         ExecutionRecord.from_dict(legacy).successful_snapshot_map_name(more)
         == "__sj.snapshot.uid-1.1"
     )
+
+
+def test_an_incremental_job_keeps_its_snapshots_in_the_chain_map() -> None:
+    chained = JobIdentity(JOB.uid, JOB.namespace, JOB.backup_count, incremental=True)
+
+    def automatic(record: ExecutionRecord, incremental: bool) -> ExecutionRecord:
+        return record.start_new_snapshot(100).snapshot_done(
+            SnapshotKind.AUTOMATIC,
+            export_name=None,
+            num_bytes=1,
+            num_keys=1,
+            num_chunks=1,
+            failure=None,
+            now=200,
+            backup_count=JOB.backup_count,
+            incremental=incremental,
+        )
+
+    record = automatic(ExecutionRecord(), incremental=True)
+    assert record.data_map_index == CHAIN_MAP_INDEX
+    # The next snapshot writes where the restore point is: it may inherit its chunks.
+    assert record.ongoing_snapshot_map_name(chained, None) == "__sj.b1.chain.uid-1"
+    assert record.successful_snapshot_map_name(chained) == "__sj.b1.chain.uid-1"
+    assert automatic(record, incremental=True).data_map_index == CHAIN_MAP_INDEX
+    assert ExecutionRecord.from_dict(record.to_dict()) == record
+    # Turned off, the job goes back to the pair; the chain map keeps the restore point.
+    assert record.ongoing_snapshot_map_name(JOB, None) == "__sj.b1.snapshot.uid-1.0"
+    assert automatic(record, incremental=False).data_map_index == 0
+    # Turned on from the pair, the first chain-map snapshot leaves the pair's restore point.
+    paired = automatic(ExecutionRecord(), incremental=False)
+    assert paired.ongoing_snapshot_map_name(chained, None) == "__sj.b1.chain.uid-1"
