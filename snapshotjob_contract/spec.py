@@ -357,6 +357,12 @@ class SnapshotJobSpec(ApiModel):
     state_partitions: int = Field(default=DEFAULT_STATE_PARTITIONS, ge=1, le=1024)
     """Number of hash partitions of keyed state; a change rolls out as any other (upgradeMode),
     and the restore re-partitions the job's state."""
+    incremental_snapshots: bool = False
+    """Snapshots write, per state partition, only the keys updated since the last snapshot (a
+    delta) and list the earlier chunks they build on, all in one map per job; a partition is
+    written in full again after 16 deltas or when its deltas reach half its size. Running
+    aggregates and deduplication take them; other operators' snapshots stay full. Exports are
+    always full. A change rolls out as any other (upgradeMode). See docs/protocol.md."""
     suspend: bool = False
     """Suspend the job with a terminal snapshot (true), or resume it from its last good
     snapshot (false)."""
@@ -404,8 +410,9 @@ class SnapshotJobSpec(ApiModel):
         ``suspend``, ``exportSnapshot`` and the operator-only fields (restart policy, upgrade
         mode, suspendOnFailure, splitBrainProtection, initialSnapshotName, which is read only at
         a first start) are left out: changing them needs no new execution.
-        ``statePartitions`` counts only when it is not the default, so jobs that existed before
-        the field keep their fingerprint and are not rolled out by an operator upgrade.
+        ``statePartitions`` and ``incrementalSnapshots`` count only when they are not the
+        default, so jobs that existed before the fields keep their fingerprint and are not
+        rolled out by an operator upgrade.
         """
         relevant = self.model_dump(
             mode="json",
@@ -422,5 +429,7 @@ class SnapshotJobSpec(ApiModel):
         )
         if self.state_partitions != DEFAULT_STATE_PARTITIONS:
             relevant["state_partitions"] = self.state_partitions
+        if self.incremental_snapshots:
+            relevant["incremental_snapshots"] = True
         canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

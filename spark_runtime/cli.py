@@ -85,6 +85,12 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--suspend-on-failure", action="store_true")
     run.add_argument(
+        "--incremental-snapshots",
+        action="store_true",
+        help="local mode: snapshots write only what changed since the last one, as "
+        "spec.incrementalSnapshots",
+    )
+    run.add_argument(
         "--split-brain-protection",
         action="store_true",
         help="local mode: stop when the store members reached are fewer than the record's "

@@ -153,7 +153,9 @@ class Driver:
         self.metrics.configured(settings.snapshot_interval_ms / 1000)
         self.pipeline = Pipeline(
             spark,
-            StateContext(spark, settings.state_partitions, settings.store),
+            StateContext(
+                spark, settings.state_partitions, settings.store, settings.job.incremental
+            ),
             settings.guarantee,
             settings.job.uid,
             args,

@@ -17,7 +17,7 @@ not on the session's classpath or :data:`JVM_CHUNKS_CONF` is ``false``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from py4j.java_gateway import JavaClass  # type: ignore[import-untyped]
@@ -69,6 +69,8 @@ def write_state(
     map_name: str,
     snapshot_id: int,
     operator: str,
+    only: Collection[int] = (),
+    delta: bool = False,
 ) -> list[tuple[ChunkDescriptor, str]]:
     """Writes partition ``p`` of ``state`` from Spark task ``p``, in the executors' JVMs.
 
@@ -80,6 +82,8 @@ def write_state(
         map_name: The snapshot map.
         snapshot_id: The snapshot.
         operator: The operator's name in the chunk keys.
+        only: The partitions to write; empty for all.
+        delta: Whether the rows are a delta (the chunks are described so).
 
     Returns:
         Each chunk written, with the executor (Pod, or host) that wrote it.
@@ -100,13 +104,13 @@ def write_state(
         int(str(conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000"))),
         CHUNK_TARGET_BYTES,
         DEFAULT_WINDOW,
+        ",".join(str(partition) for partition in sorted(only)),
     )
     written = []
     for line in lines:
         key, num_bytes, num_keys, checksum, writer = str(line).split("\t")
-        written.append(
-            (ChunkDescriptor(ChunkKey.parse(key), int(num_bytes), int(num_keys), checksum), writer)
-        )
+        chunk = ChunkDescriptor(ChunkKey.parse(key), int(num_bytes), int(num_keys), checksum, delta)
+        written.append((chunk, writer))
     return written
 
 
@@ -118,12 +122,14 @@ def read_state(
     snapshot_id: int,
     partitions: Sequence[Sequence[ChunkDescriptor]],
     schema: StructType,
+    key_columns: int,
 ) -> DataFrame:
     """A frame whose partition ``p`` reads the chunks ``partitions[p]`` in the executors' JVMs.
 
     Every chunk is checked against its size and checksum before it is decoded; a mismatch fails
     the task with the words of :class:`~snapshot_protocol.SnapshotCorrupted`, which the
-    coordinator finds in the error.
+    coordinator finds in the error. A partition with deltas is a chain: its full version's
+    rows less the keys its deltas have, then each key's newest delta row.
 
     Args:
         chunks: The class :func:`state_chunks` returned.
@@ -131,11 +137,15 @@ def read_state(
         address: Where the executors find the store.
         map_name: The snapshot map.
         snapshot_id: The snapshot.
-        partitions: Per state partition, its chunks.
+        partitions: Per state partition, its chunks, a chain's in chain order.
         schema: The state's schema.
+        key_columns: How many of the schema's first columns are the key.
     """
     listed = [
-        "\n".join(f"{c.key}\t{c.num_bytes}\t{c.num_keys}\t{c.checksum}" for c in partition)
+        "\n".join(
+            f"{c.key}\t{c.num_bytes}\t{c.num_keys}\t{c.checksum}" + ("\tdelta" if c.delta else "")
+            for c in partition
+        )
         for partition in partitions
     ]
     session: Any = spark._jsparkSession
@@ -148,5 +158,6 @@ def read_state(
         snapshot_id,
         schema.json(),
         READ_WINDOW_CHUNKS,
+        key_columns,
     )
     return DataFrame(frame, spark)

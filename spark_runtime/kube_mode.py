@@ -161,6 +161,7 @@ def kubernetes_config(
             str(metadata["uid"]),
             str(metadata["namespace"]),
             spec.hazelcast.backup_count,
+            incremental=spec.incremental_snapshots,
         ),
         guarantee=spec.processing_guarantee,
         snapshot_interval_ms=spec.snapshot_interval_seconds * 1000,

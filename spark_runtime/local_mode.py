@@ -63,7 +63,7 @@ def local_config(ns: argparse.Namespace) -> JobConfig:
         raise BadInput("--args-json must be a JSON object")
     args.update(key_value_pairs(ns.arg, "--arg"))
     settings = DriverSettings(
-        job=JobIdentity(ns.job_uid, "local", ns.backup_count),
+        job=JobIdentity(ns.job_uid, "local", ns.backup_count, incremental=ns.incremental_snapshots),
         guarantee=ProcessingGuarantee(ns.guarantee),
         snapshot_interval_ms=ns.snapshot_interval_ms,
         state_partitions=ns.state_partitions,

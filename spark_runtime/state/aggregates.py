@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from pyspark.sql.types import StructType
 
-from spark_runtime.lineage import Checkpointed
+from spark_runtime.lineage import Checkpointed, checkpoint
 from spark_runtime.state.keyed import KeyedState, StateContext
 
 AGGREGATES = ("count", "sum", "min", "max")
@@ -168,6 +168,8 @@ class MergePlan:
 class RunningAggregate(KeyedState):
     """Running count/sum/min/max by key; each epoch outputs the new totals of keys it touched.
 
+    An epoch changes only the groups it touches, so its snapshots can be incremental.
+
     Args:
         name: Operator name.
         context: Shared state settings.
@@ -190,6 +192,8 @@ class RunningAggregate(KeyedState):
         super().__init__(name, context, keys, probe.schema)
         self._merge = MergePlan(keys, self.aggs, probe.schema, context.partitions, keys)
 
+    tracks_changes = True
+
     @property
     def semantics(self) -> str:
         """Each aggregate's function and argument."""
@@ -204,4 +208,11 @@ class RunningAggregate(KeyedState):
         self._replace_state(
             Checkpointed(merged.frame.drop(FLAG_COLUMN), merged.rdd_ids, merged.partitioning)
         )
-        return merged.frame.filter(self._merge.touched).drop(FLAG_COLUMN)
+        output = merged.frame.filter(self._merge.touched).drop(FLAG_COLUMN)
+        if not self.records_changes:
+            return output
+        # The touched groups' new totals are this epoch's changes; materialised, the change
+        # log outlives the state they came from, and the sinks read the small copy.
+        changed = checkpoint(output)
+        self._record_changes(changed)
+        return changed.frame

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from spark_runtime.lineage import checkpoint
+from spark_runtime.lineage import checkpoint, hold
 from spark_runtime.state.keyed import KeyedState, StateContext
 
 
@@ -15,8 +16,11 @@ class Deduplicate(KeyedState):
     """Passes the first row of every key and drops later rows with a key seen before.
 
     Which row of one batch wins for a key is Spark's choice; give rows with equal keys equal
-    content if replays must reproduce the output exactly.
+    content if replays must reproduce the output exactly. An epoch only adds the keys it saw
+    first, so its snapshots can be incremental.
     """
+
+    tracks_changes = True
 
     def __init__(
         self, name: str, context: StateContext, keys: Sequence[str], input_schema: StructType
@@ -39,4 +43,9 @@ class Deduplicate(KeyedState):
         fresh = checkpoint(unseen.select(*batch.columns))
         seen = self.state.unionByName(fresh.frame.select(*self.keys))
         self._replace_state(checkpoint(self._partitioned(seen)))
+        if self.records_changes:
+            # The new keys are the epoch's changes: held from the output's stored data, or
+            # copied if it cannot be held.
+            keys = fresh.frame.select(*self.keys)
+            self._record_changes(hold(keys, sys.maxsize) or checkpoint(keys))
         return self._keep_output(fresh)

@@ -19,8 +19,8 @@ import json
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, cast
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -29,6 +29,7 @@ from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from pyspark.sql.types import StructType
 
 from snapshot_protocol.chunks import ChunkDescriptor, ChunkWriter, SnapshotRef
+from snapshot_protocol.incremental import ChainPolicy
 from snapshot_protocol.ports import ChunkReader
 from spark_runtime.chunk_io import (
     StoreAddress,
@@ -51,6 +52,8 @@ from spark_runtime.lineage import (
     hash_partitioned,
     stored_bytes,
 )
+from spark_runtime.state.changes import ChangeLog, newest_rows
+from spark_runtime.state.increments import write_increment
 
 _log = logging.getLogger(__name__)
 
@@ -77,15 +80,26 @@ class StateContext:
         spark: The session.
         partitions: The fixed number of state partitions.
         store: Where executors find the snapshot store.
+        incremental: Whether the job takes incremental snapshots: operators that can tell
+            what each epoch changed (:attr:`KeyedState.tracks_changes`) keep a
+            :class:`~spark_runtime.state.changes.ChangeLog`, and a snapshot that builds on
+            the restore point writes deltas.
+        chain_policy: The bounds of a partition's chain of deltas.
     """
 
     spark: SparkSession
     partitions: int
     store: StoreAddress
+    incremental: bool = False
+    chain_policy: ChainPolicy = field(default_factory=ChainPolicy)
 
 
 class KeyedState(ABC):
     """A snapshot participant holding one operator's keyed state as a partitioned DataFrame.
+
+    An operator whose epochs change only the keys they name sets :attr:`tracks_changes` and
+    hands each epoch's changed rows to :meth:`_record_changes`; in a job with incremental
+    snapshots its snapshots then write only those (``spark_runtime.state.increments``).
 
     Args:
         name: The operator's unique name (used in chunk keys).
@@ -105,6 +119,23 @@ class KeyedState(ABC):
         self.state_schema = state_schema
         self._state = empty_frame(context.spark, state_schema)
         self._output: Checkpointed | None = None
+        tracked = context.incremental and self.tracks_changes
+        self._changes = ChangeLog(self.keys) if tracked else None
+
+    tracks_changes: ClassVar[bool] = False
+    """Whether every change of an epoch is to a key the epoch names, and the operator reports
+    the changed rows (:meth:`_record_changes`); False for operators that also drop keys on
+    their own (a window the watermark closed), whose snapshots stay full."""
+
+    @property
+    def records_changes(self) -> bool:
+        """Whether this operator keeps a change log (the job is incremental and it can)."""
+        return self._changes is not None
+
+    def _record_changes(self, rows: Checkpointed) -> None:
+        """Takes one epoch's changed rows (state schema, one per key) into the change log."""
+        assert self._changes is not None, "only with records_changes"
+        self._changes.add(rows)
 
     @property
     def name(self) -> str:
@@ -189,20 +220,41 @@ class KeyedState(ABC):
         spark = self._context.spark
         limit = driver_snapshot_max_bytes(spark)
         size = stored_bytes(self._state) if limit > 0 else None
+        increment = "none"
+        if self._changes is not None and not export_only:
+            self._changes.saving(snapshot_id)
         if size is not None and size <= limit:
             descriptors = self._save_on_driver(writer)
             writers, path = f"driver:{len(descriptors)}", "driver"
         else:
             jvm = state_chunks(spark)
-            descriptors, writers = self._save_on_executors(snapshot_id, writer, jvm)
             path = "python" if jvm is None else "jvm"
+            if jvm is not None and self._builds_on(writer):
+                changes = self._changes
+                assert changes is not None
+                delta = None if changes.empty else changes.delta(self._context.partitions)
+                written = write_increment(
+                    jvm,
+                    spark,
+                    self.state,
+                    delta,
+                    self._context.store,
+                    writer,
+                    self._context.partitions,
+                    self._context.chain_policy,
+                )
+                descriptors, writers, increment = written.chunks, written.writers, written.summary()
+            else:
+                descriptors, writers = self._save_on_executors(snapshot_id, writer, jvm)
         _log.info(
-            "Snapshot chunks written snapshot_id=%d operator=%s writers=%s path=%s storedBytes=%s",
+            "Snapshot chunks written snapshot_id=%d operator=%s writers=%s path=%s storedBytes=%s "
+            "increment=%s",
             snapshot_id,
             self._name,
             writers,
             path,
             "unknown" if size is None else size,
+            increment,
         )
         meta = json.dumps(self.driver_values()).encode()
         descriptors.append(writer.write(self._context.partitions, _META_SEQ, meta, 0))
@@ -261,14 +313,30 @@ class KeyedState(ABC):
         rows = [row.asDict() for row in self.state.mapInArrow(write, descriptor_struct()).collect()]
         return [descriptor_of_row(row) for row in rows], writer_counts(rows)
 
+    def _builds_on(self, writer: ChunkWriter) -> bool:
+        """Whether this snapshot may inherit the restore point's chains: the coordinator
+        offers them, the change log holds every change since exactly that snapshot, and
+        it was taken with the same partitions."""
+        previous = writer.previous
+        return (
+            self._changes is not None
+            and previous is not None
+            and previous.snapshot_id == self._changes.base_id
+            and previous.state_partitions == self._context.partitions
+        )
+
     def commit_finish(self, snapshot_id: int, success: bool) -> None:
-        """State has no external transactions: nothing to commit."""
-        return
+        """State has no external transactions; a successful snapshot is the change log's new
+        base."""
+        if self._changes is not None:
+            self._changes.committed(snapshot_id, success)
 
     def restore(
         self, snapshot: SnapshotRef | None, reader: ChunkReader, through_snapshot_id: int = -1
     ) -> None:
         """Reads the state back (restore step 5): a small one via the driver, else in tasks."""
+        if self._changes is not None:
+            self._changes.reset(None if snapshot is None else snapshot.snapshot_id)
         if snapshot is None:
             self._replace_state(empty_frame(self._context.spark, self.state_schema))
             self._reset_driver_values()
@@ -289,7 +357,8 @@ class KeyedState(ABC):
         if len(state) <= DRIVER_RESTORE_MAX_CHUNKS:
             values = [snapshot.read(reader, chunk.key) for chunk in state]
             if sum(len(value) for value in values) <= DRIVER_RESTORE_MAX_BYTES:
-                restored = self._partitioned(self._read_on_driver(values))
+                chained = any(chunk.delta for chunk in state)
+                restored = self._partitioned(self._read_on_driver(values, chained))
         if restored is None:
             jvm = state_chunks(self._context.spark)
             path = "python" if jvm is None else "jvm"
@@ -311,9 +380,13 @@ class KeyedState(ABC):
             path,
         )
 
-    def _read_on_driver(self, chunks: Sequence[bytes]) -> DataFrame:
-        """Builds a small state from chunks the driver read: no Python worker has to start."""
+    def _read_on_driver(self, chunks: Sequence[bytes], chained: bool) -> DataFrame:
+        """Builds a small state from chunks the driver read: no Python worker has to start.
+
+        ``chained``: the chunks (in chain order) include deltas, applied by key."""
         batches = [batch for chunk in chunks for batch in decode_batches(chunk)]
+        if chained:
+            batches = newest_rows(batches, self.keys)
         if not batches:
             return empty_frame(self._context.spark, self.state_schema).frame
         table = self._context.spark.createDataFrame(pa.Table.from_batches(batches))
@@ -356,16 +429,24 @@ class KeyedState(ABC):
                 snapshot_id,
                 partitions,
                 self.state_schema,
+                len(self.keys),
             )
         listed: list[list[list[Any]]] = [[] for _ in range(taken_with)]
         for chunk in chunks:
             listed[chunk.key.partition].append(chunk.to_list())
 
+        keys = self.keys
+
         def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 for chunks_json in batch.column("chunks").to_pylist():
                     descriptors = [ChunkDescriptor.from_list(c) for c in json.loads(chunks_json)]
-                    yield from read_chunks(address, map_name, snapshot_id, descriptors)
+                    rows = read_chunks(address, map_name, snapshot_id, descriptors)
+                    if any(d.delta for d in descriptors):
+                        # A chain: its deltas applied by key, so the partition is read whole.
+                        yield from newest_rows(list(rows), keys)
+                    else:
+                        yield from rows
 
         spark = self._context.spark
         tasks = spark.sparkContext.parallelize(

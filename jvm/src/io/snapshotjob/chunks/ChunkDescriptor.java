@@ -8,30 +8,36 @@ import net.openhft.hashing.LongHashFunction;
  * One chunk as the validation record lists it: key, size, rows and xxh3-64 checksum.
  *
  * <p>The Python side's {@code snapshot_protocol.chunks.ChunkDescriptor}; on the wire between
- * the two a tab-separated line, {@code key, numBytes, numKeys, checksum}, and for a chunk just
- * written the writer's name after them.
+ * the two a tab-separated line, {@code key, numBytes, numKeys, checksum}, then {@code delta}
+ * for a chunk of a delta (a chain's restore reads it after its full version), and for a chunk
+ * just written the writer's name after them.
  */
 final class ChunkDescriptor implements Serializable {
+  static final String DELTA_MARK = "delta";
+
   final String key;
   final long numBytes;
   final long numKeys;
   final String checksum;
+  final boolean delta;
 
-  ChunkDescriptor(String key, long numBytes, long numKeys, String checksum) {
+  ChunkDescriptor(String key, long numBytes, long numKeys, String checksum, boolean delta) {
     this.key = key;
     this.numBytes = numBytes;
     this.numKeys = numKeys;
     this.checksum = checksum;
+    this.delta = delta;
   }
 
   static ChunkDescriptor parse(String line) {
     String[] fields = line.split("\t");
+    boolean delta = fields.length > 4 && DELTA_MARK.equals(fields[4]);
     return new ChunkDescriptor(
-        fields[0], Long.parseLong(fields[1]), Long.parseLong(fields[2]), fields[3]);
+        fields[0], Long.parseLong(fields[1]), Long.parseLong(fields[2]), fields[3], delta);
   }
 
   static ChunkDescriptor of(String key, byte[] data, long numKeys) {
-    return new ChunkDescriptor(key, data.length, numKeys, checksum(data));
+    return new ChunkDescriptor(key, data.length, numKeys, checksum(data), false);
   }
 
   String line(String writer) {

@@ -28,7 +28,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * chunk is checked against its size and checksum before it is decoded; a mismatch fails the
  * task with the text the driver's coordinator recognises as a corrupted snapshot.
  */
-final class ChunkRows implements Iterator<InternalRow>, AutoCloseable {
+final class ChunkRows implements CloseableRows {
   private final IMap<String, byte[]> map;
   private final String mapName;
   private final long snapshotId;

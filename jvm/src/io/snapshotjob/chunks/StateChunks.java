@@ -8,8 +8,10 @@ import java.io.Serializable;
 import java.nio.channels.Channels;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Set;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ArrowStreamWriter;
 import org.apache.spark.TaskContext;
@@ -40,8 +42,10 @@ public final class StateChunks {
   private StateChunks() {}
 
   /**
-   * Writes every partition of {@code state} in its own task; returns the chunks' descriptors.
+   * Writes partitions of {@code state}, each in its own task; returns the chunks' descriptors.
    *
+   * @param only the partitions to write, comma-separated; empty for every partition (the
+   *     others' tasks end without reading their rows)
    * @return one {@code key\tnumBytes\tnumKeys\tchecksum\twriter} line per chunk
    */
   public static String[] write(
@@ -55,9 +59,17 @@ public final class StateChunks {
       boolean largeVarTypes,
       int batchRows,
       long chunkBytes,
-      int window) {
+      int window,
+      String only) {
+    Set<Integer> partitions = new HashSet<>();
+    for (String partition : only.split(",")) {
+      if (!partition.isEmpty()) {
+        partitions.add(Integer.valueOf(partition));
+      }
+    }
     PartitionWriter writer =
         new PartitionWriter(
+            partitions,
             state.schema(),
             members,
             clusterName,
@@ -79,8 +91,13 @@ public final class StateChunks {
    * in {@code partitions.get(p)}, so a snapshot of the current partition count comes back laid out
    * as Spark's hash partitioner lays out its keys.
    *
-   * @param partitions per state partition, its chunks' descriptor lines joined by newlines
+   * <p>A partition whose chunks include deltas is a chain: its rows are those of the full
+   * version whose key no delta has, then each key's row of the newest delta (ChainRows).
+   *
+   * @param partitions per state partition, its chunks' descriptor lines joined by newlines, a
+   *     chain's in order (its full version, then its deltas by snapshot)
    * @param schemaJson the state's Spark schema, as {@code StructType.json()}
+   * @param keyColumns how many of the schema's first columns are the key
    */
   public static Dataset<Row> read(
       SparkSession session,
@@ -90,12 +107,18 @@ public final class StateChunks {
       String mapName,
       long snapshotId,
       String schemaJson,
-      int window) {
+      int window,
+      int keyColumns) {
     StructType schema = (StructType) DataType.fromJson(schemaJson);
+    DataType[] keyTypes = new DataType[keyColumns];
+    for (int i = 0; i < keyColumns; i++) {
+      keyTypes[i] = schema.fields()[i].dataType();
+    }
     JavaRDD<InternalRow> rows =
         new JavaSparkContext(session.sparkContext())
             .parallelize(partitions, Math.max(1, partitions.size()))
-            .mapPartitions(new PartitionReader(members, clusterName, mapName, snapshotId, window));
+            .mapPartitions(
+                new PartitionReader(members, clusterName, mapName, snapshotId, window, keyTypes));
     return session.internalCreateDataFrame(rows.rdd(), schema, false);
   }
 
@@ -106,18 +129,25 @@ public final class StateChunks {
     private final String mapName;
     private final long snapshotId;
     private final int window;
+    private final DataType[] keyTypes;
 
     PartitionReader(
-        String members, String clusterName, String mapName, long snapshotId, int window) {
+        String members,
+        String clusterName,
+        String mapName,
+        long snapshotId,
+        int window,
+        DataType[] keyTypes) {
       this.members = members;
       this.clusterName = clusterName;
       this.mapName = mapName;
       this.snapshotId = snapshotId;
       this.window = window;
+      this.keyTypes = keyTypes;
     }
 
     @Override
-    public Iterator<InternalRow> call(Iterator<String> partition) {
+    public Iterator<InternalRow> call(Iterator<String> partition) throws IOException {
       List<ChunkDescriptor> chunks = new ArrayList<>();
       while (partition.hasNext()) {
         for (String line : partition.next().split("\n")) {
@@ -130,7 +160,18 @@ public final class StateChunks {
         return Collections.emptyIterator();
       }
       IMap<String, byte[]> map = StoreClients.client(members, clusterName).getMap(mapName);
-      ChunkRows rows = new ChunkRows(map, mapName, snapshotId, chunks, window);
+      List<ChunkDescriptor> full = new ArrayList<>();
+      List<ChunkDescriptor> deltas = new ArrayList<>();
+      for (ChunkDescriptor chunk : chunks) {
+        (chunk.delta ? deltas : full).add(chunk);
+      }
+      CloseableRows rows =
+          deltas.isEmpty()
+              ? new ChunkRows(map, mapName, snapshotId, chunks, window)
+              : new ChainRows(
+                  new ChunkRows(map, mapName, snapshotId, full, window),
+                  new ChunkRows(map, mapName, snapshotId, deltas, window),
+                  keyTypes);
       TaskContext.get()
           .addTaskCompletionListener(
               (TaskCompletionListener) context -> {
@@ -146,6 +187,7 @@ public final class StateChunks {
 
   static final class PartitionWriter
       implements Function2<Integer, Iterator<InternalRow>, Iterator<String>>, Serializable {
+    private final Set<Integer> only;
     private final StructType schema;
     private final String members;
     private final String clusterName;
@@ -159,6 +201,7 @@ public final class StateChunks {
     private final int window;
 
     PartitionWriter(
+        Set<Integer> only,
         StructType schema,
         String members,
         String clusterName,
@@ -170,6 +213,7 @@ public final class StateChunks {
         int batchRows,
         long chunkBytes,
         int window) {
+      this.only = only;
       this.schema = schema;
       this.members = members;
       this.clusterName = clusterName;
@@ -185,6 +229,9 @@ public final class StateChunks {
 
     @Override
     public Iterator<String> call(Integer partition, Iterator<InternalRow> rows) throws Exception {
+      if (!only.isEmpty() && !only.contains(partition)) {
+        return Collections.emptyIterator();
+      }
       if (!rows.hasNext()) {
         return Collections.emptyIterator();
       }

@@ -1,0 +1,75 @@
+package io.snapshotjob.chunks;
+
+import java.io.IOException;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.types.DataType;
+
+/**
+ * The rows of a partition's chain: its full version with each delta applied in order, the
+ * newest row of a key winning (docs/protocol.md, "Incremental snapshots").
+ *
+ * <p>The deltas are read first and kept by key (they are small: a chain is cut when its deltas
+ * outgrow half its full version); the full version then streams past, less the keys a delta
+ * has, and the deltas' rows follow. So a task holds the deltas, not its partition.
+ */
+final class ChainRows implements CloseableRows {
+  private final ChunkRows full;
+  private final UnsafeProjection key;
+  private final Map<UnsafeRow, InternalRow> newest = new LinkedHashMap<>();
+  private Iterator<InternalRow> tail;
+  private InternalRow pending;
+
+  ChainRows(ChunkRows full, ChunkRows deltas, DataType[] keyTypes) throws IOException {
+    this.full = full;
+    // The state's key columns come first, so the projection of its first columns is the key.
+    this.key = UnsafeProjection.create(keyTypes);
+    try (ChunkRows rows = deltas) {
+      while (rows.hasNext()) {
+        InternalRow row = rows.next();
+        UnsafeRow rowKey = key.apply(row).copy();
+        // Removed first, so a key keeps the position of its newest row.
+        newest.remove(rowKey);
+        newest.put(rowKey, row.copy());
+      }
+    }
+  }
+
+  @Override
+  public boolean hasNext() {
+    while (pending == null && tail == null) {
+      if (!full.hasNext()) {
+        tail = newest.values().iterator();
+        break;
+      }
+      InternalRow row = full.next();
+      if (!newest.containsKey(key.apply(row))) {
+        pending = row;
+      }
+    }
+    return pending != null || tail.hasNext();
+  }
+
+  @Override
+  public InternalRow next() {
+    if (!hasNext()) {
+      throw new NoSuchElementException();
+    }
+    if (pending != null) {
+      InternalRow row = pending;
+      pending = null;
+      return row;
+    }
+    return tail.next();
+  }
+
+  @Override
+  public void close() throws IOException {
+    full.close();
+  }
+}

@@ -1,0 +1,178 @@
+"""Incremental snapshots through the runtime: deltas, inherited chains, restores that apply them.
+
+Real Hazelcast members, real Spark (``local[2]``), real PostgreSQL for the output. A running
+aggregate and a deduplication of a stream whose epochs each touch a few of its keys: with
+``incremental`` the snapshots after the first write a delta for the partitions those keys
+are in and inherit the others' chains, in the job's one chain map; restores apply the chains
+(in the executors' JVMs, in Python workers, or in the driver) and the output, appended so a
+replayed epoch would show as a duplicate, equals that of an uninterrupted run without
+incremental snapshots. A lost delta fails the job naming the chunk, not a restart loop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
+
+from snapshot_protocol import ChunkWriter, SnapshotRef
+from snapshot_protocol.chunks import chunks_of
+from snapshotjob_contract import CHAIN_MAP_INDEX, snapshot_map_name
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.spark import JVM_CHUNKS_CONF
+from spark_runtime.file_record_store import FileRecordStore
+from spark_runtime.sinks import PostgresSink
+from spark_runtime.sources import SequenceSource
+from spark_runtime.state import RunningAggregate, StateContext
+from spark_runtime.state import keyed as state_module
+from spark_runtime.streaming import Pipeline
+from tests.fixtures.in_process_driver import Build, Runner
+
+PARTITIONS = 4
+KEYS = 4000
+EPOCHS = 12
+
+
+@pytest.fixture
+def executors(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runner]:
+    """The runner, every state written and read by executor tasks (incremental snapshots are
+    written only there)."""
+    monkeypatch.setattr(state_module, "driver_snapshot_max_bytes", lambda _spark: 0)
+    monkeypatch.setattr(state_module, "DRIVER_RESTORE_MAX_CHUNKS", 0)
+    monkeypatch.setattr(state_module, "DRIVER_RESTORE_MAX_BYTES", 0)
+    yield runner
+    runner.spark.conf.unset(JVM_CHUNKS_CONF)
+
+
+def _rows(dsn: str, query: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(query).fetchall()
+
+
+def _pipeline(dsn: str, table: str) -> Build:
+    """Running sums of 4000 keys: the first epoch (4000 values) touches every key, each later
+    one 2 (values ``2000k .. 2000k + 1999`` have key ``k``), so most partitions do not change
+    in an epoch, and a changed one's delta is far smaller than the partition."""
+
+    def build(p: Pipeline) -> None:
+        numbers = p.readStream(
+            SequenceSource(rows_per_epoch=KEYS, end=KEYS * EPOCHS), name="numbers"
+        )
+        value = F.col("value")
+        key = F.when(value < KEYS, value).otherwise((value / 2000).cast("long") % KEYS)
+        keyed = numbers.select(key.alias("key"), "value")
+        sums = keyed.groupBy("key").agg(
+            F.sum("value").alias("total"), F.count("*").alias("n"), name="sums"
+        )
+        # Appending: a replayed epoch would show up as a duplicate row.
+        sums.writeStream(PostgresSink(dsn, f"{table}_sums"))
+        firsts = keyed.dropDuplicates(["key"], name="firsts")
+        firsts.writeStream(PostgresSink(dsn, f"{table}_firsts"))
+
+    return build
+
+
+def test_incremental_snapshots_restore_exactly_the_uninterrupted_output(
+    executors: Runner, postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    runner = executors
+    job = f"incr-{uuid.uuid4().hex[:8]}"
+    with caplog.at_level("INFO", logger=state_module.__name__):
+        assert runner.run(_pipeline(postgres_dsn, "ref"), f"{job}-ref", 10**9) is (
+            DriverExit.COMPLETED
+        )
+        build = _pipeline(postgres_dsn, "inc")
+        # A snapshot after each of 5 epochs; then 2 epochs whose output no snapshot commits;
+        # then the rest, a snapshot after each epoch again.
+        assert runner.run(build, job, 0, 5, incremental=True) is DriverExit.INTERRUPTED
+        assert runner.run(build, job, 10**9, 2, incremental=True) is DriverExit.INTERRUPTED
+        assert runner.run(build, job, 0, None, incremental=True) is DriverExit.COMPLETED
+    lines = [r.getMessage() for r in caplog.records]
+    increments = [line for line in lines if "increment=full:" in line]
+    assert any("delta:0" not in line and "keep:0" not in line for line in increments), increments
+    restored = [line for line in lines if "Restored state operator=sums" in line]
+    assert restored and all("path=jvm" in line for line in restored), restored
+    for name in ("sums", "firsts"):
+        query = f"SELECT * FROM {{}}_{name} ORDER BY 1, 2"
+        expected = _rows(postgres_dsn, query.format("ref"))
+        assert _rows(postgres_dsn, query.format("inc")) == expected
+    sums = _rows(postgres_dsn, "SELECT key, n FROM inc_sums")
+    # One row per key and epoch touching it: every key in the first, 2 in each other one.
+    assert len(sums) == len(set(sums)) == KEYS + 2 * (EPOCHS - 1)
+    record = FileRecordStore(runner.record_path(job), "reader").read()
+    assert record.data_map_index == CHAIN_MAP_INDEX
+
+
+def test_the_jvm_the_python_workers_and_the_driver_restore_the_same_chain(
+    executors: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state with a full snapshot and two deltas on it: each reader applies the chain."""
+    runner = executors
+    spark = runner.spark
+    context = StateContext(spark, PARTITIONS, runner.address, incremental=True)
+    schema = "key long, value long"
+    aggs: dict[str, tuple[str, str | None]] = {"total": ("sum", "value"), "n": ("count", None)}
+
+    def make() -> RunningAggregate:
+        empty = spark.createDataFrame([], schema)
+        return RunningAggregate("chain", context, ["key"], aggs, empty.schema)
+
+    operator = make()
+    map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
+    previous = None
+    for snapshot_id, rows in enumerate(
+        [[(k, k) for k in range(500)], [(3, 1), (7, 1)], [(3, 10), (450, 2)]]
+    ):
+        operator.update(spark.createDataFrame(rows, schema))
+        writer = ChunkWriter(runner.store, map_name, snapshot_id, "chain", previous)
+        chunks = tuple(operator.save_and_prepare(snapshot_id, writer, False))
+        operator.commit_finish(snapshot_id, True)
+        previous = SnapshotRef(map_name, snapshot_id, chunks, PARTITIONS)
+    assert previous is not None
+    assert any(c.delta for c in previous.chunks)
+    assert any(c.key.snapshot_id == 0 for c in previous.chunks)
+    expected = sorted(tuple(r) for r in operator.state.collect())
+    assert (3, 3 + 1 + 10, 3) in expected and (450, 452, 2) in expected
+
+    readers = {"jvm": "true", "python": "false"}
+    for reader, conf in readers.items():
+        spark.conf.set(JVM_CHUNKS_CONF, conf)
+        restored = make()
+        restored.restore(previous, runner.store)
+        assert sorted(tuple(r) for r in restored.state.collect()) == expected, reader
+    monkeypatch.setattr(state_module, "DRIVER_RESTORE_MAX_CHUNKS", 10**6)
+    monkeypatch.setattr(state_module, "DRIVER_RESTORE_MAX_BYTES", 10**9)
+    restored = make()
+    restored.restore(previous, runner.store)
+    assert sorted(tuple(r) for r in restored.state.collect()) == expected, "driver"
+    runner.store.destroy(map_name)
+
+
+def test_a_lost_delta_fails_the_job_naming_its_chunk(executors: Runner, postgres_dsn: str) -> None:
+    runner = executors
+    job = f"incr-{uuid.uuid4().hex[:8]}"
+    build = _pipeline(postgres_dsn, "lost")
+    # 16 partitions: a snapshot rewrites at most one chain early, so deltas are inherited.
+    exit_code = runner.run(build, job, 0, 5, partitions=16, incremental=True)
+    assert exit_code is DriverExit.INTERRUPTED
+    record = FileRecordStore(runner.record_path(job), "reader").read()
+    map_name = snapshot_map_name(job, CHAIN_MAP_INDEX, 1)
+    validation = runner.store.get_validation_record(map_name, record.snapshot_id)
+    assert validation is not None
+    inherited = [
+        c.key
+        for c in chunks_of(validation, "sums")
+        if c.delta and c.key.snapshot_id < record.snapshot_id
+    ]
+    assert inherited, "the restore point inherits no delta"
+    runner.client.get_map(map_name).blocking().delete(str(inherited[0]))
+    exit_code = runner.run(build, job, 0, None, partitions=16, incremental=True)
+    assert exit_code is DriverExit.SNAPSHOT_CORRUPTED
+    assert runner.last is not None and runner.last.exit_message is not None
+    message = runner.last.exit_message
+    assert f"Snapshot {record.snapshot_id} in map '{map_name}' is corrupted" in message
+    assert f"'{inherited[0]}'" in message
