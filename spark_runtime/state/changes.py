@@ -130,4 +130,5 @@ def newest_rows(batches: Sequence[pa.RecordBatch], keys: Sequence[str]) -> list[
     table = pa.Table.from_batches(batches)
     numbered = table.append_column(_ORDER, pa.array(range(table.num_rows), pa.int64()))
     last = numbered.group_by(list(keys), use_threads=False).aggregate([(_ORDER, "max")])
-    return table.take(last.column(f"{_ORDER}_max")).to_batches()
+    newest: list[pa.RecordBatch] = table.take(last.column(f"{_ORDER}_max")).to_batches()
+    return newest
