@@ -6,7 +6,7 @@ part of it that decides, with no I/O, so the runtime and the model
 
 * :func:`plan_snapshot`: which partitions a snapshot writes in full, which as a delta, which
   it leaves as they are, keeping every chain within :class:`ChainPolicy`'s bounds and
-  spreading the full rewrites over snapshots;
+  spreading the full rewrites over snapshots by giving each partition a turn;
 * :func:`next_chains`: the chains the snapshot's validation record lists once it is written;
 * :func:`live_keys` and :func:`discardable`: what a discard may remove (an entry at most the
   bound and listed by no live chain), the rule that keeps the restore point whole against
@@ -23,7 +23,6 @@ runtime's keyed state does not yet.
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -118,9 +117,15 @@ class ChainPolicy:
             and chain.delta_bytes + delta_bytes <= self.delta_ratio * chain.full_bytes
         )
 
-    def early_budget(self, partitions: int) -> int:
-        """How many chains a snapshot cuts early, so the full rewrites spread evenly."""
-        return math.ceil(partitions / (1 + self.max_deltas))
+    def is_turn(self, partition: int, snapshot_id: int, partitions: int) -> bool:
+        """Whether snapshot ``snapshot_id`` cuts ``partition``'s chain early, so that the full
+        rewrites spread evenly: each partition has its turn once every ``1 + max_deltas``
+        snapshot ids, the partitions' turns spaced apart, so about
+        ``partitions / (1 + max_deltas)`` partitions are rewritten per snapshot, however few
+        partitions there are."""
+        period = 1 + self.max_deltas
+        spacing = max(1, period // max(1, partitions))
+        return (snapshot_id + partition * spacing) % period == 0
 
 
 def chains_of(chunks: Iterable[ChunkDescriptor]) -> dict[int, Chain]:
@@ -156,6 +161,7 @@ def plan_snapshot(
     changed: Mapping[int, int],
     partitions: int,
     policy: ChainPolicy,
+    snapshot_id: int,
     damaged: Collection[int] = (),
 ) -> dict[int, Write]:
     """Decides what a snapshot writes for every state partition.
@@ -165,13 +171,16 @@ def plan_snapshot(
         changed: The partitions with updates since then, with the delta's estimated bytes.
         partitions: The state partition count.
         policy: The chains' bounds.
+        snapshot_id: The snapshot's id, which says whose turn it is to be cut early
+            (:meth:`ChainPolicy.is_turn`).
         damaged: Partitions whose chain lost a chunk (the presence check of taking step 4):
             inheriting it would make this snapshot unrestorable too.
 
     Returns:
         A write for each partition ``0 .. partitions - 1``: FULL where there is no chain, it
-        is damaged or a delta would break a bound, and for the longest chains up to the early
-        budget; DELTA for the other changed partitions; KEEP for the rest.
+        is damaged, a delta would break a bound, or it is the partition's turn and its chain
+        has or would get a delta (so a chain is cut at every turn and never waits a whole
+        period for the next); DELTA for the other changed partitions; KEEP for the rest.
     """
     plan: dict[int, Write] = {}
     for partition in range(partitions):
@@ -180,19 +189,16 @@ def plan_snapshot(
             chain is None
             or partition in damaged
             or (partition in changed and not policy.allows(chain, changed[partition]))
+            or (
+                (chain.deltas > 0 or partition in changed)
+                and policy.is_turn(partition, snapshot_id, partitions)
+            )
         ):
             plan[partition] = Write.FULL
         elif partition in changed:
             plan[partition] = Write.DELTA
         else:
             plan[partition] = Write.KEEP
-    budget = policy.early_budget(partitions) - sum(w is Write.FULL for w in plan.values())
-    longest = sorted(
-        (p for p, w in plan.items() if w is not Write.FULL and chains[p].deltas > 0),
-        key=lambda p: (-chains[p].deltas, p),
-    )
-    for partition in longest[: max(budget, 0)]:
-        plan[partition] = Write.FULL
     return plan
 
 

@@ -5,8 +5,8 @@ a full version, a delta or nothing; ``snapshot_protocol.incremental`` decides wh
 partition; this module does it with the executors' JVMs (``spark_runtime.jvm_chunks``). The
 delta (every key changed since the restore point, :class:`~spark_runtime.state.changes.ChangeLog`)
 is written first, one task per partition, because the plan needs each partition's delta
-size; then the partitions the plan rewrites in full (chains at their bounds, and the longest
-chains up to the snapshot's budget) are written from the state, their tasks alone reading
+size; then the partitions the plan rewrites in full (chains at their bounds, and those whose
+turn it is) are written from the state, their tasks alone reading
 their rows. The validation record lists, per partition, the restore point's chain with the
 delta appended, or the chain as it was, or the new full version.
 """
@@ -92,7 +92,7 @@ def write_increment(
             new.setdefault(chunk.key.partition, []).append(chunk)
             who.append(name)
     changed = {p: sum(chunk.num_bytes for chunk in listed) for p, listed in new.items()}
-    plan = plan_snapshot(chains, changed, partitions, policy)
+    plan = plan_snapshot(chains, changed, partitions, policy, writer.snapshot_id)
     rewritten = sorted(p for p, write in plan.items() if write is Write.FULL)
     if rewritten:
         for p in rewritten:

@@ -463,6 +463,19 @@ def test_state_partitions_are_part_of_the_execution_fingerprint() -> None:
     assert spec_of().state_partitions == 8
 
 
+def test_turning_incremental_snapshots_on_rolls_out_and_off_keeps_the_old_fingerprint() -> None:
+    base = {"image": "runtime:1", "snapshotIntervalSeconds": 5}
+    # The driver reads the setting at its start: a change needs a new execution.
+    assert (
+        spec_of({**base, "incrementalSnapshots": True}).execution_fingerprint()
+        != spec_of(base).execution_fingerprint()
+    )
+    # Off (the default) adds nothing, so jobs from before the field are not rolled out.
+    assert spec_of({**base, "incrementalSnapshots": False}).execution_fingerprint() == (
+        "3d63637ae72394c8"
+    )
+
+
 def test_the_default_state_partitions_keep_the_fingerprint_jobs_had_before_the_field() -> None:
     spec = spec_of({"image": "runtime:1", "snapshotIntervalSeconds": 5})
 

@@ -437,18 +437,20 @@ class FakeKeyedState:
             descriptors.append(ChunkDescriptor.of(key, data, len(chunk), only is not None))
         return descriptors
 
-    def _plan(self, previous: SnapshotRef | None) -> dict[int, Write]:
+    def _plan(self, snapshot_id: int, previous: SnapshotRef | None) -> dict[int, Write]:
         if previous is None:
             return dict.fromkeys(range(self.partitions), Write.FULL)
         changed = {k % self.partitions: 1 for k in self.dirty}
-        return plan_snapshot(chains_of(previous.chunks), changed, self.partitions, CHAIN_POLICY)
+        return plan_snapshot(
+            chains_of(previous.chunks), changed, self.partitions, CHAIN_POLICY, snapshot_id
+        )
 
     def save_and_prepare(
         self, snapshot_id: int, writer: ChunkWriter, export_only: bool
     ) -> Sequence[ChunkDescriptor]:
         if self.on_save is not None:
             self.on_save()
-        plan = self._plan(writer.previous)
+        plan = self._plan(snapshot_id, writer.previous)
         self.writes.append(plan)
         if not export_only:
             self.saving = (snapshot_id, frozenset(self.dirty))

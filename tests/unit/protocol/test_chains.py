@@ -174,11 +174,11 @@ def test_a_lost_delta_fails_the_restore_naming_the_snapshot_that_wrote_it() -> N
     driver.coordinator.restore()
     run_snapshot(cluster, driver, 21)
     run_snapshot(cluster, driver, 3)  # keys 0, 1, 2: a delta in every partition
-    run_snapshot(cluster, driver, 1)  # key 3 (partition 0): the early cut rewrites it
-    assert driver.pipeline.state.writes[-1] == {0: Write.FULL, 1: Write.KEEP, 2: Write.KEEP}
-    del cluster.snapshots.maps["__sj.b1.chain.1c6f-uid"]["1/state/2/0"]
+    run_snapshot(cluster, driver, 1)  # key 3 (partition 0); it is partition 2's turn
+    assert driver.pipeline.state.writes[-1] == {0: Write.DELTA, 1: Write.KEEP, 2: Write.FULL}
+    del cluster.snapshots.maps["__sj.b1.chain.1c6f-uid"]["1/state/1/0"]
     restarted = cluster.start_driver()
     with pytest.raises(SnapshotCorrupted) as error:
         restarted.coordinator.restore()
     assert error.value.snapshot_id == 2
-    assert "'1/state/2/0'" in error.value.problem
+    assert "'1/state/1/0'" in error.value.problem

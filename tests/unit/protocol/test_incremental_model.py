@@ -25,6 +25,7 @@ of returning anything else).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import pytest
@@ -145,7 +146,7 @@ class IncrementalSnapshots(RuleBasedStateMachine):
             for p, chain in execution.chains.items()
             if any(k not in self.store for v in chain.versions for k in v.chunks)
         }
-        plan = plan_snapshot(execution.chains, changed, PARTITIONS, POLICY, damaged)
+        plan = plan_snapshot(execution.chains, changed, PARTITIONS, POLICY, snapshot_id, damaged)
         execution.pending = Pending(
             snapshot_id, plan, dict(execution.state), execution.dirty, frozenset(self.lost)
         )
@@ -294,15 +295,17 @@ TestIncrementalSnapshots.settings = settings(
 )
 
 
-def test_a_steady_load_spreads_the_full_rewrites() -> None:
+@pytest.mark.parametrize("partitions", [4, 8, 64])
+def test_a_steady_load_spreads_the_full_rewrites(partitions: int) -> None:
     """Every partition changed at every snapshot: after a warm-up, each snapshot rewrites
-    about ``partitions / (1 + max_deltas)`` partitions in full, and no chain reaches the
-    bound (the cost docs/protocol.md states)."""
-    policy, partitions = ChainPolicy(max_deltas=16, delta_ratio=0.5), 64
+    about ``partitions / (1 + max_deltas)`` partitions in full, however few there are, and
+    no chain reaches the bound (the cost docs/protocol.md states)."""
+    policy = ChainPolicy(max_deltas=16, delta_ratio=0.5)
     chains: dict[int, Chain] = {}
     fulls: list[int] = []
     for snapshot_id in range(1, 200):
-        plan = plan_snapshot(chains, dict.fromkeys(range(partitions), 1), partitions, policy)
+        changed = dict.fromkeys(range(partitions), 1)
+        plan = plan_snapshot(chains, changed, partitions, policy, snapshot_id)
         written = {
             p: Version(snapshot_id, w is Write.FULL, (ChunkKey(snapshot_id, "s", p, 0),), 100)
             if w is Write.FULL
@@ -314,5 +317,5 @@ def test_a_steady_load_spreads_the_full_rewrites() -> None:
         fulls.append(sum(w is Write.FULL for w in plan.values()))
         assert max(chain.deltas for chain in chains.values()) <= policy.max_deltas
     steady = fulls[50:]
-    assert max(steady) <= policy.early_budget(partitions) + 1, steady
-    assert sum(steady) / len(steady) <= partitions / (1 + policy.max_deltas) + 0.5
+    assert max(steady) <= math.ceil(partitions / (1 + policy.max_deltas)), steady
+    assert sum(steady) / len(steady) <= partitions / (1 + policy.max_deltas) + 0.1, steady

@@ -34,9 +34,12 @@ def test_kubernetes_mode_reads_the_snapshotjob() -> None:
             snapshotIntervalSeconds=3,
             hazelcast={"address": "hz:5701", "clusterName": "prod", "backupCount": 3},
             statePartitions=16,
+            incrementalSnapshots=True,
             spark={"master": "local[2]", "conf": {"snapshotjob.statePartitions": "4", "a": "b"}},
         )
     )
+    # Incremental: the driver's snapshots go to the chain map and may build on each other.
+    assert config.settings.job.incremental
     assert config.settings.job.uid == "u-1"
     assert config.settings.job.namespace == "team"
     assert config.settings.guarantee is ProcessingGuarantee.AT_LEAST_ONCE
@@ -54,6 +57,7 @@ def test_state_partitions_default_and_validation(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("SJ_HAZELCAST_ADDRESS", "hz:5701")
     assert kubernetes_config(_job()).settings.state_partitions == DEFAULT_STATE_PARTITIONS == 8
     assert kubernetes_config(_job()).settings.job.backup_count == 1
+    assert not kubernetes_config(_job()).settings.job.incremental
     with pytest.raises(BadInput, match="statePartitions"):
         kubernetes_config(_job(statePartitions="many"))
     with pytest.raises(
