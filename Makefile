@@ -39,6 +39,7 @@ bench: install ## Run every benchmark (each prints its figures and ends with one
 	@$(PY) bench/driver_start.py
 	@$(PY) -m bench.kafka_pipeline
 	@$(PY) -m bench.record_latency
+	@$(PY) -m bench.incremental_snapshot
 
 run-operator: install ## Run the operator against the current kubeconfig (see docs/operator.md for flags)
 	@$(PY) -m snapshot_operator $(OPERATOR_ARGS)

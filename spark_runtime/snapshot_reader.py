@@ -19,6 +19,7 @@ From the command line: ``python -m spark_runtime snapshot read --operator sums .
 
 from __future__ import annotations
 
+import re
 from contextlib import closing
 
 import pyarrow as pa
@@ -28,6 +29,9 @@ from snapshot_protocol import SnapshotStore
 from snapshot_protocol.chunks import validate_snapshot
 from snapshot_protocol.transfer import read_verified
 from spark_runtime.chunk_io import decode_batches
+from spark_runtime.state.changes import newest_rows
+
+_KEYS = re.compile(r"\(keys=([^;]+);")
 
 
 class NotAStateTable(ValueError):  # noqa: N818 - names the condition
@@ -80,6 +84,16 @@ def read_state_table(
                     f"Operator '{operator}' ({description}) of snapshot {snapshot_id} holds no "
                     f"table of state rows: chunk '{chunk.key}' is not Arrow IPC ({error})"
                 ) from error
+    if any(chunk.delta for chunk in state):
+        # A chain (incremental snapshots): each key's newest row. The keys are in the
+        # operator's description, as Pipeline.shape writes it: "<class>(keys=<a,b>; ...".
+        keys = _KEYS.search(described.get(operator, ""))
+        if keys is None:
+            raise NotAStateTable(
+                f"Operator '{operator}' of snapshot {snapshot_id} lists deltas but its "
+                f"description names no keys: {described.get(operator)!r}"
+            )
+        batches = newest_rows(batches, keys.group(1).split(","))
     if not batches:
         return pa.table({})
     return pa.Table.from_batches(batches)

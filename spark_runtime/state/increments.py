@@ -24,6 +24,7 @@ from snapshot_protocol.chunks import ChunkDescriptor, ChunkWriter
 from snapshot_protocol.incremental import ChainPolicy, Write, chains_of, plan_snapshot
 from spark_runtime.chunk_io import StoreAddress, writer_counts
 from spark_runtime.jvm_chunks import write_state
+from spark_runtime.state.changes import ChangeLog
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,19 @@ class Increment:
         """``full:N,delta:N,keep:N``, for the log line."""
         counts = Counter(write.value for write in self.plan.values())
         return ",".join(f"{w.value}:{counts.get(w.value, 0)}" for w in Write)
+
+
+def builds_on(changes: ChangeLog | None, writer: ChunkWriter, partitions: int) -> bool:
+    """Whether a snapshot may inherit the restore point's chains: the coordinator offers
+    them (``writer.previous``), the change log holds every change since exactly that
+    snapshot, and it was taken with the same partitions."""
+    previous = writer.previous
+    return (
+        changes is not None
+        and previous is not None
+        and previous.snapshot_id == changes.base_id
+        and previous.state_partitions == partitions
+    )
 
 
 def write_increment(

@@ -53,7 +53,7 @@ from spark_runtime.lineage import (
     stored_bytes,
 )
 from spark_runtime.state.changes import ChangeLog, newest_rows
-from spark_runtime.state.increments import write_increment
+from spark_runtime.state.increments import builds_on, write_increment
 
 _log = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ class KeyedState(ABC):
         else:
             jvm = state_chunks(spark)
             path = "python" if jvm is None else "jvm"
-            if jvm is not None and self._builds_on(writer):
+            if jvm is not None and builds_on(self._changes, writer, self._context.partitions):
                 changes = self._changes
                 assert changes is not None
                 delta = None if changes.empty else changes.delta(self._context.partitions)
@@ -312,18 +312,6 @@ class KeyedState(ABC):
 
         rows = [row.asDict() for row in self.state.mapInArrow(write, descriptor_struct()).collect()]
         return [descriptor_of_row(row) for row in rows], writer_counts(rows)
-
-    def _builds_on(self, writer: ChunkWriter) -> bool:
-        """Whether this snapshot may inherit the restore point's chains: the coordinator
-        offers them, the change log holds every change since exactly that snapshot, and
-        it was taken with the same partitions."""
-        previous = writer.previous
-        return (
-            self._changes is not None
-            and previous is not None
-            and previous.snapshot_id == self._changes.base_id
-            and previous.state_partitions == self._context.partitions
-        )
 
     def commit_finish(self, snapshot_id: int, success: bool) -> None:
         """State has no external transactions; a successful snapshot is the change log's new

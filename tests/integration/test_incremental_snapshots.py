@@ -19,13 +19,14 @@ import psycopg
 import pytest
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from snapshot_protocol import ChunkWriter, SnapshotRef
+from snapshot_protocol import ChunkWriter, PipelineShape, SnapshotRef, ValidationRecord
 from snapshot_protocol.chunks import chunks_of
 from snapshotjob_contract import CHAIN_MAP_INDEX, snapshot_map_name
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spark import JVM_CHUNKS_CONF
 from spark_runtime.file_record_store import FileRecordStore
 from spark_runtime.sinks import PostgresSink
+from spark_runtime.snapshot_reader import read_state_table
 from spark_runtime.sources import SequenceSource
 from spark_runtime.state import RunningAggregate, StateContext
 from spark_runtime.state import keyed as state_module
@@ -149,6 +150,22 @@ def test_the_jvm_the_python_workers_and_the_driver_restore_the_same_chain(
     restored = make()
     restored.restore(previous, runner.store)
     assert sorted(tuple(r) for r in restored.state.collect()) == expected, "driver"
+    # Read outside any job (python -m spark_runtime snapshot read), as a restore would.
+    description = f"RunningAggregate(keys=key; {operator.state_schema.simpleString()})"
+    runner.store.put_validation_record(
+        map_name,
+        ValidationRecord(
+            previous.snapshot_id,
+            previous.chunks,
+            0,
+            0,
+            0,
+            "test",
+            PipelineShape({"chain": description}, PARTITIONS),
+        ),
+    )
+    table = read_state_table(runner.store, map_name, "chain")
+    assert sorted(zip(*table.to_pydict().values(), strict=True)) == expected, "reader"
     runner.store.destroy(map_name)
 
 
