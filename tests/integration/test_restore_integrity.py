@@ -246,7 +246,9 @@ def test_a_format_1_restore_point_is_reported_as_incompatible(
     target.set(LEGACY_VALIDATION_RECORD_KEY, bytearray(json.dumps(legacy).encode()))
 
     assert jobs.run_job(build) is DriverExit.SNAPSHOT_INCOMPATIBLE
-    assert "written in snapshot format 1 and this runtime reads format 2" in jobs.exit_message()
+    assert "written in snapshot format 1 and this runtime reads formats 2 and 3" in (
+        jobs.exit_message()
+    )
 
 
 def test_discard_and_copy_on_the_real_store(jobs: Jobs, postgres_dsn: str) -> None:
