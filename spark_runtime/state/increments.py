@@ -92,38 +92,31 @@ def write_increment(
     chains = {p: chain for p, chain in chains_of(previous.chunks).items() if p < partitions}
     new: dict[int, list[ChunkDescriptor]] = {}
     who: list[str] = []
-    if delta is not None:
+
+    def write(rows: DataFrame, **only_or_delta: Any) -> None:
         for chunk, name in write_state(
             jvm,
             spark,
-            delta,
+            rows,
             address,
             writer.map_name,
             writer.snapshot_id,
             writer.operator,
-            delta=True,
+            **only_or_delta,
         ):
             new.setdefault(chunk.key.partition, []).append(chunk)
             who.append(name)
+
+    if delta is not None:
+        write(delta, delta=True)
     changed = {p: sum(chunk.num_bytes for chunk in listed) for p, listed in new.items()}
     plan = plan_snapshot(chains, changed, partitions, policy, writer.snapshot_id)
-    rewritten = sorted(p for p, write in plan.items() if write is Write.FULL)
+    rewritten = sorted(p for p, planned in plan.items() if planned is Write.FULL)
     if rewritten:
         for p in rewritten:
             # Its delta's chunks are not listed; the full version's puts overwrite most of them.
             new.pop(p, None)
-        for chunk, name in write_state(
-            jvm,
-            spark,
-            state,
-            address,
-            writer.map_name,
-            writer.snapshot_id,
-            writer.operator,
-            only=rewritten,
-        ):
-            new.setdefault(chunk.key.partition, []).append(chunk)
-            who.append(name)
+        write(state, only=rewritten)
     listed: list[ChunkDescriptor] = []
     inherited = {p: [c for c in previous.chunks if c.key.partition == p] for p in chains}
     for partition in range(partitions):

@@ -29,7 +29,10 @@ JOB = JobIdentity(uid="uid-1", namespace="ns", backup_count=1)
 
 
 def done(
-    record: ExecutionRecord, kind: SnapshotKind, failure: str | None = None
+    record: ExecutionRecord,
+    kind: SnapshotKind,
+    failure: str | None = None,
+    incremental: bool = False,
 ) -> ExecutionRecord:
     export_name = "exp" if kind.is_exported else None
     return record.snapshot_done(
@@ -41,6 +44,7 @@ def done(
         failure=failure,
         now=500,
         backup_count=JOB.backup_count,
+        incremental=incremental,
     )
 
 
@@ -261,17 +265,7 @@ def test_an_incremental_job_keeps_its_snapshots_in_the_chain_map() -> None:
     chained = JobIdentity(JOB.uid, JOB.namespace, JOB.backup_count, incremental=True)
 
     def automatic(record: ExecutionRecord, incremental: bool) -> ExecutionRecord:
-        return record.start_new_snapshot(100).snapshot_done(
-            SnapshotKind.AUTOMATIC,
-            export_name=None,
-            num_bytes=1,
-            num_keys=1,
-            num_chunks=1,
-            failure=None,
-            now=200,
-            backup_count=JOB.backup_count,
-            incremental=incremental,
-        )
+        return done(record.start_new_snapshot(100), SnapshotKind.AUTOMATIC, None, incremental)
 
     record = automatic(ExecutionRecord(), incremental=True)
     assert record.data_map_index == CHAIN_MAP_INDEX
