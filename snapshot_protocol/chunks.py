@@ -135,7 +135,7 @@ class ChunkDescriptor:
         num_keys: State entries in the chunk (for the snapshot statistics).
         checksum: The value's :func:`checksum`, verified by every read of the chunk.
         delta: Whether the chunk is part of a delta (the keys of its partition updated since
-            the snapshot before, and tombstones) rather than of a full version of it.
+            the snapshot before) rather than of a full version of it.
     """
 
     key: ChunkKey

@@ -1,8 +1,9 @@
 """The plan of incremental snapshots: chains of a full version and deltas per state partition.
 
-docs/protocol.md, "Incremental snapshots (design)", says why and how; this module is the
-part of it that decides, with no I/O, so the runtime and the model
-(``tests/unit/protocol/test_incremental_model.py``) use the same rules:
+docs/protocol.md, "Incremental snapshots", says why and how; this module is the part of it
+that decides, with no I/O, so the runtime (``spark_runtime/state/increments.py``), the test
+fakes' keyed state and the model (``tests/unit/protocol/test_incremental_model.py``) use the
+same rules:
 
 * :func:`plan_snapshot`: which partitions a snapshot writes in full, which as a delta, which
   it leaves as they are, keeping every chain within :class:`ChainPolicy`'s bounds and
@@ -10,14 +11,9 @@ part of it that decides, with no I/O, so the runtime and the model
 * :func:`next_chains`: the chains the snapshot's validation record lists once it is written;
 * :func:`live_keys` and :func:`discardable`: what a discard may remove (an entry at most the
   bound and listed by no live chain), the rule that keeps the restore point whole against
-  zombies (docs/protocol.md, "Where the chunks live and what may be discarded").
-
+  zombies (docs/protocol.md, "Where the chunks live and what may be discarded");
 * :func:`chains_of`: a participant's chains, read back from the chunks a validation record
   lists for it (:attr:`~snapshot_protocol.chunks.ChunkWriter.previous`).
-
-The protocol carries chains (format 3 records, the chain map, discards that keep the restore
-point); the test fakes' keyed state takes incremental snapshots by this plan; the Spark
-runtime's keyed state does not yet.
 """
 
 from __future__ import annotations
@@ -35,7 +31,8 @@ class Write(enum.Enum):
     FULL = "full"
     """Every key of the partition: the chain starts again with this version."""
     DELTA = "delta"
-    """The keys updated since the last snapshot and a tombstone per removed key."""
+    """The newest row of every key updated since the last snapshot (no operator that takes
+    deltas removes keys, so a delta holds no tombstones)."""
     KEEP = "keep"
     """Nothing: the partition did not change, and its chain is listed as it is."""
 
@@ -163,6 +160,7 @@ def plan_snapshot(
     policy: ChainPolicy,
     snapshot_id: int,
     damaged: Collection[int] = (),
+    empty: Collection[int] = (),
 ) -> dict[int, Write]:
     """Decides what a snapshot writes for every state partition.
 
@@ -175,17 +173,23 @@ def plan_snapshot(
             (:meth:`ChainPolicy.is_turn`).
         damaged: Partitions whose chain lost a chunk (the presence check of taking step 4):
             inheriting it would make this snapshot unrestorable too.
+        empty: Partitions without a chain because the previous snapshot holds no rows of
+            them (a writer puts no chunk for an empty partition).
 
     Returns:
-        A write for each partition ``0 .. partitions - 1``: FULL where there is no chain, it
-        is damaged, a delta would break a bound, or it is the partition's turn and its chain
-        has or would get a delta (so a chain is cut at every turn and never waits a whole
-        period for the next); DELTA for the other changed partitions; KEEP for the rest.
+        A write for each partition ``0 .. partitions - 1``: KEEP for an empty partition that
+        nothing changed (it is still empty, and the record lists nothing for it, as before);
+        FULL where there is no chain, it is damaged, a delta would break a bound, or it is
+        the partition's turn and its chain has or would get a delta (so a chain is cut at
+        every turn and never waits a whole period for the next); DELTA for the other changed
+        partitions; KEEP for the rest.
     """
     plan: dict[int, Write] = {}
     for partition in range(partitions):
         chain = chains.get(partition)
-        if (
+        if chain is None and partition in empty and partition not in changed:
+            plan[partition] = Write.KEEP
+        elif (
             chain is None
             or partition in damaged
             or (partition in changed and not policy.allows(chain, changed[partition]))
@@ -217,7 +221,8 @@ def next_chains(
         if write is Write.KEEP:
             if version is not None:
                 raise ValueError(f"Partition {partition} is kept but a version was written")
-            result[partition] = chains[partition]
+            if partition in chains:  # else an empty partition, kept empty
+                result[partition] = chains[partition]
             continue
         if version is None or version.full != (write is Write.FULL):
             raise ValueError(f"Partition {partition} needs a {write.value} version")

@@ -110,7 +110,9 @@ def write_increment(
     if delta is not None:
         write(delta, delta=True)
     changed = {p: sum(chunk.num_bytes for chunk in listed) for p, listed in new.items()}
-    plan = plan_snapshot(chains, changed, partitions, policy, writer.snapshot_id)
+    # A partition the restore point lists no chunk of was empty: the JVM writer puts none.
+    empty = set(range(partitions)) - chains.keys()
+    plan = plan_snapshot(chains, changed, partitions, policy, writer.snapshot_id, empty=empty)
     rewritten = sorted(p for p, planned in plan.items() if planned is Write.FULL)
     if rewritten:
         for p in rewritten:
@@ -121,7 +123,7 @@ def write_increment(
     inherited = {p: [c for c in previous.chunks if c.key.partition == p] for p in chains}
     for partition in range(partitions):
         if plan[partition] is not Write.FULL:
-            listed.extend(inherited[partition])
+            listed.extend(inherited.get(partition, ()))
         if plan[partition] is not Write.KEEP:
             listed.extend(sorted(new.get(partition, []), key=lambda c: c.key))
     return Increment(listed, writer_counts({"writer": name} for name in who), plan)

@@ -193,3 +193,62 @@ def test_a_lost_delta_fails_the_job_naming_its_chunk(executors: Runner, postgres
     message = runner.last.exit_message
     assert f"Snapshot {record.snapshot_id} in map '{map_name}' is corrupted" in message
     assert f"'{inherited[0]}'" in message
+
+
+def test_empty_partitions_are_kept_without_a_write_until_a_key_fills_one(
+    executors: Runner, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Keys in two of four state partitions: the writer puts no chunk for an empty partition,
+    and a later snapshot keeps it so (no job rewrites it) while a changed key's partition gets
+    a delta; a new key in an empty partition makes that one full; the chain restores the
+    state."""
+    runner = executors
+    spark = runner.spark
+    context = StateContext(spark, PARTITIONS, runner.address, incremental=True)
+    schema = "key long, value long"
+    aggs: dict[str, tuple[str, str | None]] = {"total": ("sum", "value")}
+    # Where Spark's hash partitioner puts keys (as the state's repartition does).
+    placed = (
+        spark.createDataFrame([(k,) for k in range(2000)], "key long")
+        .repartition(PARTITIONS, "key")
+        .select("key", F.spark_partition_id().alias("p"))
+        .collect()
+    )
+    partition_of = {row["key"]: row["p"] for row in placed}
+    used = {partition_of[0], next(p for p in partition_of.values() if p != partition_of[0])}
+    # Enough keys that a one-key delta is far within the chain's bound (half the partition).
+    keys = [k for k in range(800) if partition_of[k] in used]
+    filled = next(k for k, p in partition_of.items() if p not in used)
+    batches = [[(k, 1) for k in keys], [(0, 2)], [(0, 3)], [(filled, 5)]]
+    empty = spark.createDataFrame([], schema)
+    operator = RunningAggregate("sparse", context, ["key"], aggs, empty.schema)
+    map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
+    previous = None
+    with caplog.at_level("INFO", logger=state_module.__name__):
+        for snapshot_id, rows in enumerate(batches):
+            operator.update(spark.createDataFrame(rows, schema))
+            writer = ChunkWriter(runner.store, map_name, snapshot_id, "sparse", previous)
+            chunks = tuple(operator.save_and_prepare(snapshot_id, writer, False))
+            operator.commit_finish(snapshot_id, True)
+            previous = SnapshotRef(map_name, snapshot_id, chunks, PARTITIONS)
+    increments = [
+        r.getMessage().rsplit("increment=", 1)[1]
+        for r in caplog.records
+        if "operator=sparse" in r.getMessage() and "increment=" in r.getMessage()
+    ]
+    # Snapshot 0 is full (no restore point); 1 and 2 write key 0's delta and keep the other
+    # three partitions, two of them empty; 3 fills an empty partition in full.
+    assert increments == [
+        "none",
+        "full:0,delta:1,keep:3",
+        "full:0,delta:1,keep:3",
+        "full:1,delta:0,keep:3",
+    ], increments
+    assert previous is not None
+    listed = {c.key.partition for c in previous.chunks if c.key.partition < PARTITIONS}
+    assert listed == used | {partition_of[filled]}
+    restored = RunningAggregate("sparse", context, ["key"], aggs, empty.schema)
+    restored.restore(previous, runner.store)
+    expected = sorted([(k, 1 + (5 if k == 0 else 0)) for k in keys] + [(filled, 5)])
+    assert sorted(tuple(r) for r in restored.state.collect()) == expected
+    runner.store.destroy(map_name)

@@ -319,3 +319,20 @@ def test_a_steady_load_spreads_the_full_rewrites(partitions: int) -> None:
     steady = fulls[50:]
     assert max(steady) <= math.ceil(partitions / (1 + policy.max_deltas)), steady
     assert sum(steady) / len(steady) <= partitions / (1 + policy.max_deltas) + 0.1, steady
+
+
+def test_an_empty_partition_is_kept_without_a_write_until_a_change_fills_it() -> None:
+    """A partition with no rows at the restore point has no chain (a writer puts no chunk for
+    it): a snapshot keeps it empty without writing it, even at its turn, and writes it in full
+    once a change puts rows in it (a delta would have no full version to apply to). Without
+    a restore point to build on, every partition is written."""
+    policy = ChainPolicy(max_deltas=2)
+    chains = {0: Chain((Version(1, True, (ChunkKey(1, "s", 0, 0),), 100),))}
+    for snapshot_id in range(2, 2 + 2 * (1 + policy.max_deltas)):  # every partition's turn
+        plan = plan_snapshot(chains, {}, 2, policy, snapshot_id, empty={1})
+        assert plan[1] is Write.KEEP, (snapshot_id, plan)
+        kept = {p: chains[p] for p, w in plan.items() if w is Write.KEEP and p in chains}
+        if plan[0] is Write.KEEP:
+            assert next_chains(chains, plan, {}) == kept
+    assert plan_snapshot(chains, {1: 10}, 2, policy, 2, empty={1})[1] is Write.FULL
+    assert plan_snapshot({}, {}, 2, policy, 2)[1] is Write.FULL
