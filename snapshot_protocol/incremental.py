@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey
+from snapshotjob_contract.spec import DEFAULT_MAX_DELTA_PERCENT, DEFAULT_MAX_DELTAS
 
 
 class Write(enum.Enum):
@@ -100,8 +101,8 @@ class ChainPolicy:
         delta_ratio: Most bytes of deltas, as a fraction of the full version's.
     """
 
-    max_deltas: int = 16
-    delta_ratio: float = 0.5
+    max_deltas: int = DEFAULT_MAX_DELTAS
+    delta_ratio: float = DEFAULT_MAX_DELTA_PERCENT / 100
 
     def __post_init__(self) -> None:
         if self.max_deltas < 0 or self.delta_ratio < 0:

@@ -31,6 +31,11 @@ DEFAULT_STATE_PARTITIONS = 8
 """``spec.statePartitions`` when omitted; the runtime's own default, so jobs created before the
 field existed keep their partitioning."""
 
+DEFAULT_MAX_DELTAS = 16
+"""``spec.snapshotChains.maxDeltas`` when omitted, and the snapshot protocol's default."""
+DEFAULT_MAX_DELTA_PERCENT = 50
+"""``spec.snapshotChains.maxDeltaPercent`` when omitted, and the snapshot protocol's default."""
+
 SPARK_MEMORY_PATTERN = r"^[1-9][0-9]*[kKmMgGtT]?$"
 """Spark's memory strings as ``spark.driver.memory`` takes them, e.g. ``512m`` or ``2g``."""
 
@@ -325,6 +330,22 @@ class DurableRestoreSpec(ApiModel):
     """The lost restore point's snapshot id, as the condition names it."""
 
 
+class SnapshotChainsSpec(ApiModel):
+    """Bounds of the chains incremental snapshots build per state partition: a full version,
+    then deltas. Longer chains make a snapshot cheaper (a partition is written in full less
+    often) and a restore dearer (it reads and applies more deltas)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_deltas: int = Field(default=DEFAULT_MAX_DELTAS, ge=1, le=64)
+    """Most deltas after a partition's full version, so a restore reads at most
+    maxDeltas + 1 versions of it; each partition is also written in full at its turn, once
+    every maxDeltas + 1 snapshots, the partitions' turns spread over the snapshots."""
+    max_delta_percent: int = Field(default=DEFAULT_MAX_DELTA_PERCENT, ge=1, le=100)
+    """Most bytes of a partition's deltas, in percent of its full version's: a restore reads
+    at most 1 + maxDeltaPercent / 100 times the state."""
+
+
 class SnapshotJobSpec(ApiModel):
     """The desired state of a snapshot-protected PySpark job."""
 
@@ -338,6 +359,12 @@ class SnapshotJobSpec(ApiModel):
                 spec.processing_guarantee is not ProcessingGuarantee.NONE
                 or spec.upgrade_mode is UpgradeMode.STATELESS
             ),
+        ),
+        CrossFieldRule(
+            cel="!has(self.snapshotChains) || self.incrementalSnapshots",
+            message="snapshotChains bounds the chains of incremental snapshots: set "
+            "incrementalSnapshots to true, or remove snapshotChains",
+            holds=lambda spec: spec.snapshot_chains is None or spec.incremental_snapshots,
         ),
     )
 
@@ -360,9 +387,13 @@ class SnapshotJobSpec(ApiModel):
     incremental_snapshots: bool = False
     """Snapshots write, per state partition, only the keys updated since the last snapshot (a
     delta) and list the earlier chunks they build on, all in one map per job; a partition is
-    written in full again after 16 deltas or when its deltas reach half its size. Running
-    aggregates and deduplication take them; other operators' snapshots stay full. Exports are
-    always full. A change rolls out as any other (upgradeMode). See docs/protocol.md."""
+    written in full again when its chain reaches the bounds of snapshotChains (16 deltas, or
+    deltas half its size, by default) and at its turn. Running aggregates and deduplication
+    take them; other operators' snapshots stay full. Exports are always full. A change rolls
+    out as any other (upgradeMode). See docs/protocol.md."""
+    snapshot_chains: SnapshotChainsSpec | None = Field(default=None, exclude_if=_unset)
+    """Bounds of the chains of incremental snapshots (only with incrementalSnapshots); the
+    defaults when unset. A change rolls out as any other (upgradeMode)."""
     suspend: bool = False
     """Suspend the job with a terminal snapshot (true), or resume it from its last good
     snapshot (false)."""
@@ -410,9 +441,9 @@ class SnapshotJobSpec(ApiModel):
         ``suspend``, ``exportSnapshot`` and the operator-only fields (restart policy, upgrade
         mode, suspendOnFailure, splitBrainProtection, initialSnapshotName, which is read only at
         a first start) are left out: changing them needs no new execution.
-        ``statePartitions`` and ``incrementalSnapshots`` count only when they are not the
-        default, so jobs that existed before the fields keep their fingerprint and are not
-        rolled out by an operator upgrade.
+        ``statePartitions``, ``incrementalSnapshots`` and ``snapshotChains`` count only when
+        they are not the default (unset), so jobs that existed before the fields keep their
+        fingerprint and are not rolled out by an operator upgrade.
         """
         relevant = self.model_dump(
             mode="json",
@@ -431,5 +462,7 @@ class SnapshotJobSpec(ApiModel):
             relevant["state_partitions"] = self.state_partitions
         if self.incremental_snapshots:
             relevant["incremental_snapshots"] = True
+        if self.snapshot_chains is not None:
+            relevant["snapshot_chains"] = self.snapshot_chains.model_dump(mode="json")
         canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -91,6 +91,18 @@ def parser() -> argparse.ArgumentParser:
         "spec.incrementalSnapshots",
     )
     run.add_argument(
+        "--max-deltas",
+        type=int,
+        help="local mode: most deltas after a state partition's full version, as "
+        "spec.snapshotChains.maxDeltas (with --incremental-snapshots)",
+    )
+    run.add_argument(
+        "--max-delta-percent",
+        type=int,
+        help="local mode: most bytes of a partition's deltas in percent of its full version, "
+        "as spec.snapshotChains.maxDeltaPercent (with --incremental-snapshots)",
+    )
+    run.add_argument(
         "--split-brain-protection",
         action="store_true",
         help="local mode: stop when the store members reached are fewer than the record's "

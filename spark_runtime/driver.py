@@ -154,7 +154,11 @@ class Driver:
         self.pipeline = Pipeline(
             spark,
             StateContext(
-                spark, settings.state_partitions, settings.store, settings.job.incremental
+                spark,
+                settings.state_partitions,
+                settings.store,
+                settings.job.incremental,
+                settings.chain_policy,
             ),
             settings.guarantee,
             settings.job.uid,

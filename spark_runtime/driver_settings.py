@@ -13,13 +13,14 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Protocol, runtime_checkable
 
 from snapshot_protocol import JobIdentity, TerminationRequest
+from snapshot_protocol.incremental import ChainPolicy
 from snapshotjob_contract.exits import EXIT_REPORT_AFTER_SIGNAL_SECONDS
-from snapshotjob_contract.spec import ProcessingGuarantee
+from snapshotjob_contract.spec import ProcessingGuarantee, SnapshotChainsSpec
 from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.durable import DurableStorage
@@ -85,6 +86,7 @@ class DriverSettings:
             the store lacks them; None without durable storage.
         durable_restore: ``(copy, record)`` snapshot ids the user accepts restoring the older
             durable copy of (``spec.durableRestore``).
+        chain_policy: The bounds of incremental snapshots' chains (``spec.snapshotChains``).
     """
 
     job: JobIdentity
@@ -100,6 +102,14 @@ class DriverSettings:
     source_lost_s: float = 60.0
     durable_storage: DurableStorage | None = None
     durable_restore: tuple[int, int] | None = None
+    chain_policy: ChainPolicy = field(default_factory=ChainPolicy)
+
+
+def chain_policy(chains: SnapshotChainsSpec | None) -> ChainPolicy:
+    """The protocol's chain bounds from ``spec.snapshotChains``; its defaults when unset."""
+    if chains is None:
+        return ChainPolicy()
+    return ChainPolicy(chains.max_deltas, chains.max_delta_percent / 100)
 
 
 _STOP_SIGNALS = frozenset({int(signal.SIGTERM), int(signal.SIGINT)})

@@ -51,6 +51,7 @@ from spark_runtime.driver import (
     PublishExport,
     TerminationPoll,
 )
+from spark_runtime.driver_settings import chain_policy
 from spark_runtime.durable import DurableStorage
 from spark_runtime.execution import BadInput, JobConfig
 from spark_runtime.kube_record_store import KubernetesRecordStore
@@ -173,6 +174,7 @@ def kubernetes_config(
         store_lost_s=store_lost_s,
         durable_storage=DurableStorage.from_environment(os.environ),
         durable_restore=durable_restore(os.environ.get(ENV_DURABLE_RESTORE)),
+        chain_policy=chain_policy(spec.snapshot_chains),
     )
     master, conf = spark_settings(spec.spark, operator_conf or {})
     try:

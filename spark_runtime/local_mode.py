@@ -14,10 +14,14 @@ import json
 import uuid
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from snapshot_protocol import JobIdentity
-from snapshotjob_contract.spec import ProcessingGuarantee
+from snapshotjob_contract.base import explain
+from snapshotjob_contract.spec import ProcessingGuarantee, SnapshotChainsSpec
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import DriverSettings, ExportPoll, PublishExport, TerminationPoll
+from spark_runtime.driver_settings import chain_policy
 from spark_runtime.execution import BadInput, JobConfig
 from spark_runtime.file_record_store import FileRecordStore
 
@@ -62,6 +66,7 @@ def local_config(ns: argparse.Namespace) -> JobConfig:
     if not isinstance(args, dict):
         raise BadInput("--args-json must be a JSON object")
     args.update(key_value_pairs(ns.arg, "--arg"))
+    chains = _snapshot_chains(ns)
     settings = DriverSettings(
         job=JobIdentity(ns.job_uid, "local", ns.backup_count, incremental=ns.incremental_snapshots),
         guarantee=ProcessingGuarantee(ns.guarantee),
@@ -73,8 +78,29 @@ def local_config(ns: argparse.Namespace) -> JobConfig:
         split_brain_protection=ns.split_brain_protection,
         store_lost_s=ns.store_lost_seconds,
         source_lost_s=ns.source_lost_seconds,
+        chain_policy=chain_policy(chains),
     )
     return JobConfig(ns.pipeline, args, settings, ns.master, key_value_pairs(ns.conf, "--conf"))
+
+
+def _snapshot_chains(ns: argparse.Namespace) -> SnapshotChainsSpec | None:
+    """``--max-deltas`` and ``--max-delta-percent``, checked as spec.snapshotChains is."""
+    given = {
+        name: value
+        for name, value in (("maxDeltas", ns.max_deltas), ("maxDeltaPercent", ns.max_delta_percent))
+        if value is not None
+    }
+    if not given:
+        return None
+    if not ns.incremental_snapshots:
+        raise BadInput(
+            "--max-deltas and --max-delta-percent bound the chains of incremental snapshots: "
+            "add --incremental-snapshots, or leave them out"
+        )
+    try:
+        return SnapshotChainsSpec.model_validate(given)
+    except ValidationError as error:
+        raise BadInput(f"Invalid snapshot chain bounds: {explain(error)}") from error
 
 
 class LocalMode:

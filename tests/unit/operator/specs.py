@@ -135,6 +135,23 @@ INVALID_SPECS = (
         "spec.durableStorage.snapshotCopyIntervalSeconds",
     ),
     InvalidSpecCase(
+        "snapshot-chains-without-incremental-snapshots",
+        {"snapshotChains": {"maxDeltas": 32}},
+        "spec",
+        "snapshotChains bounds the chains of incremental snapshots: set incrementalSnapshots "
+        "to true, or remove snapshotChains",
+    ),
+    InvalidSpecCase(
+        "snapshot-chains-too-long",
+        {"incrementalSnapshots": True, "snapshotChains": {"maxDeltas": 65}},
+        "spec.snapshotChains.maxDeltas",
+    ),
+    InvalidSpecCase(
+        "snapshot-chains-deltas-larger-than-the-full-version",
+        {"incrementalSnapshots": True, "snapshotChains": {"maxDeltaPercent": 101}},
+        "spec.snapshotChains.maxDeltaPercent",
+    ),
+    InvalidSpecCase(
         "durable-restore-of-a-copy-not-older",
         {"durableRestore": {"acceptSnapshotId": 17, "insteadOfSnapshotId": 17}},
         "spec.durableRestore",

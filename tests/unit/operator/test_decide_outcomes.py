@@ -476,6 +476,19 @@ def test_turning_incremental_snapshots_on_rolls_out_and_off_keeps_the_old_finger
     )
 
 
+def test_chain_bounds_roll_out_when_set_and_leave_the_fingerprint_when_not() -> None:
+    base = {"image": "runtime:1", "snapshotIntervalSeconds": 5, "incrementalSnapshots": True}
+    unset = spec_of(base).execution_fingerprint()
+    # The driver reads the bounds at its start: a change needs a new execution.
+    assert spec_of({**base, "snapshotChains": {"maxDeltas": 32}}).execution_fingerprint() != unset
+    assert (
+        spec_of({**base, "snapshotChains": {"maxDeltas": 32}}).execution_fingerprint()
+        != spec_of(
+            {**base, "snapshotChains": {"maxDeltas": 32, "maxDeltaPercent": 25}}
+        ).execution_fingerprint()
+    )
+
+
 def test_the_default_state_partitions_keep_the_fingerprint_jobs_had_before_the_field() -> None:
     spec = spec_of({"image": "runtime:1", "snapshotIntervalSeconds": 5})
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from snapshot_protocol.incremental import ChainPolicy
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.observability import DRIVER_METRICS_PORT, ENV_METRICS_PORT
 from snapshotjob_contract.spec import ProcessingGuarantee
@@ -58,6 +59,22 @@ def test_local_mode_takes_the_backup_count_of_the_snapshot_maps() -> None:
 def test_local_mode_can_start_from_an_exported_snapshot() -> None:
     config = local_config(parser().parse_args(_local("--initial-snapshot-name", "golden")))
     assert config.settings.initial_snapshot_name == "golden"
+
+
+def test_local_mode_takes_the_bounds_of_incremental_snapshots_chains() -> None:
+    default = local_config(parser().parse_args(_local("--incremental-snapshots")))
+    assert default.settings.job.incremental
+    assert default.settings.chain_policy == ChainPolicy(16, 0.5)
+    config = local_config(
+        parser().parse_args(
+            _local("--incremental-snapshots", "--max-deltas", "32", "--max-delta-percent", "25")
+        )
+    )
+    assert config.settings.chain_policy == ChainPolicy(32, 0.25)
+    with pytest.raises(BadInput, match="add --incremental-snapshots"):
+        local_config(parser().parse_args(_local("--max-deltas", "32")))
+    with pytest.raises(BadInput, match="maxDeltas: Input should be less than or equal to 64"):
+        local_config(parser().parse_args(_local("--incremental-snapshots", "--max-deltas", "65")))
 
 
 def test_local_mode_names_every_missing_option() -> None:

@@ -8,6 +8,7 @@ from typing import Any, cast
 import pytest
 
 from snapshot_protocol import TerminationMode
+from snapshot_protocol.incremental import ChainPolicy
 from snapshotjob_contract.spec import DEFAULT_STATE_PARTITIONS, ProcessingGuarantee
 from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.execution import BadInput
@@ -35,11 +36,14 @@ def test_kubernetes_mode_reads_the_snapshotjob() -> None:
             hazelcast={"address": "hz:5701", "clusterName": "prod", "backupCount": 3},
             statePartitions=16,
             incrementalSnapshots=True,
+            snapshotChains={"maxDeltas": 32},
             spark={"master": "local[2]", "conf": {"snapshotjob.statePartitions": "4", "a": "b"}},
         )
     )
-    # Incremental: the driver's snapshots go to the chain map and may build on each other.
+    # Incremental: the driver's snapshots go to the chain map and may build on each other,
+    # in chains of at most 32 deltas (and the default half of the full version in bytes).
     assert config.settings.job.incremental
+    assert config.settings.chain_policy == ChainPolicy(32, 0.5)
     assert config.settings.job.uid == "u-1"
     assert config.settings.job.namespace == "team"
     assert config.settings.guarantee is ProcessingGuarantee.AT_LEAST_ONCE
@@ -58,6 +62,7 @@ def test_state_partitions_default_and_validation(monkeypatch: pytest.MonkeyPatch
     assert kubernetes_config(_job()).settings.state_partitions == DEFAULT_STATE_PARTITIONS == 8
     assert kubernetes_config(_job()).settings.job.backup_count == 1
     assert not kubernetes_config(_job()).settings.job.incremental
+    assert kubernetes_config(_job()).settings.chain_policy == ChainPolicy()
     with pytest.raises(BadInput, match="statePartitions"):
         kubernetes_config(_job(statePartitions="many"))
     with pytest.raises(
