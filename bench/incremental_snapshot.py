@@ -3,7 +3,7 @@
 Why: issue 18, item 2. Every snapshot used to write the whole state; with
 ``spec.incrementalSnapshots`` a snapshot writes, per state partition, the newest rows of the
 keys updated since the last one (a delta) and lists the chunks it inherits, and a partition
-is rewritten in full at its turn, about once every 17 snapshots (docs/protocol.md,
+is rewritten in full at its turn, once every ``1 + maxDeltas`` snapshots (docs/protocol.md,
 "Incremental snapshots"). This benchmark measures, in one run against one set of servers
 (three Hazelcast members with one backup, :mod:`bench.servers`, one ``local[2]``
 SparkSession, the executors' JVMs writing the chunks):
@@ -20,13 +20,16 @@ SparkSession, the executors' JVMs writing the chunks):
   key by key against the state's sum, and a restore of the last full snapshot, timed.
 
 ``incremental_cost_ratio`` is the mean incremental snapshot time over the mean full snapshot
-time: with ``--intervals 17`` (the default) every partition has had its turn once, so the
-mean includes the full rewrites a long-running job pays. Also printed: the same ratio in
-bytes, the largest single snapshot's ratio (one with a partition's turn), and the chain
-restore against the full restore.
+time: with ``--intervals`` at ``1 + --max-deltas`` (the default; 17 with the default 16
+deltas) every partition has had its turn once, so the mean includes the full rewrites a
+long-running job pays. Also printed: the same ratio in bytes, the largest single snapshot's
+ratio (one with a partition's turn), and the chain restore against the full restore.
+``--max-deltas`` is ``spec.snapshotChains.maxDeltas``: longer chains, fewer rewrites, longer
+restores.
 
 Run: ``.venv/bin/python -m bench.incremental_snapshot`` (about 10 minutes on 2 cores at
-1 GiB), or ``--mib 64 --intervals 5`` for a quick pass. The last line is JSON.
+1 GiB; twice that with ``--max-deltas 32``), or ``--mib 64 --intervals 5`` for a quick pass.
+The last line is JSON.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.keyed_state import state_batch
 from bench.scale_grid import TAG_BYTES, WIDE_KEY_BYTES
+from snapshotjob_contract.spec import DEFAULT_MAX_DELTAS
 
 MIB = 2**20
 
@@ -64,16 +68,27 @@ def main() -> int:
     options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     options.add_argument("--mib", type=float, default=1024.0, help="the state's size")
     options.add_argument("--changed", type=float, default=0.01, help="keys changed per interval")
-    options.add_argument("--intervals", type=int, default=17, help="incremental snapshots")
+    options.add_argument(
+        "--intervals", type=int, help="incremental snapshots (default: 1 + --max-deltas)"
+    )
+    options.add_argument(
+        "--max-deltas",
+        type=int,
+        default=DEFAULT_MAX_DELTAS,
+        help="spec.snapshotChains.maxDeltas: a partition's turn comes every 1 + this snapshots",
+    )
     options.add_argument("--partitions", type=int, default=8, help="state partitions")
     options.add_argument("--driver-memory", default="6g", help="the driver JVM's heap")
     options.add_argument("--member-heap", default="2500m", help="each member's heap")
     ns = options.parse_args()
+    if ns.intervals is None:
+        ns.intervals = 1 + ns.max_deltas
 
     from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
     from bench.servers import snapshot_store
     from snapshot_protocol import ChunkWriter, SnapshotRef, ValidationRecord
+    from snapshot_protocol.incremental import ChainPolicy
     from snapshotjob_contract.spark import JVM_CHUNKS_CONF
     from spark_runtime.jvm_chunks import state_chunks
     from spark_runtime.lineage import empty_frame
@@ -85,7 +100,8 @@ def main() -> int:
     print(
         f"state ~{ns.mib:g} MiB: {keys} keys {WIDE_KEY_BYTES} bytes wide in {ns.partitions} "
         f"partitions; {changed} keys ({ns.changed:.1%}) change per interval, "
-        f"{ns.intervals} intervals; load average {os.getloadavg()[0]:.2f}",
+        f"{ns.intervals} intervals, chains of at most {ns.max_deltas} deltas; "
+        f"load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
     workdir = Path(tempfile.mkdtemp(prefix="sj-incremental-"))
@@ -100,7 +116,10 @@ def main() -> int:
             )
             if state_chunks(spark) is None:
                 raise SystemExit("the session has no jvm/ classes; run make install")
-            context = StateContext(spark, ns.partitions, address, incremental=True)
+            policy = ChainPolicy(max_deltas=ns.max_deltas)
+            context = StateContext(
+                spark, ns.partitions, address, incremental=True, chain_policy=policy
+            )
             batch = state_batch(spark, keys, TAG_BYTES)
             aggs: dict[str, tuple[str, str | None]] = {"total": ("sum", "value")}
             operator = RunningAggregate("state", context, ["key", "tag"], aggs, batch.schema)
@@ -211,6 +230,7 @@ def main() -> int:
                 "keys": keys,
                 "changed_per_interval": changed,
                 "intervals": ns.intervals,
+                "max_deltas": ns.max_deltas,
                 "partitions": ns.partitions,
             }
     finally:
