@@ -169,6 +169,49 @@ def test_the_jvm_the_python_workers_and_the_driver_restore_the_same_chain(
     runner.store.destroy(map_name)
 
 
+def test_the_jvm_applies_a_chain_by_the_whole_key_first_column_shared_or_null(
+    executors: Runner,
+) -> None:
+    """Keys (name, shard): the deltas update ("a", 2) and (null, 1) and add ("c", 1); the full
+    version also has ("a", 1) and (null, 2), whose first key column a delta's key shares, so the
+    JVM's first-column filter lets them through to the whole key's lookup, which keeps them."""
+    runner = executors
+    spark = runner.spark
+    context = StateContext(spark, PARTITIONS, runner.address, incremental=True)
+    schema = "name string, shard int, value long"
+    aggs: dict[str, tuple[str, str | None]] = {"total": ("sum", "value")}
+    empty = spark.createDataFrame([], schema)
+
+    def make() -> RunningAggregate:
+        return RunningAggregate("pairs", context, ["name", "shard"], aggs, empty.schema)
+
+    # Enough other keys that each delta is far within its chain's bound.
+    base = [(f"n{i}", i % 3, 1) for i in range(2000)]
+    special = [("a", 1, 10), ("a", 2, 20), (None, 1, 30), (None, 2, 40)]
+    batches = [base + special, [("a", 2, 1), (None, 1, 1)], [("a", 2, 2), ("c", 1, 5)]]
+    operator = make()
+    map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
+    previous = None
+    for snapshot_id, rows in enumerate(batches):
+        operator.update(spark.createDataFrame(rows, schema))
+        writer = ChunkWriter(runner.store, map_name, snapshot_id, "pairs", previous)
+        chunks = tuple(operator.save_and_prepare(snapshot_id, writer, False))
+        operator.commit_finish(snapshot_id, True)
+        previous = SnapshotRef(map_name, snapshot_id, chunks, PARTITIONS)
+    assert previous is not None
+    assert any(c.delta and c.key.snapshot_id == 1 for c in previous.chunks), previous.chunks
+    expected = sorted(
+        [(n, s, v) for n, s, v in base]
+        + [("a", 1, 10), ("a", 2, 23), (None, 1, 31), (None, 2, 40), ("c", 1, 5)],
+        key=str,
+    )
+    spark.conf.set(JVM_CHUNKS_CONF, "true")
+    restored = make()
+    restored.restore(previous, runner.store)
+    assert sorted((tuple(r) for r in restored.state.collect()), key=str) == expected
+    runner.store.destroy(map_name)
+
+
 def test_a_lost_delta_fails_the_job_naming_its_chunk(executors: Runner, postgres_dsn: str) -> None:
     runner = executors
     job = f"incr-{uuid.uuid4().hex[:8]}"

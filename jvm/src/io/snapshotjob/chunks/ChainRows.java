@@ -15,13 +15,16 @@ import org.apache.spark.sql.types.DataType;
  * newest row of a key winning (docs/protocol.md, "Incremental snapshots").
  *
  * <p>The deltas are read first and kept by key (they are small: a chain is cut when its deltas
- * outgrow half its full version); the full version then streams past, less the keys a delta
- * has, and the deltas' rows follow. So a task holds the deltas, not its partition.
+ * outgrow a bound of its full version); the full version then streams past, less the keys a
+ * delta has, and the deltas' rows follow. So a task holds the deltas, not its partition. A
+ * full row's whole key is looked up only if its first key column may be a delta's
+ * (FirstKeyFilter): most are not.
  */
 final class ChainRows implements CloseableRows {
   private final ChunkRows full;
   private final UnsafeProjection key;
   private final Map<UnsafeRow, InternalRow> newest = new LinkedHashMap<>();
+  private final FirstKeyFilter filter;
   private Iterator<InternalRow> tail;
   private InternalRow pending;
 
@@ -38,6 +41,7 @@ final class ChainRows implements CloseableRows {
         newest.put(rowKey, row.copy());
       }
     }
+    this.filter = FirstKeyFilter.of(keyTypes[0], newest.keySet());
   }
 
   @Override
@@ -48,7 +52,7 @@ final class ChainRows implements CloseableRows {
         break;
       }
       InternalRow row = full.next();
-      if (!newest.containsKey(key.apply(row))) {
+      if ((filter != null && !filter.mightContain(row)) || !newest.containsKey(key.apply(row))) {
         pending = row;
       }
     }
