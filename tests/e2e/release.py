@@ -389,21 +389,27 @@ DSN_FROM_SECRET: dict[str, Any] = {
 
 
 def sequence_sum_args(
-    dsn: str, job: str, end: int, rate: int, max_rows_per_epoch: int | None = None
+    dsn: str,
+    job: str,
+    end: int,
+    rate: int,
+    max_rows_per_epoch: int | None = None,
+    keys: int = SUM_KEYS,
 ) -> dict[str, Any]:
     """Arguments of ``examples.sequence_sum`` writing to the job's own two tables.
 
     The sequence is paced at ``rate`` rows per second from the job's first start, so the job
     runs at least ``end / rate`` seconds whatever its faults do; each test picks ``end`` so
     that this comes after its last fault. ``max_rows_per_epoch`` caps how fast a restored job
-    catches up with the pace (:data:`CATCH_UP` in the tests with faults).
+    catches up with the pace (:data:`CATCH_UP` in the tests with faults). ``keys``: the
+    running sums' keys (value modulo keys).
     """
     table = job.replace("-", "_")
     return {
         "dsn": dsn,
         "table": f"{table}_sums",
         "events_table": f"{table}_events",
-        "keys": SUM_KEYS,
+        "keys": keys,
         "end": end,
         "rows_per_second": rate,
         **({} if max_rows_per_epoch is None else {"max_rows_per_epoch": max_rows_per_epoch}),
@@ -455,7 +461,7 @@ def patch_spec(release: Release, job: str, spec: dict[str, Any]) -> None:
     release.kubectl("patch", "snapshotjob", job, "--type=merge", "-p", json.dumps({"spec": spec}))
 
 
-def suspend_with_exact_prefix(release: Release, job: str) -> int:
+def suspend_with_exact_prefix(release: Release, job: str, keys: int = SUM_KEYS) -> int:
     """Suspends the job, then checks that its output is an exact prefix of the sequence.
 
     Suspending takes a terminal snapshot, whose 2nd phase commits the sinks' last epochs; the
@@ -463,6 +469,11 @@ def suspend_with_exact_prefix(release: Release, job: str) -> int:
     row, a lost one a gap or a short count) and the sums exactly theirs. A test that ends its
     job this way, rather than waiting for a bounded one to end, does not have to pace the job
     past its last fault.
+
+    Args:
+        release: The chart release.
+        job: The job, which ran ``examples.sequence_sum``.
+        keys: Its ``keys`` argument.
 
     Returns:
         n, the number of events committed.
@@ -472,12 +483,13 @@ def suspend_with_exact_prefix(release: Release, job: str) -> int:
     table = job.replace("-", "_")
     ((committed,),) = psql(release, f"SELECT count(*) FROM {table}_events")
     assert int(committed) > 0, f"job={job} committed nothing"
-    assert_exactly_once(release, job, int(committed))
+    assert_exactly_once(release, job, int(committed), keys)
     return int(committed)
 
 
-def assert_exactly_once(release: Release, job: str, end: int) -> None:
-    """Every event id exactly once, exact sums, no prepared transaction left behind."""
+def assert_exactly_once(release: Release, job: str, end: int, keys: int = SUM_KEYS) -> None:
+    """Every event id exactly once, exact sums (of ``keys`` keys), no prepared transaction
+    left behind."""
     table = job.replace("-", "_")
     ((rows, distinct, low, high),) = psql(
         release, f"SELECT count(*), count(DISTINCT id), min(id), max(id) FROM {table}_events"
@@ -492,8 +504,8 @@ def assert_exactly_once(release: Release, job: str, end: int) -> None:
         )
     }
     expected = {
-        key: (sum(range(key, end, SUM_KEYS)), len(range(key, end, SUM_KEYS)))
-        for key in range(SUM_KEYS)
+        key: (sum(range(key, end, keys)), len(range(key, end, keys)))
+        for key in range(min(keys, end))
     }
     assert sums == expected
     ((prepared,),) = psql(release, "SELECT count(*) FROM pg_prepared_xacts")

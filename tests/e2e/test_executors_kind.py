@@ -18,11 +18,14 @@ step's duration is printed at the end of the session (``E2E timing ...`` lines).
 
 from __future__ import annotations
 
+import re
 import subprocess
 from typing import Any
 
 import pytest
 
+from snapshotjob_contract.record import CHAIN_MAP_INDEX
+from snapshotjob_contract.spark import DRIVER_SNAPSHOT_MAX_BYTES_CONF
 from tests.e2e.release import (
     CATCH_UP,
     DURABLE_STORAGE,
@@ -177,12 +180,32 @@ def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(
     the operator deletes the driver Pod at once (``DriverNodeLost``) and starts a new execution
     on the other worker. The old driver is frozen, not gone: when its node comes back, the
     execution id in the status fences it, so the output stays exact.
+
+    The job takes incremental snapshots of its 10,000 running sums, an epoch changing a few
+    hundred of them, written by the executors (the driver would write a state this small
+    itself): every execution restores from a chain of a full version and deltas in the job's
+    chain map, and the frozen driver, back, is a zombie that may still discard entries of
+    that map (docs/protocol.md, "Where the chunks live and what may be discarded"): the exact
+    output says it removed nothing the newer executions needed.
     """
     job = "nodes"
-    args = sequence_sum_args(postgres, job, UNENDING, rate=100, max_rows_per_epoch=CATCH_UP)
+    # Many keys, few of them changed by an epoch: the snapshots' deltas are small.
+    keys = 10_000
+    args = sequence_sum_args(
+        postgres, job, UNENDING, rate=100, max_rows_per_epoch=CATCH_UP, keys=keys
+    )
     with Step("nodes-first-snapshot"):
-        release.apply_job(job, args, pipeline=SEQUENCE_SUM)
-        before = wait_snapshot(release, job, 1, timeout=300)
+        release.apply_job(
+            job,
+            args,
+            pipeline=SEQUENCE_SUM,
+            conf={DRIVER_SNAPSHOT_MAX_BYTES_CONF: "0"},
+            incrementalSnapshots=True,
+        )
+        first = wait_snapshot(release, job, 1, timeout=300)
+        # Past the first (full) snapshot of the chain: later ones write deltas.
+        before = wait_snapshot(release, job, snapshot_id(first) + 2)
+    _assert_deltas_written(release, before)
     driver = release.current_driver(job)
     node = driver["spec"]["nodeName"]
     restarts = int(before["status"].get("restarts", 0))
@@ -206,7 +229,9 @@ def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(
     assert after["status"]["driverExit"]["exitCode"] == 143, after["status"]
     assert release.current_driver(job)["spec"]["nodeName"] != node
 
-    before = wait_snapshot(release, job, snapshot_id(after) + 1)
+    before = wait_snapshot(release, job, snapshot_id(after) + 2)
+    # The new execution restored a chain and went on building on it.
+    _assert_deltas_written(release, before)
     driver = release.current_driver(job)
     node = driver["spec"]["nodeName"]
     subprocess.run(["docker", "pause", node], check=True, timeout=60)
@@ -231,7 +256,18 @@ def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(
         )
         wait_snapshot(release, job, snapshot_id(after) + 1)
     with Step("nodes-suspended"):
-        suspend_with_exact_prefix(release, job)
+        suspend_with_exact_prefix(release, job, keys)
+
+
+def _assert_deltas_written(release: Release, job_object: dict[str, Any]) -> None:
+    """Asserts that the job's restore point is in its chain map and that its current driver
+    wrote a delta (its ``Snapshot chunks written ... increment=full:F,delta:D,keep:K`` lines)."""
+    record = job_object["status"]["executionRecord"]
+    assert record["dataMapIndex"] == CHAIN_MAP_INDEX, record
+    pod = job_object["status"]["execution"]["driverPod"]
+    log = release.kubectl("logs", pod, "-c", "driver")
+    deltas = [int(n) for n in re.findall(r"increment=full:\d+,delta:(\d+),keep:\d+", log)]
+    assert any(deltas), f"pod={pod} wrote no delta: {deltas} {log[-3000:]}"
 
 
 def _running_containers(node: str, pod: str) -> list[str]:
