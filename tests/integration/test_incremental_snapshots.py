@@ -12,7 +12,7 @@ incremental snapshots. A lost delta fails the job naming the chunk, not a restar
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -34,6 +34,7 @@ from spark_runtime.streaming import Pipeline
 from tests.fixtures.in_process_driver import Build, Runner
 
 PARTITIONS = 4
+_PairRow = tuple[str | None, int, int]
 KEYS = 4000
 EPOCHS = 12
 
@@ -52,6 +53,23 @@ def executors(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runne
 def _rows(dsn: str, query: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(dsn) as conn:
         return conn.execute(query).fetchall()
+
+
+def _snapshot_each(
+    runner: Runner, operator: RunningAggregate, batches: Sequence[Sequence[Any]], schema: str
+) -> SnapshotRef:
+    """Updates the operator with each batch and snapshots it after each one, every snapshot
+    building on the one before, in a map of its own; returns the last."""
+    map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
+    previous = None
+    for snapshot_id, rows in enumerate(batches):
+        operator.update(runner.spark.createDataFrame(rows, schema))
+        writer = ChunkWriter(runner.store, map_name, snapshot_id, operator.name, previous)
+        chunks = tuple(operator.save_and_prepare(snapshot_id, writer, False))
+        operator.commit_finish(snapshot_id, True)
+        previous = SnapshotRef(map_name, snapshot_id, chunks, PARTITIONS)
+    assert previous is not None
+    return previous
 
 
 def _pipeline(dsn: str, table: str) -> Build:
@@ -123,17 +141,9 @@ def test_the_jvm_the_python_workers_and_the_driver_restore_the_same_chain(
         return RunningAggregate("chain", context, ["key"], aggs, empty.schema)
 
     operator = make()
-    map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
-    previous = None
-    for snapshot_id, rows in enumerate(
-        [[(k, k) for k in range(500)], [(3, 1), (7, 1)], [(3, 10), (450, 2)]]
-    ):
-        operator.update(spark.createDataFrame(rows, schema))
-        writer = ChunkWriter(runner.store, map_name, snapshot_id, "chain", previous)
-        chunks = tuple(operator.save_and_prepare(snapshot_id, writer, False))
-        operator.commit_finish(snapshot_id, True)
-        previous = SnapshotRef(map_name, snapshot_id, chunks, PARTITIONS)
-    assert previous is not None
+    batches = [[(k, k) for k in range(500)], [(3, 1), (7, 1)], [(3, 10), (450, 2)]]
+    previous = _snapshot_each(runner, operator, batches, schema)
+    map_name = previous.map_name
     assert any(c.delta for c in previous.chunks)
     assert any(c.key.snapshot_id == 0 for c in previous.chunks)
     expected = sorted(tuple(r) for r in operator.state.collect())
@@ -186,19 +196,14 @@ def test_the_jvm_applies_a_chain_by_the_whole_key_first_column_shared_or_null(
         return RunningAggregate("pairs", context, ["name", "shard"], aggs, empty.schema)
 
     # Enough other keys that each delta is far within its chain's bound.
-    base = [(f"n{i}", i % 3, 1) for i in range(2000)]
-    special = [("a", 1, 10), ("a", 2, 20), (None, 1, 30), (None, 2, 40)]
-    batches = [base + special, [("a", 2, 1), (None, 1, 1)], [("a", 2, 2), ("c", 1, 5)]]
-    operator = make()
-    map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
-    previous = None
-    for snapshot_id, rows in enumerate(batches):
-        operator.update(spark.createDataFrame(rows, schema))
-        writer = ChunkWriter(runner.store, map_name, snapshot_id, "pairs", previous)
-        chunks = tuple(operator.save_and_prepare(snapshot_id, writer, False))
-        operator.commit_finish(snapshot_id, True)
-        previous = SnapshotRef(map_name, snapshot_id, chunks, PARTITIONS)
-    assert previous is not None
+    base: list[_PairRow] = [(f"n{i}", i % 3, 1) for i in range(2000)]
+    special: list[_PairRow] = [("a", 1, 10), ("a", 2, 20), (None, 1, 30), (None, 2, 40)]
+    batches: list[list[_PairRow]] = [
+        base + special,
+        [("a", 2, 1), (None, 1, 1)],
+        [("a", 2, 2), ("c", 1, 5)],
+    ]
+    previous = _snapshot_each(runner, make(), batches, schema)
     assert any(c.delta and c.key.snapshot_id == 1 for c in previous.chunks), previous.chunks
     expected = sorted(
         [(n, s, v) for n, s, v in base]
@@ -209,7 +214,7 @@ def test_the_jvm_applies_a_chain_by_the_whole_key_first_column_shared_or_null(
     restored = make()
     restored.restore(previous, runner.store)
     assert sorted((tuple(r) for r in restored.state.collect()), key=str) == expected
-    runner.store.destroy(map_name)
+    runner.store.destroy(previous.map_name)
 
 
 def test_a_lost_delta_fails_the_job_naming_its_chunk(executors: Runner, postgres_dsn: str) -> None:
@@ -265,15 +270,8 @@ def test_empty_partitions_are_kept_without_a_write_until_a_key_fills_one(
     batches = [[(k, 1) for k in keys], [(0, 2)], [(0, 3)], [(filled, 5)]]
     empty = spark.createDataFrame([], schema)
     operator = RunningAggregate("sparse", context, ["key"], aggs, empty.schema)
-    map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
-    previous = None
     with caplog.at_level("INFO", logger=state_module.__name__):
-        for snapshot_id, rows in enumerate(batches):
-            operator.update(spark.createDataFrame(rows, schema))
-            writer = ChunkWriter(runner.store, map_name, snapshot_id, "sparse", previous)
-            chunks = tuple(operator.save_and_prepare(snapshot_id, writer, False))
-            operator.commit_finish(snapshot_id, True)
-            previous = SnapshotRef(map_name, snapshot_id, chunks, PARTITIONS)
+        previous = _snapshot_each(runner, operator, batches, schema)
     increments = [
         r.getMessage().rsplit("increment=", 1)[1]
         for r in caplog.records
@@ -287,11 +285,10 @@ def test_empty_partitions_are_kept_without_a_write_until_a_key_fills_one(
         "full:0,delta:1,keep:3",
         "full:1,delta:0,keep:3",
     ], increments
-    assert previous is not None
     listed = {c.key.partition for c in previous.chunks if c.key.partition < PARTITIONS}
     assert listed == used | {partition_of[filled]}
     restored = RunningAggregate("sparse", context, ["key"], aggs, empty.schema)
     restored.restore(previous, runner.store)
     expected = sorted([(k, 1 + (5 if k == 0 else 0)) for k in keys] + [(filled, 5)])
     assert sorted(tuple(r) for r in restored.state.collect()) == expected
-    runner.store.destroy(map_name)
+    runner.store.destroy(previous.map_name)
