@@ -110,11 +110,14 @@ EPISODES = [
 ]
 ZOMBIE_PAUSE = os.environ.get("SJ_CHAOS_ZOMBIE_PAUSE")
 # More rows than the chaos phases get through, so the job is still running at every fault: with
-# the events table an epoch and a snapshot take about 4 s for 1000 rows on a 2-core machine;
-# the default run (3 kills, 17 failpoints, the member faults, 3 zombie episodes) got through
-# 20,000 before its last execution, and a random kill lets a driver run at most 30 s. Every
-# row is an id to check, and the last execution reads all the rest (500,000 rows took it 52 s).
-END = 120_000 + 20_000 * RANDOM_KILLS
+# the events table an epoch and a snapshot took about 4 s for 1000 rows on a 2-core machine,
+# and the default run (3 kills, 17 failpoints, the member faults, 3 zombie episodes) got
+# through 20,000 before its last execution; since epochs got cheaper, one run (2026-11-29)
+# got through all of 180,000 before its third zombie episode, whose driver then had nothing
+# left to do and completed instead of being fenced. A random kill lets a driver run at most
+# 30 s. Every row is an id to check, and the last execution reads all the rest (500,000 rows
+# took it 52 s).
+END = 480_000 + 20_000 * RANDOM_KILLS
 
 
 @dataclass
