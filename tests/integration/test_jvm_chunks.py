@@ -23,6 +23,7 @@ from snapshot_protocol.chunks import ChunkDescriptor, verify_chunk
 from snapshotjob_contract.spark import JVM_CHUNKS_CONF
 from spark_runtime import jvm_chunks
 from spark_runtime.chunk_io import decode_batches
+from spark_runtime.lineage import checkpoint
 from spark_runtime.state import RunningAggregate, StateContext
 from spark_runtime.state import keyed as state_module
 from tests.fixtures.in_process_driver import Runner
@@ -126,6 +127,66 @@ def test_the_jvm_writes_the_chunks_the_python_workers_write(
         assert jvm_keys == keys == table.num_rows, key
         assert jvm_table.schema.equals(table.schema, check_metadata=True), key
         assert jvm_table.equals(table), key
+
+
+def test_the_jvm_puts_chunks_already_serialised(executors_write: Runner) -> None:
+    """The writer builds each chunk's value in the client's own serialised form of a byte array
+    (one copy, not the client's growing buffer and its copy): this checks the form still is the
+    client's, which the test above then reads back through the Python client."""
+    runner = executors_write
+    _use_jvm(runner, True)
+    chunks = jvm_chunks.state_chunks(runner.spark)
+    assert chunks is not None
+    address = runner.address
+    assert chunks.putsSerialisedChunks(",".join(address.members), address.cluster_name)
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        ["key", "a", "b", "flag"],
+        ["key", "a", "b"],
+        ["key", "b"],
+        ["b", "key", "a"],
+    ],
+    ids=["whole", "leading", "gap", "reordered"],
+)
+def test_the_jvm_writes_the_columns_of_a_projected_checkpoint(
+    executors_write: Runner, columns: list[str]
+) -> None:
+    """The writer reads a checkpoint's stored rows as they are when the state is the
+    checkpoint or its leading columns (an aggregate's state less its flag), and through the
+    plan otherwise: every case writes exactly the frame's columns and rows."""
+    runner = executors_write
+    _use_jvm(runner, True)
+    spark = runner.spark
+    stored = checkpoint(
+        spark.range(500)
+        .repartition(PARTITIONS)
+        .select(
+            F.concat(F.lit("k"), F.col("id").cast("string")).alias("key"),
+            F.col("id").alias("a"),
+            (F.col("id") * 2).cast("double").alias("b"),
+            (F.col("id") % 3 == 0).alias("flag"),
+        )
+    )
+    frame = stored.frame.select(*columns)
+    chunks = jvm_chunks.state_chunks(spark)
+    map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
+    try:
+        written = jvm_chunks.write_state(chunks, spark, frame, runner.address, map_name, 1, "op")
+        for chunk, _writer in written:
+            (data,) = runner.store.read_chunks(map_name, [chunk.key])
+            table = pa.Table.from_batches(decode_batches(data))
+            assert table.column_names == columns
+            expected = (
+                frame.filter(F.spark_partition_id() == chunk.key.partition).toArrow().to_pylist()
+            )
+            assert table.to_pylist() == expected, chunk.key
+        assert sum(chunk.num_keys for chunk, _writer in written) == 500
+    finally:
+        runner.store.destroy(map_name)
+        stored.release()
 
 
 @pytest.mark.parametrize(

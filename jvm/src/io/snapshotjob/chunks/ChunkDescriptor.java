@@ -36,17 +36,19 @@ final class ChunkDescriptor implements Serializable {
         fields[0], Long.parseLong(fields[1]), Long.parseLong(fields[2]), fields[3], delta);
   }
 
-  static ChunkDescriptor of(String key, byte[] data, long numKeys) {
-    return new ChunkDescriptor(key, data.length, numKeys, checksum(data), false);
-  }
-
   String line(String writer) {
     return key + "\t" + numBytes + "\t" + numKeys + "\t" + checksum + "\t" + writer;
   }
 
   /** The checksum of snapshot_protocol.chunks.checksum: xxh3's 64-bit hash, 16 hex digits. */
   static String checksum(byte[] data) {
-    return String.format(Locale.ROOT, "%016x", LongHashFunction.xx3().hashBytes(data));
+    return checksum(data, 0, data.length);
+  }
+
+  /** The checksum of {@code length} bytes of {@code data} from {@code offset}. */
+  static String checksum(byte[] data, int offset, int length) {
+    return String.format(
+        Locale.ROOT, "%016x", LongHashFunction.xx3().hashBytes(data, offset, length));
   }
 
   /**

@@ -1,7 +1,6 @@
 package io.snapshotjob.chunks;
 
 import com.hazelcast.map.IMap;
-import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayDeque;
@@ -15,6 +14,7 @@ import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ArrowStreamReader;
+import org.apache.arrow.vector.util.ByteArrayReadableSeekableByteChannel;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.util.ArrowUtils;
 import org.apache.spark.sql.vectorized.ArrowColumnVector;
@@ -68,7 +68,10 @@ final class ChunkRows implements CloseableRows {
         if (taken == chunks.size()) {
           return false;
         }
-        reader = new ArrowStreamReader(new ByteArrayInputStream(nextChunk()), allocator);
+        // A channel over the array: the reader copies each buffer into Arrow's memory at once,
+        // not through a stream adapter's 8 KiB array.
+        reader =
+            new ArrowStreamReader(new ByteArrayReadableSeekableByteChannel(nextChunk()), allocator);
       }
       return true;
     } catch (IOException error) {

@@ -14,21 +14,25 @@ import java.util.concurrent.CompletionException;
  * waits ignore interrupts for that reason: each put ends within the client's invocation timeout.
  */
 final class PutWindow {
-  private final IMap<String, byte[]> map;
+  private final IMap<String, Object> map;
   private final int window;
   private final ArrayDeque<CompletableFuture<Void>> inFlight = new ArrayDeque<>();
 
+  @SuppressWarnings("unchecked")
   PutWindow(IMap<String, byte[]> map, int window) {
-    this.map = map;
+    // A value is a chunk's bytes or their serialised form (ChunkBuffer.value); the members
+    // store both alike, and readers get a byte array either way.
+    this.map = (IMap<String, Object>) (IMap<String, ?>) map;
     this.window = Math.max(1, window);
   }
 
   /**
    * Puts {@code data} under {@code key}, first waiting for room in the window.
    *
+   * @param data a byte array, or one serialised already (ChunkBuffer.value)
    * @throws CompletionException if a put that had to end first failed
    */
-  void put(String key, byte[] data) {
+  void put(String key, Object data) {
     while (inFlight.size() >= window) {
       inFlight.poll().join();
     }
