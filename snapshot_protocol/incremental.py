@@ -115,25 +115,15 @@ class ChainPolicy:
             and chain.delta_bytes + delta_bytes <= self.delta_ratio * chain.full_bytes
         )
 
-    def is_turn(self, partition: int, snapshot_id: int, partitions: int, together: int = 1) -> bool:
+    def is_turn(self, partition: int, snapshot_id: int, partitions: int) -> bool:
         """Whether snapshot ``snapshot_id`` cuts ``partition``'s chain early, so that the full
         rewrites spread evenly: each partition has its turn once every ``1 + max_deltas``
-        snapshot ids, the turns spaced apart, so about ``partitions / (1 + max_deltas)``
-        partitions are rewritten per snapshot, however few partitions there are.
-
-        Args:
-            partition: The state partition.
-            snapshot_id: The snapshot.
-            partitions: The state partition count.
-            together: How many partitions share each turn (partitions ``0 .. together - 1``,
-                then the next ones): as many as the executors write at once, so a turn's
-                rewrites run side by side instead of one partition in one task while the
-                other task slots wait. 1 spaces every partition's turn apart.
-        """
+        snapshot ids, the partitions' turns spaced apart, so about
+        ``partitions / (1 + max_deltas)`` partitions are rewritten per snapshot, however few
+        partitions there are."""
         period = 1 + self.max_deltas
-        group, groups = partition // max(1, together), -(-partitions // max(1, together))
-        spacing = max(1, period // groups)
-        return (snapshot_id + group * spacing) % period == 0
+        spacing = max(1, period // max(1, partitions))
+        return (snapshot_id + partition * spacing) % period == 0
 
 
 def chains_of(chunks: Iterable[ChunkDescriptor]) -> dict[int, Chain]:
@@ -172,7 +162,6 @@ def plan_snapshot(
     snapshot_id: int,
     damaged: Collection[int] = (),
     empty: Collection[int] = (),
-    together: int = 1,
 ) -> dict[int, Write]:
     """Decides what a snapshot writes for every state partition.
 
@@ -187,7 +176,6 @@ def plan_snapshot(
             inheriting it would make this snapshot unrestorable too.
         empty: Partitions without a chain because the previous snapshot holds no rows of
             them (a writer puts no chunk for an empty partition).
-        together: How many partitions share a turn (:meth:`ChainPolicy.is_turn`).
 
     Returns:
         A write for each partition ``0 .. partitions - 1``: KEEP for an empty partition that
@@ -208,7 +196,7 @@ def plan_snapshot(
             or (partition in changed and not policy.allows(chain, changed[partition]))
             or (
                 (chain.deltas > 0 or partition in changed)
-                and policy.is_turn(partition, snapshot_id, partitions, together)
+                and policy.is_turn(partition, snapshot_id, partitions)
             )
         ):
             plan[partition] = Write.FULL

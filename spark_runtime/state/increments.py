@@ -112,12 +112,7 @@ def write_increment(
     changed = {p: sum(chunk.num_bytes for chunk in listed) for p, listed in new.items()}
     # A partition the restore point lists no chunk of was empty: the JVM writer puts none.
     empty = set(range(partitions)) - chains.keys()
-    # Turns shared by as many partitions as the executors write at once: one partition's
-    # rewrite alone ran on one task slot at a fraction of a full snapshot's rate.
-    slots = min(partitions, max(1, spark.sparkContext.defaultParallelism))
-    plan = plan_snapshot(
-        chains, changed, partitions, policy, writer.snapshot_id, empty=empty, together=slots
-    )
+    plan = plan_snapshot(chains, changed, partitions, policy, writer.snapshot_id, empty=empty)
     rewritten = sorted(p for p, planned in plan.items() if planned is Write.FULL)
     if rewritten:
         for p in rewritten:

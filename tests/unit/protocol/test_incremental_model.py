@@ -134,10 +134,8 @@ class IncrementalSnapshots(RuleBasedStateMachine):
     # Taking a snapshot, one step at a time.
 
     @precondition(lambda self: self.current.pending is None)
-    @rule(together=st.integers(1, PARTITIONS))
-    def begin(self, together: int) -> None:
-        """``together``: the partitions sharing a turn, as many as the executors' task slots,
-        which change as executors come and go."""
+    @rule()
+    def begin(self) -> None:
         execution = self.current
         self.last_id += 1  # step 2: the new id is stored safely
         snapshot_id = self.last_id
@@ -148,9 +146,7 @@ class IncrementalSnapshots(RuleBasedStateMachine):
             for p, chain in execution.chains.items()
             if any(k not in self.store for v in chain.versions for k in v.chunks)
         }
-        plan = plan_snapshot(
-            execution.chains, changed, PARTITIONS, POLICY, snapshot_id, damaged, together=together
-        )
+        plan = plan_snapshot(execution.chains, changed, PARTITIONS, POLICY, snapshot_id, damaged)
         execution.pending = Pending(
             snapshot_id, plan, dict(execution.state), execution.dirty, frozenset(self.lost)
         )
@@ -299,19 +295,17 @@ TestIncrementalSnapshots.settings = settings(
 )
 
 
-@pytest.mark.parametrize("together", [1, 2, 3])
 @pytest.mark.parametrize("partitions", [4, 8, 64])
-def test_a_steady_load_spreads_the_full_rewrites(partitions: int, together: int) -> None:
+def test_a_steady_load_spreads_the_full_rewrites(partitions: int) -> None:
     """Every partition changed at every snapshot: after a warm-up, each snapshot rewrites
     about ``partitions / (1 + max_deltas)`` partitions in full, however few there are, and
-    no chain reaches the bound (the cost docs/protocol.md states). The partitions sharing a
-    turn (``together``, the executors' task slots) are rewritten by the same snapshot."""
+    no chain reaches the bound (the cost docs/protocol.md states)."""
     policy = ChainPolicy(max_deltas=16, delta_ratio=0.5)
     chains: dict[int, Chain] = {}
     fulls: list[int] = []
     for snapshot_id in range(1, 200):
         changed = dict.fromkeys(range(partitions), 1)
-        plan = plan_snapshot(chains, changed, partitions, policy, snapshot_id, together=together)
+        plan = plan_snapshot(chains, changed, partitions, policy, snapshot_id)
         written = {
             p: Version(snapshot_id, w is Write.FULL, (ChunkKey(snapshot_id, "s", p, 0),), 100)
             if w is Write.FULL
@@ -320,16 +314,10 @@ def test_a_steady_load_spreads_the_full_rewrites(partitions: int, together: int)
             if w is not Write.KEEP
         }
         chains = next_chains(chains, plan, written)
-        full = {p for p, w in plan.items() if w is Write.FULL}
-        fulls.append(len(full))
+        fulls.append(sum(w is Write.FULL for w in plan.values()))
         assert max(chain.deltas for chain in chains.values()) <= policy.max_deltas
-        if snapshot_id > 50:
-            groups = {p // together for p in full}
-            assert full == {p for p in range(partitions) if p // together in groups}, full
     steady = fulls[50:]
-    groups = math.ceil(partitions / together)
-    per_turn = math.ceil(groups / (1 + policy.max_deltas)) * together
-    assert max(steady) <= per_turn, steady
+    assert max(steady) <= math.ceil(partitions / (1 + policy.max_deltas)), steady
     assert sum(steady) / len(steady) <= partitions / (1 + policy.max_deltas) + 0.1, steady
 
 
