@@ -100,7 +100,13 @@ final class ChunkBuffer implements WritableByteChannel {
   }
 
   private static boolean checkPrebuilt(HazelcastInstance client) {
-    boolean prebuilt = client instanceof SerializationServiceSupport && sameForm(client);
+    boolean prebuilt;
+    try {
+      prebuilt = client instanceof SerializationServiceSupport && sameForm(client);
+    } catch (RuntimeException error) {
+      // Internal classes of another Hazelcast version may not behave so; the plain arrays do.
+      prebuilt = false;
+    }
     if (!prebuilt) {
       LoggerFactory.getLogger(ChunkBuffer.class)
           .warn(
