@@ -104,13 +104,9 @@ def state_batch(spark: SparkSession, keys: int, tag_bytes: int = 0) -> DataFrame
 
 def _free(state: RunningAggregate) -> None:
     """Releases ``state``'s stored data and waits until Spark has dropped its blocks."""
-    spark = state.state.sparkSession
-    persistent = spark.sparkContext._jsc.getPersistentRDDs()
-    for rdd_id in state._state.rdd_ids:
-        rdd = persistent.get(rdd_id)
-        if rdd is not None:
-            rdd.unpersist(True)
-    state._replace_state(empty_frame(spark, state.state_schema))
+    stored = state._state
+    state._state = empty_frame(state.state.sparkSession, state.state_schema)
+    stored.release(blocking=True)
 
 
 def snapshot_and_restore_state(

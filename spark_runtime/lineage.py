@@ -51,9 +51,14 @@ class Checkpointed:
     held_bytes: int = 0
     """For a frame that holds another's stored data (:func:`hold`): how many bytes it keeps."""
 
-    def release(self) -> None:
+    def release(self, blocking: bool = False) -> None:
         """Frees the stored data, unless another holder still needs it (:func:`hold`); the
-        frame must not be used afterwards."""
+        frame must not be used afterwards.
+
+        Args:
+            blocking: Return only once Spark has dropped the blocks (a benchmark that must
+                not time their removal); by default they are dropped in the background.
+        """
         if not self.rdd_ids:
             return
         context = self.frame.sparkSession.sparkContext
@@ -72,7 +77,7 @@ class Checkpointed:
                 stored.live.discard(rdd_id)
                 rdd = persistent.get(rdd_id)
                 if rdd is not None:
-                    rdd.unpersist(False)
+                    rdd.unpersist(blocking)
         self.rdd_ids = set()
 
 

@@ -96,9 +96,9 @@ public final class StateChunks {
    *
    * <p>Scanning a stored RDD through the plan projects every row into a new one, as a scan of
    * any RDD does (a fifth of the writer's CPU time in a profile of a 512 MiB snapshot); the
-   * rows of a checkpoint are such projections already, and the writer only reads them. An aggregate's state is its
-   * checkpoint less a last column (the groups an epoch touched): the writer reads the first
-   * columns by position, so it takes the checkpoint's rows as they are.
+   * rows of a checkpoint are such projections already, and the writer only reads them. An
+   * aggregate's state is its checkpoint less a last column (the groups an epoch touched): the
+   * writer reads the first columns by position, so it takes the checkpoint's rows as they are.
    */
   private static RDD<InternalRow> rowsOf(Dataset<Row> state) {
     LogicalPlan plan = state.queryExecution().analyzed();
