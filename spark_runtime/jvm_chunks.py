@@ -28,6 +28,7 @@ from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey
 from snapshot_store.hazelcast import DEFAULT_WINDOW
 from snapshotjob_contract.spark import JVM_CHUNKS_CONF
 from spark_runtime.chunk_io import CHUNK_TARGET_BYTES, READ_WINDOW_CHUNKS, StoreAddress
+from spark_runtime.lineage import storage_level
 
 _log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ def read_state(
     partitions: Sequence[Sequence[ChunkDescriptor]],
     schema: StructType,
     key_columns: int,
+    checkpointed: bool = False,
 ) -> DataFrame:
     """A frame whose partition ``p`` reads the chunks ``partitions[p]`` in the executors' JVMs.
 
@@ -140,6 +142,10 @@ def read_state(
         partitions: Per state partition, its chunks, a chain's in chain order.
         schema: The state's schema.
         key_columns: How many of the schema's first columns are the key.
+        checkpointed: Read the rows now and return a local checkpoint of them, stored as
+            :func:`~spark_runtime.lineage.checkpoint` stores a frame (for
+            :func:`~spark_runtime.lineage.adopt`): the JVM stores each row as it decodes it,
+            where a checkpoint of the lazy frame would copy every row twice more.
     """
     listed = [
         "\n".join(
@@ -149,7 +155,7 @@ def read_state(
         for partition in partitions
     ]
     session: Any = spark._jsparkSession
-    frame = chunks.read(
+    arguments = [
         session,
         listed,
         ",".join(address.members),
@@ -159,5 +165,9 @@ def read_state(
         schema.json(),
         READ_WINDOW_CHUNKS,
         key_columns,
-    )
-    return DataFrame(frame, spark)
+    ]
+    if not checkpointed:
+        return DataFrame(chunks.read(*arguments), spark)
+    level = storage_level(spark)
+    java_level = None if level is None else spark.sparkContext._getJavaStorageLevel(level)
+    return DataFrame(chunks.readCheckpointed(*arguments, java_level), spark)

@@ -115,18 +115,40 @@ def checkpoint(frame: DataFrame) -> Checkpointed:
     Raises:
         RuntimeError: If this Spark does not plan a local checkpoint as a ``LogicalRDD``.
     """
-    replicas = state_replicas(frame.sparkSession)
-    if replicas > 1:
-        level = StorageLevel(True, True, False, False, replicas)
-        materialised = frame.localCheckpoint(eager=True, storageLevel=level)
-    else:
+    level = storage_level(frame.sparkSession)
+    if level is None:
         materialised = frame.localCheckpoint(eager=True)
+    else:
+        materialised = frame.localCheckpoint(eager=True, storageLevel=level)
+    return adopt(materialised)
+
+
+def storage_level(spark: SparkSession) -> StorageLevel | None:
+    """How :func:`checkpoint` stores a frame: None for a local checkpoint's own level (memory
+    and disk, one copy), else that level kept on :func:`state_replicas` executors."""
+    replicas = state_replicas(spark)
+    if replicas > 1:
+        return StorageLevel(True, True, False, False, replicas)
+    return None
+
+
+def adopt(materialised: DataFrame) -> Checkpointed:
+    """Returns a frame that a local checkpoint made, with the RDD id that holds its data, to be
+    released as :func:`checkpoint`'s are.
+
+    For frames checkpointed elsewhere, as in the JVM: :func:`checkpoint` itself returns
+    through this. The frame's plan must scan the stored RDD (a ``LogicalRDD``), which
+    :func:`hold` then finds as stored too.
+
+    Raises:
+        RuntimeError: If the frame's plan is not a ``LogicalRDD``.
+    """
     plan = materialised._jdf.queryExecution().analyzed()
     kind = plan.getClass().getSimpleName()
     if kind != "LogicalRDD":
         raise RuntimeError(f"A local checkpoint was planned as {kind}, not LogicalRDD")
     rdd_id = int(plan.rdd().id())
-    _stored(frame.sparkSession.sparkContext).live.add(rdd_id)
+    _stored(materialised.sparkSession.sparkContext).live.add(rdd_id)
     return Checkpointed(materialised, {rdd_id}, str(plan.outputPartitioning().toString()))
 
 

@@ -46,6 +46,7 @@ from spark_runtime.chunk_io import (
 from spark_runtime.jvm_chunks import read_state, state_chunks, write_state
 from spark_runtime.lineage import (
     Checkpointed,
+    adopt,
     checkpoint,
     driver_snapshot_max_bytes,
     empty_frame,
@@ -346,17 +347,12 @@ class KeyedState(ABC):
             values = [snapshot.read(reader, chunk.key) for chunk in state]
             if sum(len(value) for value in values) <= DRIVER_RESTORE_MAX_BYTES:
                 chained = any(chunk.delta for chunk in state)
-                restored = self._partitioned(self._read_on_driver(values, chained))
+                restored = checkpoint(self._partitioned(self._read_on_driver(values, chained)))
         if restored is None:
             jvm = state_chunks(self._context.spark)
             path = "python" if jvm is None else "jvm"
             restored = self._read_on_executors(snapshot, state, taken_with, jvm)
-            # Read in place, a snapshot of the current partition count is already partitioned
-            # by key: a shuffle would only copy a large state once more. One taken with
-            # another count is re-partitioned by key.
-            if taken_with != self._context.partitions:
-                restored = self._partitioned(restored)
-        self._replace_state(checkpoint(restored))
+        self._replace_state(restored)
         _log.info(
             "Restored state operator=%s snapshotId=%d chunks=%d partitions=%d "
             "snapshotPartitions=%d path=%s",
@@ -387,14 +383,17 @@ class KeyedState(ABC):
         chunks: Sequence[ChunkDescriptor],
         taken_with: int,
         jvm: Any | None,
-    ) -> DataFrame:
-        """Reads state partition ``p`` of the snapshot in Spark task ``p``, from its chunks.
+    ) -> Checkpointed:
+        """Reads state partition ``p`` of the snapshot in Spark task ``p``, from its chunks, and
+        stores the result.
 
         ``parallelize`` puts its ``i``-th element in partition ``i`` and ``mapInArrow`` keeps
         the partitions, so with the partition count the snapshot was taken with, the frame
-        holds each key in the partition :meth:`_partitioned` would have put it in. A task
-        verifies every chunk against its checksum before decoding it; a mismatch fails the
-        task with a SnapshotCorrupted whose text the coordinator recognises.
+        holds each key in the partition :meth:`_partitioned` would have put it in: read in
+        place, a shuffle would only copy a large state once more. One taken with another count
+        is re-partitioned by key. A task verifies every chunk against its checksum before
+        decoding it; a mismatch fails the task with a SnapshotCorrupted whose text the
+        coordinator recognises.
 
         Args:
             snapshot: The snapshot.
@@ -403,13 +402,29 @@ class KeyedState(ABC):
             jvm: :func:`~spark_runtime.jvm_chunks.state_chunks`: the tasks read in the
                 executors' JVMs through it, or in Python workers if None.
         """
+        in_place = taken_with == self._context.partitions
+        frame = self._read_frame(snapshot, chunks, taken_with, jvm, stored=in_place)
+        if isinstance(frame, Checkpointed):
+            return frame
+        return checkpoint(frame if in_place else self._partitioned(frame))
+
+    def _read_frame(
+        self,
+        snapshot: SnapshotRef,
+        chunks: Sequence[ChunkDescriptor],
+        taken_with: int,
+        jvm: Any | None,
+        stored: bool,
+    ) -> DataFrame | Checkpointed:
+        """The frame of :meth:`_read_on_executors`; stored already (a Checkpointed) if
+        ``stored`` and the JVM reads it, which stores the rows as it reads them."""
         address = self._context.store
         map_name, snapshot_id = snapshot.map_name, snapshot.snapshot_id
         if jvm is not None:
             partitions: list[list[ChunkDescriptor]] = [[] for _ in range(taken_with)]
             for chunk in chunks:
                 partitions[chunk.key.partition].append(chunk)
-            return read_state(
+            frame = read_state(
                 jvm,
                 self._context.spark,
                 address,
@@ -418,7 +433,9 @@ class KeyedState(ABC):
                 partitions,
                 self.state_schema,
                 len(self.keys),
+                checkpointed=stored,
             )
+            return adopt(frame) if stored else frame
         listed: list[list[list[Any]]] = [[] for _ in range(taken_with)]
         for chunk in chunks:
             listed[chunk.key.partition].append(chunk.to_list())

@@ -21,9 +21,9 @@ from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 from snapshot_protocol import ChunkWriter, SnapshotCorrupted, SnapshotRef
 from snapshot_protocol.chunks import ChunkDescriptor, verify_chunk
 from snapshotjob_contract.spark import JVM_CHUNKS_CONF
-from spark_runtime import jvm_chunks
+from spark_runtime import jvm_chunks, lineage
 from spark_runtime.chunk_io import decode_batches
-from spark_runtime.lineage import checkpoint
+from spark_runtime.lineage import adopt, checkpoint
 from spark_runtime.state import RunningAggregate, StateContext
 from spark_runtime.state import keyed as state_module
 from tests.fixtures.in_process_driver import Runner
@@ -187,6 +187,111 @@ def test_the_jvm_writes_the_columns_of_a_projected_checkpoint(
     finally:
         runner.store.destroy(map_name)
         stored.release()
+
+
+def _typed_frame(runner: Runner, fallback: bool) -> DataFrame:
+    """Rows of every type the reader copies straight from Arrow's buffers, nulls in each
+    column, empty and multi-byte strings; with ``fallback``, also a decimal and an array, which
+    it reads through Spark's columnar view instead."""
+    spark = runner.spark
+    i = F.col("id")
+    columns = [
+        F.concat(F.lit("k-"), i.cast("string")).alias("key"),
+        (i % 2 == 0).alias("flag"),
+        (i % 200 - 100).cast("tinyint").alias("i8"),
+        (i * 7 - 10_000).cast("smallint").alias("i16"),
+        (i * 700_001 - 1_000_000_000).cast("int").alias("i32"),
+        (i * 1_000_000_007).alias("i64"),
+        (i / 7).cast("float").alias("f32"),
+        F.when(i % 5 == 0, F.lit(float("nan"))).otherwise(-i / 3).alias("f64"),
+        F.date_add(F.lit("2026-01-01").cast("date"), i.cast("int")).alias("day"),
+        F.timestamp_micros(i * 1_000_003).alias("at"),
+        F.timestamp_micros(i * 7).cast("timestamp_ntz").alias("local"),
+        F.when(i % 3 == 0, F.lit("")).otherwise(F.repeat(F.lit("é€"), i % 11)).alias("text"),
+        F.encode(F.repeat(F.lit("b"), i % 13), "utf-8").alias("blob"),
+    ]
+    if fallback:
+        columns += [
+            (i / 9).cast("decimal(12,3)").alias("amount"),
+            F.array(i.cast("int"), F.lit(None).cast("int")).alias("pair"),
+        ]
+    frame = spark.range(3000).repartition(PARTITIONS).select(*columns)
+    # Every column but the key is null in some rows, each at other rows.
+    return frame.select(
+        "key",
+        *[
+            F.when(F.hash("key", F.lit(n)) % 9 == 0, F.lit(None)).otherwise(F.col(c)).alias(c)
+            for n, c in enumerate(frame.columns[1:])
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("fallback", "replicas"),
+    [(False, 1), (True, 1), (False, 2)],
+    ids=["copied", "projected", "replicated"],
+)
+def test_the_jvm_restores_rows_as_spark_lays_them_out_and_stores_them_once(
+    executors_write: Runner, monkeypatch: pytest.MonkeyPatch, fallback: bool, replicas: int
+) -> None:
+    """The reader builds each row's bytes from Arrow's buffers (or, for other column types,
+    through a projection) and stores them as a local checkpoint itself, at the storage level
+    ``checkpoint`` uses (with replicas: serialised, on that many executors). Rows are compared
+    as bytes against Spark's own layout of the same rows: a key's equality and hash in Spark
+    are its bytes', so a stray byte in a word or a padding would make equal keys differ. A
+    failed read leaves no stored rows behind."""
+    runner = executors_write
+    _use_jvm(runner, True)
+    spark = runner.spark
+    monkeypatch.setattr(lineage, "state_replicas", lambda _spark: replicas)
+    source = checkpoint(_typed_frame(runner, fallback))
+    chunks = jvm_chunks.state_chunks(spark)
+    map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
+    schema = source.frame.schema
+    try:
+        written = jvm_chunks.write_state(
+            chunks, spark, source.frame, runner.address, map_name, 1, "op"
+        )
+        partitions: list[list[ChunkDescriptor]] = [[] for _ in range(PARTITIONS)]
+        for chunk, _writer in written:
+            partitions[chunk.key.partition].append(chunk)
+        frame = jvm_chunks.read_state(
+            chunks, spark, runner.address, map_name, 1, partitions, schema, 1, checkpointed=True
+        )
+        restored = adopt(frame)
+        (rdd_id,) = restored.rdd_ids
+        (info,) = [i for i in spark.sparkContext._jsc.sc().getRDDStorageInfo() if i.id() == rdd_id]
+        assert info.numCachedPartitions() == PARTITIONS, "stored when read_state returns"
+        level = info.storageLevel()
+        assert (level.replication(), level.deserialized(), level.useDisk()) == (
+            replicas,
+            replicas == 1,
+            True,
+        )
+        plan = frame._jdf.queryExecution().analyzed()
+        ours = sorted(bytes(row.getBytes()) for row in plan.rdd().toJavaRDD().collect())
+        spark_rows = source.frame._jdf.queryExecution().executedPlan().executeCollect()
+        theirs = sorted(bytes(row.getBytes()) for row in spark_rows)
+        assert len(ours) == 3000
+        assert ours == theirs
+        # As text: NaN is not equal to itself.
+        assert sorted(map(repr, restored.frame.collect())) == sorted(
+            map(repr, source.frame.collect())
+        )
+        restored.release(blocking=True)
+        assert rdd_id not in spark.sparkContext._jsc.getPersistentRDDs()
+
+        before = set(spark.sparkContext._jsc.getPersistentRDDs().keySet())
+        victim = partitions[1][0]
+        runner.client.get_map(map_name).blocking().delete(str(victim.key))
+        with pytest.raises(Exception, match=f"Chunk '{victim.key}' is missing from map"):
+            jvm_chunks.read_state(
+                chunks, spark, runner.address, map_name, 1, partitions, schema, 1, True
+            )
+        assert set(spark.sparkContext._jsc.getPersistentRDDs().keySet()) == before
+    finally:
+        runner.store.destroy(map_name)
+        source.release()
 
 
 @pytest.mark.parametrize(

@@ -36,9 +36,10 @@ final class ChainRows implements CloseableRows {
       while (rows.hasNext()) {
         InternalRow row = rows.next();
         UnsafeRow rowKey = key.apply(row).copy();
-        // Removed first, so a key keeps the position of its newest row.
+        // Removed first, so a key keeps the position of its newest row. ChunkRows' rows are
+        // copies already, kept as they are.
         newest.remove(rowKey);
-        newest.put(rowKey, row.copy());
+        newest.put(rowKey, row);
       }
     }
     this.filter = FirstKeyFilter.of(keyTypes[0], newest.keySet());

@@ -4,6 +4,7 @@ import com.hazelcast.map.IMap;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayDeque;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.Iterator;
 import java.util.List;
@@ -11,15 +12,11 @@ import java.util.NoSuchElementException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ArrowStreamReader;
 import org.apache.arrow.vector.util.ByteArrayReadableSeekableByteChannel;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.util.ArrowUtils;
-import org.apache.spark.sql.vectorized.ArrowColumnVector;
-import org.apache.spark.sql.vectorized.ColumnVector;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * The rows of one state partition's chunks, read a window at a time and verified before use.
@@ -87,13 +84,9 @@ final class ChunkRows implements CloseableRows {
     return rows.next();
   }
 
+  /** The batch's rows, copied: each row outlives the batch (a restore stores them all). */
   private static Iterator<InternalRow> rowsOf(VectorSchemaRoot root) {
-    List<FieldVector> vectors = root.getFieldVectors();
-    ColumnVector[] columns = new ColumnVector[vectors.size()];
-    for (int i = 0; i < columns.length; i++) {
-      columns[i] = new ArrowColumnVector(vectors.get(i));
-    }
-    return new ColumnarBatch(columns, root.getRowCount()).rowIterator();
+    return Arrays.asList(BatchRows.of(root)).iterator();
   }
 
   private byte[] nextChunk() {

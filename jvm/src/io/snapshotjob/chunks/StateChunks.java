@@ -13,7 +13,6 @@ import java.util.Set;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ArrowStreamWriter;
 import org.apache.spark.TaskContext;
-import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.api.java.function.Function2;
@@ -30,6 +29,7 @@ import org.apache.spark.sql.execution.LogicalRDD;
 import org.apache.spark.sql.execution.arrow.ArrowWriter;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.storage.StorageLevel;
 import org.apache.spark.util.TaskCompletionListener;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -163,16 +163,74 @@ public final class StateChunks {
       int window,
       int keyColumns) {
     StructType schema = (StructType) DataType.fromJson(schemaJson);
+    return session.internalCreateDataFrame(
+        rows(session, partitions, members, clusterName, mapName, snapshotId, schema, window,
+            keyColumns),
+        schema,
+        false);
+  }
+
+  /**
+   * As {@link #read}, the rows stored and the lineage cut before it returns: the frame is a
+   * local checkpoint of the chunks' rows, as {@code Dataset.localCheckpoint(eager = true)}
+   * would make of the frame {@code read} returns, without the copies its scan makes.
+   *
+   * <p>A checkpoint of a frame runs its plan: each row is projected by the scan and copied
+   * again to be stored; the rows read here are each in their own array already (BatchRows),
+   * so they are stored as they come.
+   *
+   * @param level how to store the rows (persisted before the local checkpoint, which adds the
+   *     disk), or null for the local checkpoint's own
+   */
+  public static Dataset<Row> readCheckpointed(
+      SparkSession session,
+      List<String> partitions,
+      String members,
+      String clusterName,
+      String mapName,
+      long snapshotId,
+      String schemaJson,
+      int window,
+      int keyColumns,
+      StorageLevel level) {
+    StructType schema = (StructType) DataType.fromJson(schemaJson);
+    RDD<InternalRow> rows =
+        rows(session, partitions, members, clusterName, mapName, snapshotId, schema, window,
+            keyColumns);
+    if (level != null) {
+      rows.persist(level);
+    }
+    rows.localCheckpoint();
+    try {
+      rows.count();
+    } catch (Throwable error) {
+      // A chunk failed its check or could not be read (Spark's SparkException, which Java
+      // does not see declared): the rows stored so far go too.
+      rows.unpersist(false);
+      throw error;
+    }
+    return session.internalCreateDataFrame(rows, schema, false);
+  }
+
+  private static RDD<InternalRow> rows(
+      SparkSession session,
+      List<String> partitions,
+      String members,
+      String clusterName,
+      String mapName,
+      long snapshotId,
+      StructType schema,
+      int window,
+      int keyColumns) {
     DataType[] keyTypes = new DataType[keyColumns];
     for (int i = 0; i < keyColumns; i++) {
       keyTypes[i] = schema.fields()[i].dataType();
     }
-    JavaRDD<InternalRow> rows =
-        new JavaSparkContext(session.sparkContext())
-            .parallelize(partitions, Math.max(1, partitions.size()))
-            .mapPartitions(
-                new PartitionReader(members, clusterName, mapName, snapshotId, window, keyTypes));
-    return session.internalCreateDataFrame(rows.rdd(), schema, false);
+    return new JavaSparkContext(session.sparkContext())
+        .parallelize(partitions, Math.max(1, partitions.size()))
+        .mapPartitions(
+            new PartitionReader(members, clusterName, mapName, snapshotId, window, keyTypes))
+        .rdd();
   }
 
   static final class PartitionReader

@@ -1,0 +1,249 @@
+package io.snapshotjob.chunks;
+
+import java.util.Arrays;
+import java.util.List;
+import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.BitVector;
+import org.apache.arrow.vector.DateDayVector;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.Float4Vector;
+import org.apache.arrow.vector.Float8Vector;
+import org.apache.arrow.vector.IntVector;
+import org.apache.arrow.vector.LargeVarBinaryVector;
+import org.apache.arrow.vector.LargeVarCharVector;
+import org.apache.arrow.vector.SmallIntVector;
+import org.apache.arrow.vector.TimeStampMicroTZVector;
+import org.apache.arrow.vector.TimeStampMicroVector;
+import org.apache.arrow.vector.TinyIntVector;
+import org.apache.arrow.vector.VarBinaryVector;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.vectorized.ArrowColumnVector;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.array.ByteArrayMethods;
+
+/**
+ * An Arrow record batch's rows as Spark {@code UnsafeRow}s, each in an array of its own.
+ *
+ * <p>A restore keeps every row it reads: a local checkpoint stores them as objects. A row read
+ * through Spark's columnar view (a {@code UTF8String} per string) was projected by the scan into
+ * a shared buffer and copied out of it by the checkpoint: the copy alone was about 30 % of the
+ * restore's task samples in a profile of 1 GiB (docs/performance.md). Here the
+ * batch's row sizes are summed column by column, each row's array is allocated once at its
+ * size, and each column's values are copied from Arrow's buffers into place, with the bytes a
+ * projection writes (each fixed field's whole word, zeroed padding after variable-length
+ * values), so rows compare and hash as Spark's own. A batch with a column of another type
+ * (decimals, nested or interval types) takes the projection.
+ */
+final class BatchRows {
+  private BatchRows() {}
+
+  /** How a column's values are laid out in Arrow's buffers, for the types copied directly. */
+  private enum Layout {
+    BIT,
+    BYTE,
+    SHORT,
+    INT,
+    LONG,
+    VARIABLE,
+    LARGE_VARIABLE;
+
+    /** The layout of {@code vector}'s values, or null if this class does not copy them. */
+    static Layout of(FieldVector vector) {
+      // Exact classes: a subclass (or a type Spark reads with a conversion) takes the projection.
+      Class<?> type = vector.getClass();
+      if (type == BitVector.class) {
+        return BIT;
+      } else if (type == TinyIntVector.class) {
+        return BYTE;
+      } else if (type == SmallIntVector.class) {
+        return SHORT;
+      } else if (type == IntVector.class
+          || type == DateDayVector.class
+          || type == Float4Vector.class) {
+        return INT;
+      } else if (type == BigIntVector.class
+          || type == Float8Vector.class
+          || type == TimeStampMicroTZVector.class
+          || type == TimeStampMicroVector.class) {
+        return LONG;
+      } else if (type == VarCharVector.class || type == VarBinaryVector.class) {
+        return VARIABLE;
+      } else if (type == LargeVarCharVector.class || type == LargeVarBinaryVector.class) {
+        return LARGE_VARIABLE;
+      }
+      return null;
+    }
+  }
+
+  /** The rows of {@code root}'s batch, each its own {@code UnsafeRow}. */
+  static InternalRow[] of(VectorSchemaRoot root) {
+    if (root.getRowCount() == 0) {
+      return new InternalRow[0];
+    }
+    List<FieldVector> vectors = root.getFieldVectors();
+    Layout[] layouts = new Layout[vectors.size()];
+    for (int c = 0; c < layouts.length; c++) {
+      layouts[c] = Layout.of(vectors.get(c));
+      if (layouts[c] == null) {
+        return projected(vectors, root.getRowCount());
+      }
+    }
+    return copied(vectors, layouts, root.getRowCount());
+  }
+
+  private static InternalRow[] copied(List<FieldVector> vectors, Layout[] layouts, int count) {
+    int fields = layouts.length;
+    int bitSetBytes = UnsafeRow.calculateBitSetWidthInBytes(fields);
+    int fixedBytes = bitSetBytes + 8 * fields;
+    // Per row, its size, then (once the rows are allocated) where its next value goes.
+    int[] cursors = new int[count];
+    Arrays.fill(cursors, fixedBytes);
+    for (int c = 0; c < fields; c++) {
+      if (layouts[c] == Layout.VARIABLE || layouts[c] == Layout.LARGE_VARIABLE) {
+        FieldVector vector = vectors.get(c);
+        boolean large = layouts[c] == Layout.LARGE_VARIABLE;
+        long offsets = vector.getOffsetBuffer().memoryAddress();
+        long validity = validity(vector);
+        for (int i = 0; i < count; i++) {
+          if (!isNull(validity, i)) {
+            int length = length(offsets, i, large);
+            cursors[i] += ByteArrayMethods.roundNumberOfBytesToNearestWord(length);
+          }
+        }
+      }
+    }
+    UnsafeRow[] rows = new UnsafeRow[count];
+    byte[][] bases = new byte[count][];
+    for (int i = 0; i < count; i++) {
+      bases[i] = new byte[cursors[i]];
+      rows[i] = new UnsafeRow(fields);
+      rows[i].pointTo(bases[i], cursors[i]);
+      cursors[i] = fixedBytes;
+    }
+    for (int c = 0; c < fields; c++) {
+      copy(vectors.get(c), layouts[c], c, bitSetBytes, rows, bases, cursors);
+    }
+    return rows;
+  }
+
+  /**
+   * Copies column {@code ordinal}'s values into the rows' word for it; a variable-length value
+   * goes at the row's cursor, which moves past it.
+   */
+  private static void copy(
+      FieldVector vector,
+      Layout layout,
+      int ordinal,
+      int bitSetBytes,
+      UnsafeRow[] rows,
+      byte[][] bases,
+      int[] cursors) {
+    int count = rows.length;
+    long field = Platform.BYTE_ARRAY_OFFSET + bitSetBytes + 8L * ordinal;
+    long validity = validity(vector);
+    if (validity != 0) {
+      for (int i = 0; i < count; i++) {
+        if (isNull(validity, i)) {
+          rows[i].setNullAt(ordinal);
+        }
+      }
+    }
+    long data = vector.getDataBuffer().memoryAddress();
+    switch (layout) {
+      case BIT:
+        for (int i = 0; i < count; i++) {
+          if (!isNull(validity, i)) {
+            boolean value = ((Platform.getByte(null, data + (i >> 3)) >> (i & 7)) & 1) != 0;
+            Platform.putBoolean(bases[i], field, value);
+          }
+        }
+        break;
+      case BYTE:
+        for (int i = 0; i < count; i++) {
+          if (!isNull(validity, i)) {
+            Platform.putByte(bases[i], field, Platform.getByte(null, data + i));
+          }
+        }
+        break;
+      case SHORT:
+        for (int i = 0; i < count; i++) {
+          if (!isNull(validity, i)) {
+            Platform.putShort(bases[i], field, Platform.getShort(null, data + 2L * i));
+          }
+        }
+        break;
+      case INT:
+        for (int i = 0; i < count; i++) {
+          if (!isNull(validity, i)) {
+            Platform.putInt(bases[i], field, Platform.getInt(null, data + 4L * i));
+          }
+        }
+        break;
+      case LONG:
+        for (int i = 0; i < count; i++) {
+          if (!isNull(validity, i)) {
+            Platform.putLong(bases[i], field, Platform.getLong(null, data + 8L * i));
+          }
+        }
+        break;
+      default:
+        boolean large = layout == Layout.LARGE_VARIABLE;
+        long offsets = vector.getOffsetBuffer().memoryAddress();
+        for (int i = 0; i < count; i++) {
+          if (!isNull(validity, i)) {
+            long start =
+                large
+                    ? Platform.getLong(null, offsets + 8L * i)
+                    : Platform.getInt(null, offsets + 4L * i);
+            int length = length(offsets, i, large);
+            int at = cursors[i];
+            Platform.copyMemory(
+                null, data + start, bases[i], Platform.BYTE_ARRAY_OFFSET + at, length);
+            Platform.putLong(bases[i], field, ((long) at << 32) | length);
+            cursors[i] = at + ByteArrayMethods.roundNumberOfBytesToNearestWord(length);
+          }
+        }
+    }
+  }
+
+  /** The address of the vector's validity bits, or 0 if it has no nulls. */
+  private static long validity(FieldVector vector) {
+    return vector.getNullCount() == 0 ? 0 : vector.getValidityBuffer().memoryAddress();
+  }
+
+  private static boolean isNull(long validity, int i) {
+    return validity != 0 && ((Platform.getByte(null, validity + (i >> 3)) >> (i & 7)) & 1) == 0;
+  }
+
+  private static int length(long offsets, int i, boolean large) {
+    if (large) {
+      long end = Platform.getLong(null, offsets + 8L * (i + 1));
+      return Math.toIntExact(end - Platform.getLong(null, offsets + 8L * i));
+    }
+    return Platform.getInt(null, offsets + 4L * (i + 1)) - Platform.getInt(null, offsets + 4L * i);
+  }
+
+  /** Through Spark's columnar view and a projection, a copy of each row kept. */
+  private static InternalRow[] projected(List<FieldVector> vectors, int count) {
+    ColumnVector[] columns = new ColumnVector[vectors.size()];
+    DataType[] types = new DataType[columns.length];
+    for (int c = 0; c < columns.length; c++) {
+      columns[c] = new ArrowColumnVector(vectors.get(c));
+      types[c] = columns[c].dataType();
+    }
+    UnsafeProjection projection = UnsafeProjection.create(types);
+    ColumnarBatch batch = new ColumnarBatch(columns, count);
+    InternalRow[] rows = new InternalRow[count];
+    for (int i = 0; i < count; i++) {
+      rows[i] = projection.apply(batch.getRow(i)).copy();
+    }
+    return rows;
+  }
+}
