@@ -234,8 +234,9 @@ def _typed_frame(runner: Runner, fallback: bool) -> DataFrame:
 def test_the_jvm_restores_rows_as_spark_lays_them_out_and_stores_them_once(
     executors_write: Runner, monkeypatch: pytest.MonkeyPatch, fallback: bool, replicas: int
 ) -> None:
-    """The reader builds each row's bytes from Arrow's buffers (or, for other column types,
-    through a projection) and stores them as a local checkpoint itself, at the storage level
+    """The writer fills each chunk's Arrow columns from the stored rows' bytes, and the reader
+    builds each row's bytes from Arrow's buffers (for other column types, both go through
+    Spark's own writer and projection) and stores them as a local checkpoint itself, at the storage level
     ``checkpoint`` uses (with replicas: serialised, on that many executors). Rows are compared
     as bytes against Spark's own layout of the same rows: a key's equality and hash in Spark
     are its bytes', so a stray byte in a word or a padding would make equal keys differ. A
@@ -255,6 +256,12 @@ def test_the_jvm_restores_rows_as_spark_lays_them_out_and_stores_them_once(
         partitions: list[list[ChunkDescriptor]] = [[] for _ in range(PARTITIONS)]
         for chunk, _writer in written:
             partitions[chunk.key.partition].append(chunk)
+            # The writer's own columns (BatchColumns, or Spark's writer for the other types)
+            # hold what Spark's conversion of the partition holds.
+            (data,) = runner.store.read_chunks(map_name, [chunk.key])
+            table = pa.Table.from_batches(decode_batches(data))
+            part = source.frame.filter(F.spark_partition_id() == chunk.key.partition)
+            assert repr(table.to_pylist()) == repr(part.toArrow().to_pylist()), chunk.key
         frame = jvm_chunks.read_state(
             chunks, spark, runner.address, map_name, 1, partitions, schema, 1, checkpointed=True
         )

@@ -22,6 +22,7 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.classic.SparkSession;
@@ -72,8 +73,10 @@ public final class StateChunks {
         partitions.add(Integer.valueOf(partition));
       }
     }
+    RDD<InternalRow> stored = storedRows(state);
     PartitionWriter writer =
         new PartitionWriter(
+            stored != null,
             partitions,
             state.schema(),
             members,
@@ -86,21 +89,24 @@ public final class StateChunks {
             batchRows,
             chunkBytes,
             window);
-    List<String> lines = rowsOf(state).toJavaRDD().mapPartitionsWithIndex(writer, true).collect();
+    RDD<InternalRow> rows = stored != null ? stored : state.queryExecution().toRdd();
+    List<String> lines = rows.toJavaRDD().mapPartitionsWithIndex(writer, true).collect();
     return lines.toArray(new String[0]);
   }
 
   /**
-   * The rows of {@code state}: those its stored RDD holds if it is one (a local checkpoint, as
-   * a keyed state is) or its leading columns, else those its plan computes.
+   * The rows {@code state}'s stored RDD holds if it is one (a local checkpoint, as a keyed
+   * state is) or its leading columns; null if it is computed otherwise.
    *
    * <p>Scanning a stored RDD through the plan projects every row into a new one, as a scan of
    * any RDD does (a fifth of the writer's CPU time in a profile of a 512 MiB snapshot); the
    * rows of a checkpoint are such projections already, and the writer only reads them. An
    * aggregate's state is its checkpoint less a last column (the groups an epoch touched): the
    * writer reads the first columns by position, so it takes the checkpoint's rows as they are.
+   * Stored rows are each their own object, so the writer may hold a batch of them
+   * (BatchColumns).
    */
-  private static RDD<InternalRow> rowsOf(Dataset<Row> state) {
+  private static RDD<InternalRow> storedRows(Dataset<Row> state) {
     LogicalPlan plan = state.queryExecution().analyzed();
     if (plan instanceof Project && keepsLeadingColumns((Project) plan)) {
       plan = ((Project) plan).child();
@@ -108,7 +114,7 @@ public final class StateChunks {
     if (plan instanceof LogicalRDD) {
       return ((LogicalRDD) plan).rdd();
     }
-    return state.queryExecution().toRdd();
+    return null;
   }
 
   /** Whether {@code project} is its child's first columns, in their order, unchanged. */
@@ -298,6 +304,7 @@ public final class StateChunks {
 
   static final class PartitionWriter
       implements Function2<Integer, Iterator<InternalRow>, Iterator<String>>, Serializable {
+    private final boolean rowsKept;
     private final Set<Integer> only;
     private final StructType schema;
     private final String members;
@@ -311,7 +318,12 @@ public final class StateChunks {
     private final long chunkBytes;
     private final int window;
 
+    /**
+     * @param rowsKept the rows are a checkpoint's stored ones, each its own object: a batch of
+     *     them may be held and written a column at a time (BatchColumns)
+     */
     PartitionWriter(
+        boolean rowsKept,
         Set<Integer> only,
         StructType schema,
         String members,
@@ -324,6 +336,7 @@ public final class StateChunks {
         int batchRows,
         long chunkBytes,
         int window) {
+      this.rowsKept = rowsKept;
       this.only = only;
       this.schema = schema;
       this.members = members;
@@ -356,6 +369,8 @@ public final class StateChunks {
       // the value put (ChunkBuffer), so only the puts in flight hold chunks.
       ChunkBuffer out = new ChunkBuffer((int) (chunkBytes + chunkBytes / 4));
       try (VectorSchemaRoot root = arrow.root()) {
+        BatchColumns columns = rowsKept ? BatchColumns.of(root) : null;
+        UnsafeRow[] batch = columns != null ? new UnsafeRow[batchRows] : null;
         int seq = 0;
         while (rows.hasNext()) {
           out.reset();
@@ -367,14 +382,33 @@ public final class StateChunks {
             // chunk_io.group_into_chunks groups the batches a mapInArrow task is given.
             while (rows.hasNext() && batchBytes < chunkBytes) {
               int n = 0;
+              boolean held = columns != null;
               while (n < batchRows && rows.hasNext()) {
-                arrow.write(rows.next());
+                InternalRow row = rows.next();
+                if (held && row instanceof UnsafeRow) {
+                  batch[n] = (UnsafeRow) row;
+                } else {
+                  if (held) {
+                    // Not a row BatchColumns reads: this batch goes through Spark's writer.
+                    held = false;
+                    arrow.reset();
+                    for (int i = 0; i < n; i++) {
+                      arrow.write(batch[i]);
+                    }
+                  }
+                  arrow.write(row);
+                }
                 n++;
               }
-              arrow.finish();
-              stream.writeBatch();
-              batchBytes += arrow.sizeInBytes();
-              arrow.reset();
+              if (held) {
+                batchBytes += columns.write(batch, n);
+                stream.writeBatch();
+              } else {
+                arrow.finish();
+                stream.writeBatch();
+                batchBytes += arrow.sizeInBytes();
+                arrow.reset();
+              }
               chunkRows += n;
             }
             stream.end();
