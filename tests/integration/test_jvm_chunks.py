@@ -236,11 +236,11 @@ def test_the_jvm_restores_rows_as_spark_lays_them_out_and_stores_them_once(
 ) -> None:
     """The writer fills each chunk's Arrow columns from the stored rows' bytes, and the reader
     builds each row's bytes from Arrow's buffers (for other column types, both go through
-    Spark's own writer and projection) and stores them as a local checkpoint itself, at the storage level
-    ``checkpoint`` uses (with replicas: serialised, on that many executors). Rows are compared
-    as bytes against Spark's own layout of the same rows: a key's equality and hash in Spark
-    are its bytes', so a stray byte in a word or a padding would make equal keys differ. A
-    failed read leaves no stored rows behind."""
+    Spark's own writer and projection) and stores them as a local checkpoint itself, at the
+    storage level ``checkpoint`` uses (with replicas: serialised, on that many executors). Rows
+    are compared as bytes against Spark's own layout of the same rows: a key's equality and
+    hash in Spark are its bytes', so a stray byte in a word or a padding would make equal keys
+    differ. A failed read leaves no stored rows behind."""
     runner = executors_write
     _use_jvm(runner, True)
     spark = runner.spark
