@@ -4,19 +4,7 @@ import java.util.List;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.vector.BaseFixedWidthVector;
 import org.apache.arrow.vector.BaseVariableWidthVector;
-import org.apache.arrow.vector.BigIntVector;
-import org.apache.arrow.vector.BitVector;
-import org.apache.arrow.vector.DateDayVector;
 import org.apache.arrow.vector.FieldVector;
-import org.apache.arrow.vector.Float4Vector;
-import org.apache.arrow.vector.Float8Vector;
-import org.apache.arrow.vector.IntVector;
-import org.apache.arrow.vector.SmallIntVector;
-import org.apache.arrow.vector.TimeStampMicroTZVector;
-import org.apache.arrow.vector.TimeStampMicroVector;
-import org.apache.arrow.vector.TinyIntVector;
-import org.apache.arrow.vector.VarBinaryVector;
-import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.unsafe.Platform;
@@ -31,62 +19,16 @@ import org.apache.spark.unsafe.Platform;
  * (docs/performance.md). Here a batch's rows are held (they are a checkpoint's stored rows, each
  * its own object), each vector is grown once to the batch's size, and each column's values are
  * copied from the rows' words into Arrow's buffers, with the same values, validity and offsets
- * as Spark's writer gives; a null's value slot is zeroed. Only a root whose vectors are all of
- * the classes below is written here; others go through Spark's writer.
+ * as Spark's writer gives; a null's value slot is zeroed. Only a root whose vectors all have
+ * a layout ArrowLayout copies (not its large offsets) is written here; others go through
+ * Spark's writer.
  */
 final class BatchColumns {
-  private enum Layout {
-    BIT,
-    BYTE,
-    SHORT,
-    INT,
-    LONG,
-    VARIABLE;
-
-    static Layout of(FieldVector vector) {
-      Class<?> type = vector.getClass();
-      if (type == BitVector.class) {
-        return BIT;
-      } else if (type == TinyIntVector.class) {
-        return BYTE;
-      } else if (type == SmallIntVector.class) {
-        return SHORT;
-      } else if (type == IntVector.class
-          || type == DateDayVector.class
-          || type == Float4Vector.class) {
-        return INT;
-      } else if (type == BigIntVector.class
-          || type == Float8Vector.class
-          || type == TimeStampMicroTZVector.class
-          || type == TimeStampMicroVector.class) {
-        return LONG;
-      } else if (type == VarCharVector.class || type == VarBinaryVector.class) {
-        return VARIABLE;
-      }
-      return null;
-    }
-
-    int width() {
-      switch (this) {
-        case BYTE:
-          return 1;
-        case SHORT:
-          return 2;
-        case INT:
-          return 4;
-        case LONG:
-          return 8;
-        default:
-          return 0;
-      }
-    }
-  }
-
   private final VectorSchemaRoot root;
   private final List<FieldVector> vectors;
-  private final Layout[] layouts;
+  private final ArrowLayout[] layouts;
 
-  private BatchColumns(VectorSchemaRoot root, Layout[] layouts) {
+  private BatchColumns(VectorSchemaRoot root, ArrowLayout[] layouts) {
     this.root = root;
     this.vectors = root.getFieldVectors();
     this.layouts = layouts;
@@ -95,10 +37,11 @@ final class BatchColumns {
   /** A writer into {@code root}, or null if a column is of a type it does not write. */
   static BatchColumns of(VectorSchemaRoot root) {
     List<FieldVector> vectors = root.getFieldVectors();
-    Layout[] layouts = new Layout[vectors.size()];
+    ArrowLayout[] layouts = new ArrowLayout[vectors.size()];
     for (int c = 0; c < layouts.length; c++) {
-      layouts[c] = Layout.of(vectors.get(c));
-      if (layouts[c] == null) {
+      layouts[c] = ArrowLayout.of(vectors.get(c));
+      // Large offsets are not written here: Spark makes them only when told to.
+      if (layouts[c] == null || layouts[c] == ArrowLayout.LARGE_VARIABLE) {
         return null;
       }
     }
@@ -114,7 +57,7 @@ final class BatchColumns {
     int bitSetBytes = UnsafeRow.calculateBitSetWidthInBytes(layouts.length);
     for (int c = 0; c < layouts.length; c++) {
       FieldVector vector = vectors.get(c);
-      if (layouts[c] == Layout.VARIABLE) {
+      if (layouts[c] == ArrowLayout.VARIABLE) {
         writeVariable((BaseVariableWidthVector) vector, rows, count, c);
       } else {
         writeFixed((BaseFixedWidthVector) vector, layouts[c], rows, count, c, bitSetBytes);
@@ -127,7 +70,7 @@ final class BatchColumns {
 
   private static void writeFixed(
       BaseFixedWidthVector vector,
-      Layout layout,
+      ArrowLayout layout,
       UnsafeRow[] rows,
       int count,
       int ordinal,
@@ -140,10 +83,10 @@ final class BatchColumns {
     validity.setZero(0, (count + 7) / 8);
     long data = vector.getDataBuffer().memoryAddress();
     long field = bitSetBytes + 8L * ordinal;
-    if (layout == Layout.BIT) {
+    if (layout == ArrowLayout.BIT) {
       vector.getDataBuffer().setZero(0, (count + 7) / 8);
     }
-    int width = layout.width();
+    int width = layout.width;
     for (int i = 0; i < count; i++) {
       UnsafeRow row = rows[i];
       boolean isNull = row.isNullAt(ordinal);

@@ -2,21 +2,7 @@ package io.snapshotjob.chunks;
 
 import java.util.Arrays;
 import java.util.List;
-import org.apache.arrow.vector.BigIntVector;
-import org.apache.arrow.vector.BitVector;
-import org.apache.arrow.vector.DateDayVector;
 import org.apache.arrow.vector.FieldVector;
-import org.apache.arrow.vector.Float4Vector;
-import org.apache.arrow.vector.Float8Vector;
-import org.apache.arrow.vector.IntVector;
-import org.apache.arrow.vector.LargeVarBinaryVector;
-import org.apache.arrow.vector.LargeVarCharVector;
-import org.apache.arrow.vector.SmallIntVector;
-import org.apache.arrow.vector.TimeStampMicroTZVector;
-import org.apache.arrow.vector.TimeStampMicroVector;
-import org.apache.arrow.vector.TinyIntVector;
-import org.apache.arrow.vector.VarBinaryVector;
-import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
@@ -44,53 +30,15 @@ import org.apache.spark.unsafe.array.ByteArrayMethods;
 final class BatchRows {
   private BatchRows() {}
 
-  /** How a column's values are laid out in Arrow's buffers, for the types copied directly. */
-  private enum Layout {
-    BIT,
-    BYTE,
-    SHORT,
-    INT,
-    LONG,
-    VARIABLE,
-    LARGE_VARIABLE;
-
-    /** The layout of {@code vector}'s values, or null if this class does not copy them. */
-    static Layout of(FieldVector vector) {
-      // Exact classes: a subclass (or a type Spark reads with a conversion) takes the projection.
-      Class<?> type = vector.getClass();
-      if (type == BitVector.class) {
-        return BIT;
-      } else if (type == TinyIntVector.class) {
-        return BYTE;
-      } else if (type == SmallIntVector.class) {
-        return SHORT;
-      } else if (type == IntVector.class
-          || type == DateDayVector.class
-          || type == Float4Vector.class) {
-        return INT;
-      } else if (type == BigIntVector.class
-          || type == Float8Vector.class
-          || type == TimeStampMicroTZVector.class
-          || type == TimeStampMicroVector.class) {
-        return LONG;
-      } else if (type == VarCharVector.class || type == VarBinaryVector.class) {
-        return VARIABLE;
-      } else if (type == LargeVarCharVector.class || type == LargeVarBinaryVector.class) {
-        return LARGE_VARIABLE;
-      }
-      return null;
-    }
-  }
-
   /** The rows of {@code root}'s batch, each its own {@code UnsafeRow}. */
   static InternalRow[] of(VectorSchemaRoot root) {
     if (root.getRowCount() == 0) {
       return new InternalRow[0];
     }
     List<FieldVector> vectors = root.getFieldVectors();
-    Layout[] layouts = new Layout[vectors.size()];
+    ArrowLayout[] layouts = new ArrowLayout[vectors.size()];
     for (int c = 0; c < layouts.length; c++) {
-      layouts[c] = Layout.of(vectors.get(c));
+      layouts[c] = ArrowLayout.of(vectors.get(c));
       if (layouts[c] == null) {
         return projected(vectors, root.getRowCount());
       }
@@ -98,7 +46,7 @@ final class BatchRows {
     return copied(vectors, layouts, root.getRowCount());
   }
 
-  private static InternalRow[] copied(List<FieldVector> vectors, Layout[] layouts, int count) {
+  private static InternalRow[] copied(List<FieldVector> vectors, ArrowLayout[] layouts, int count) {
     int fields = layouts.length;
     int bitSetBytes = UnsafeRow.calculateBitSetWidthInBytes(fields);
     int fixedBytes = bitSetBytes + 8 * fields;
@@ -106,9 +54,9 @@ final class BatchRows {
     int[] cursors = new int[count];
     Arrays.fill(cursors, fixedBytes);
     for (int c = 0; c < fields; c++) {
-      if (layouts[c] == Layout.VARIABLE || layouts[c] == Layout.LARGE_VARIABLE) {
+      if (layouts[c].variable()) {
         FieldVector vector = vectors.get(c);
-        boolean large = layouts[c] == Layout.LARGE_VARIABLE;
+        boolean large = layouts[c] == ArrowLayout.LARGE_VARIABLE;
         long offsets = vector.getOffsetBuffer().memoryAddress();
         long validity = validity(vector);
         for (int i = 0; i < count; i++) {
@@ -139,7 +87,7 @@ final class BatchRows {
    */
   private static void copy(
       FieldVector vector,
-      Layout layout,
+      ArrowLayout layout,
       int ordinal,
       int bitSetBytes,
       UnsafeRow[] rows,
@@ -194,7 +142,7 @@ final class BatchRows {
         }
         break;
       default:
-        boolean large = layout == Layout.LARGE_VARIABLE;
+        boolean large = layout == ArrowLayout.LARGE_VARIABLE;
         long offsets = vector.getOffsetBuffer().memoryAddress();
         for (int i = 0; i < count; i++) {
           if (!isNull(validity, i)) {
