@@ -154,9 +154,9 @@ def read_state(
         )
         for partition in partitions
     ]
-    session: Any = spark._jsparkSession
-    arguments = [
-        session,
+    level = storage_level(spark) if checkpointed else None
+    frame = chunks.read(
+        spark._jsparkSession,
         listed,
         ",".join(address.members),
         address.cluster_name,
@@ -165,9 +165,7 @@ def read_state(
         schema.json(),
         READ_WINDOW_CHUNKS,
         key_columns,
-    ]
-    if not checkpointed:
-        return DataFrame(chunks.read(*arguments), spark)
-    level = storage_level(spark)
-    java_level = None if level is None else spark.sparkContext._getJavaStorageLevel(level)
-    return DataFrame(chunks.readCheckpointed(*arguments, java_level), spark)
+        checkpointed,
+        None if level is None else spark.sparkContext._getJavaStorageLevel(level),
+    )
+    return DataFrame(frame, spark)

@@ -403,39 +403,35 @@ class KeyedState(ABC):
                 executors' JVMs through it, or in Python workers if None.
         """
         in_place = taken_with == self._context.partitions
-        frame = self._read_frame(snapshot, chunks, taken_with, jvm, stored=in_place)
-        if isinstance(frame, Checkpointed):
-            return frame
-        return checkpoint(frame if in_place else self._partitioned(frame))
-
-    def _read_frame(
-        self,
-        snapshot: SnapshotRef,
-        chunks: Sequence[ChunkDescriptor],
-        taken_with: int,
-        jvm: Any | None,
-        stored: bool,
-    ) -> DataFrame | Checkpointed:
-        """The frame of :meth:`_read_on_executors`; stored already (a Checkpointed) if
-        ``stored`` and the JVM reads it, which stores the rows as it reads them."""
-        address = self._context.store
-        map_name, snapshot_id = snapshot.map_name, snapshot.snapshot_id
-        if jvm is not None:
+        if jvm is None:
+            frame = self._read_in_python_workers(snapshot, chunks, taken_with)
+        else:
             partitions: list[list[ChunkDescriptor]] = [[] for _ in range(taken_with)]
             for chunk in chunks:
                 partitions[chunk.key.partition].append(chunk)
+            # Read in place, the JVM stores the rows as it builds them (no scan, no copy).
             frame = read_state(
                 jvm,
                 self._context.spark,
-                address,
-                map_name,
-                snapshot_id,
+                self._context.store,
+                snapshot.map_name,
+                snapshot.snapshot_id,
                 partitions,
                 self.state_schema,
                 len(self.keys),
-                checkpointed=stored,
+                checkpointed=in_place,
             )
-            return adopt(frame) if stored else frame
+            if in_place:
+                return adopt(frame)
+        return checkpoint(frame if in_place else self._partitioned(frame))
+
+    def _read_in_python_workers(
+        self, snapshot: SnapshotRef, chunks: Sequence[ChunkDescriptor], taken_with: int
+    ) -> DataFrame:
+        """The frame of :meth:`_read_on_executors` when the JVM's reader is not there: each
+        task reads its partition's chunks in a Python worker (``mapInArrow``)."""
+        address = self._context.store
+        map_name, snapshot_id = snapshot.map_name, snapshot.snapshot_id
         listed: list[list[list[Any]]] = [[] for _ in range(taken_with)]
         for chunk in chunks:
             listed[chunk.key.partition].append(chunk.to_list())

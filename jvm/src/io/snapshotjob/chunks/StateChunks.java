@@ -157,6 +157,14 @@ public final class StateChunks {
    *     chain's in order (its full version, then its deltas by snapshot)
    * @param schemaJson the state's Spark schema, as {@code StructType.json()}
    * @param keyColumns how many of the schema's first columns are the key
+   * @param checkpointed read the rows now and return a local checkpoint of them, as {@code
+   *     Dataset.localCheckpoint(eager = true)} would make of the lazy frame, without the copies
+   *     its scan makes: a checkpoint of a frame runs its plan, whose scan projects each row and
+   *     copies it again to store it, while the rows read here are each in their own array
+   *     already (BatchRows) and are stored as they come. A failed read unpersists what it
+   *     stored.
+   * @param level with {@code checkpointed}, how to store the rows (persisted before the local
+   *     checkpoint, which adds the disk), or null for the local checkpoint's own
    */
   public static Dataset<Row> read(
       SparkSession session,
@@ -167,76 +175,35 @@ public final class StateChunks {
       long snapshotId,
       String schemaJson,
       int window,
-      int keyColumns) {
-    StructType schema = (StructType) DataType.fromJson(schemaJson);
-    return session.internalCreateDataFrame(
-        rows(session, partitions, members, clusterName, mapName, snapshotId, schema, window,
-            keyColumns),
-        schema,
-        false);
-  }
-
-  /**
-   * As {@link #read}, the rows stored and the lineage cut before it returns: the frame is a
-   * local checkpoint of the chunks' rows, as {@code Dataset.localCheckpoint(eager = true)}
-   * would make of the frame {@code read} returns, without the copies its scan makes.
-   *
-   * <p>A checkpoint of a frame runs its plan: each row is projected by the scan and copied
-   * again to be stored; the rows read here are each in their own array already (BatchRows),
-   * so they are stored as they come.
-   *
-   * @param level how to store the rows (persisted before the local checkpoint, which adds the
-   *     disk), or null for the local checkpoint's own
-   */
-  public static Dataset<Row> readCheckpointed(
-      SparkSession session,
-      List<String> partitions,
-      String members,
-      String clusterName,
-      String mapName,
-      long snapshotId,
-      String schemaJson,
-      int window,
       int keyColumns,
+      boolean checkpointed,
       StorageLevel level) {
     StructType schema = (StructType) DataType.fromJson(schemaJson);
-    RDD<InternalRow> rows =
-        rows(session, partitions, members, clusterName, mapName, snapshotId, schema, window,
-            keyColumns);
-    if (level != null) {
-      rows.persist(level);
-    }
-    rows.localCheckpoint();
-    try {
-      rows.count();
-    } catch (Throwable error) {
-      // A chunk failed its check or could not be read (Spark's SparkException, which Java
-      // does not see declared): the rows stored so far go too.
-      rows.unpersist(false);
-      throw error;
-    }
-    return session.internalCreateDataFrame(rows, schema, false);
-  }
-
-  private static RDD<InternalRow> rows(
-      SparkSession session,
-      List<String> partitions,
-      String members,
-      String clusterName,
-      String mapName,
-      long snapshotId,
-      StructType schema,
-      int window,
-      int keyColumns) {
     DataType[] keyTypes = new DataType[keyColumns];
     for (int i = 0; i < keyColumns; i++) {
       keyTypes[i] = schema.fields()[i].dataType();
     }
-    return new JavaSparkContext(session.sparkContext())
-        .parallelize(partitions, Math.max(1, partitions.size()))
-        .mapPartitions(
-            new PartitionReader(members, clusterName, mapName, snapshotId, window, keyTypes))
-        .rdd();
+    RDD<InternalRow> rows =
+        new JavaSparkContext(session.sparkContext())
+            .parallelize(partitions, Math.max(1, partitions.size()))
+            .mapPartitions(
+                new PartitionReader(members, clusterName, mapName, snapshotId, window, keyTypes))
+            .rdd();
+    if (checkpointed) {
+      if (level != null) {
+        rows.persist(level);
+      }
+      rows.localCheckpoint();
+      try {
+        rows.count();
+      } catch (Throwable error) {
+        // A chunk failed its check or could not be read (Spark's SparkException, which Java
+        // does not see declared): the rows stored so far go too.
+        rows.unpersist(false);
+        throw error;
+      }
+    }
+    return session.internalCreateDataFrame(rows, schema, false);
   }
 
   static final class PartitionReader
