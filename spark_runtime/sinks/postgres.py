@@ -8,6 +8,7 @@ only sink that needs psycopg.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,8 @@ from pyspark.sql.types import (
 
 from spark_runtime.sinks.base import EPOCH_COLUMN, TransactionalSink
 
+_log = logging.getLogger(__name__)
+
 _PG_TYPES: Mapping[type[DataType], str] = {
     LongType: "bigint",
     IntegerType: "integer",
@@ -54,6 +57,26 @@ def _pg_type(data_type: DataType) -> str:
 
 _COMMIT = "COMMIT PREPARED {}"
 _ROLLBACK = "ROLLBACK PREPARED {}"
+
+
+def _roll_back_earlier_attempt(conn: psycopg.Connection[Any], gid: str) -> None:
+    """Rolls back a transaction already prepared under ``gid`` before this task writes it.
+
+    Spark runs a task again when its executor is lost after the task prepared its
+    transaction but before the driver heard of it. That transaction is still prepared, and
+    keeps its row locks: the new attempt's upserts of the same keys would wait for it
+    forever, and its ``PREPARE TRANSACTION`` would find the name in use. Nothing may commit
+    it: the driver commits only the ids its tasks returned, and a transaction of the same
+    snapshot id prepared by an older (zombie) execution is fenced out of phase 2 anyway.
+    """
+    conn.autocommit = True
+    try:
+        found = conn.execute("SELECT 1 FROM pg_prepared_xacts WHERE gid = %s", (gid,)).fetchone()
+        if found is not None:
+            conn.execute(sql.SQL(_ROLLBACK).format(sql.Literal(gid)))
+            _log.warning("Rolled back an earlier attempt's prepared transaction gid=%s", gid)
+    finally:
+        conn.autocommit = False
 
 
 class MaxPreparedTransactionsDisabled(ValueError):  # noqa: N818 - names the condition
@@ -181,6 +204,8 @@ class PostgresSink(TransactionalSink):
                 return
             gid = None if gid_template is None else gid_template.format(context.partitionId())
             with psycopg.connect(dsn) as conn:
+                if gid is not None:
+                    _roll_back_earlier_attempt(conn, gid)
                 with conn.cursor() as cursor:
                     cursor.executemany(statement, rows)
                 if gid is not None:

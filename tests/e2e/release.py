@@ -217,6 +217,20 @@ class Release:
             self.namespace,
         ]
 
+    def why_restarted(self, job: str, driver_pod: str) -> str:
+        """What the status says of the job's last exits, and the log tail of ``driver_pod``.
+
+        For the message of a check that an execution went on: with the whole status object
+        the message was cut before the failure's reason and the old driver's last lines.
+        """
+        status = (self.job(job) or {}).get("status") or {}
+        told = {key: status.get(key) for key in ("restarts", "lastFailure", "driverExit")}
+        try:
+            log = self.kubectl("logs", driver_pod, "-c", "driver", "--tail=80")
+        except (RuntimeError, subprocess.SubprocessError) as exc:
+            log = str(exc)
+        return f"{told}\n$ kubectl logs {driver_pod} -c driver --tail=80\n{log[-8000:]}"
+
     def diagnostics(self) -> str:
         """Pods, events, jobs and the operator's log tail, for failure messages.
 

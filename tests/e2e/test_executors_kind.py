@@ -102,7 +102,9 @@ def test_driver_executor_and_member_failures_and_the_loss_of_the_store_keep_exac
         release.kubectl("delete", "pod", victim, "--grace-period=0", "--force")
         after = wait_snapshot(release, job, snapshot_id(running) + 2)
         # Spark re-ran the lost tasks and replaced the executor: the execution went on.
-        assert attempt(after) == attempt(running), after["status"]
+        assert attempt(after) == attempt(running), release.why_restarted(
+            job, running["status"]["execution"]["driverPod"]
+        )
         wait_for(
             release,
             f"job={job} a replacement executor",
