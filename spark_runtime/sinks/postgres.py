@@ -83,6 +83,10 @@ class MaxPreparedTransactionsDisabled(ValueError):  # noqa: N818 - names the con
     """The PostgreSQL server cannot prepare transactions: a setup error no restart fixes."""
 
 
+class SpeculationEnabled(ValueError):  # noqa: N818 - names the condition
+    """Speculative task copies would undo each other's prepared transactions: a setup error."""
+
+
 class PostgresSink(TransactionalSink):
     """A PostgreSQL table, with ``PREPARE TRANSACTION`` / ``COMMIT PREPARED`` for exactly-once.
 
@@ -222,7 +226,19 @@ class PostgresSink(TransactionalSink):
         return sum(rows for _gid, rows in self._run_partitions(frame, None))
 
     def prepare(self, frame: DataFrame, snapshot_id: int) -> list[str]:
-        """Writes each partition into a transaction named by :meth:`gid` and prepares it."""
+        """Writes each partition into a transaction named by :meth:`gid` and prepares it.
+
+        Raises:
+            SpeculationEnabled: If the session runs speculative task copies.
+        """
+        if frame.sparkSession.conf.get("spark.speculation", "false").strip().lower() == "true":
+            raise SpeculationEnabled(
+                f"The exactly-once PostgreSQL sink for table {self.table} cannot run with "
+                "spark.speculation=true: each sink task rolls back a transaction already "
+                "prepared under its id (left by an attempt lost with its executor), and a "
+                "speculative copy would roll back the one its twin prepared. Remove "
+                "spark.speculation from spec.spark.conf"
+            )
         prepared = self._run_partitions(frame, f"{self._prefix}{snapshot_id}:{{}}")
         self._prepared_rows = {gid: rows for gid, rows in prepared if gid}
         return sorted(self._prepared_rows)

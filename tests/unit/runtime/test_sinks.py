@@ -9,6 +9,7 @@ import pytest
 from pyspark.sql.types import LongType, StructField, StructType
 
 from spark_runtime.sinks import MaxPreparedTransactionsDisabled, PostgresSink
+from spark_runtime.sinks.postgres import SpeculationEnabled
 
 
 class _Result:
@@ -78,3 +79,30 @@ def test_the_insert_statement_is_rendered_once_when_the_sink_opens(
         'INSERT INTO "app"."""sums""" ("key", "odd""name") VALUES (%s, %s) '
         'ON CONFLICT ("key") DO UPDATE SET "odd""name" = EXCLUDED."odd""name"'
     )
+
+
+class _Conf:
+    def __init__(self, settings: dict[str, str]) -> None:
+        self._settings = settings
+
+    def get(self, key: str, default: str) -> str:
+        return self._settings.get(key, default)
+
+
+class _Frame:
+    """Only what ``prepare`` reads before it writes: the session's settings."""
+
+    def __init__(self, settings: dict[str, str]) -> None:
+        self.sparkSession = type("Session", (), {"conf": _Conf(settings)})()
+
+
+def test_the_exactly_once_sink_refuses_speculative_task_copies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A speculative copy could roll back the transaction its twin prepared: refused, named."""
+    monkeypatch.setattr(psycopg, "connect", lambda *a, **k: _Connection("64"))
+    sink = PostgresSink("postgresql://db/x", "sums", ["key"])
+    sink.open(StructType([StructField("key", LongType())]), "job-1", "postgres")
+    frame: Any = _Frame({"spark.speculation": "True"})
+    with pytest.raises(SpeculationEnabled, match=r"table sums cannot run with spark\.speculation"):
+        sink.prepare(frame, 3)
