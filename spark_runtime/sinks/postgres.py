@@ -231,7 +231,8 @@ class PostgresSink(TransactionalSink):
         Raises:
             SpeculationEnabled: If the session runs speculative task copies.
         """
-        if frame.sparkSession.conf.get("spark.speculation", "false").strip().lower() == "true":
+        speculation = frame.sparkSession.conf.get("spark.speculation", "false") or "false"
+        if speculation.strip().lower() == "true":
             raise SpeculationEnabled(
                 f"The exactly-once PostgreSQL sink for table {self.table} cannot run with "
                 "spark.speculation=true: each sink task rolls back a transaction already "
