@@ -218,7 +218,7 @@ class Release:
         ]
 
     def why_restarted(self, job: str, driver_pod: str) -> str:
-        """What the status says of the job's last exits, and the log tail of ``driver_pod``.
+        """What the status says of the job's last exits, and the end of ``driver_pod``'s log.
 
         For the message of a check that an execution went on: with the whole status object
         the message was cut before the failure's reason and the old driver's last lines.
@@ -226,10 +226,13 @@ class Release:
         status = (self.job(job) or {}).get("status") or {}
         told = {key: status.get(key) for key in ("restarts", "lastFailure", "driverExit")}
         try:
-            log = self.kubectl("logs", driver_pod, "-c", "driver", "--tail=80")
+            log = self.kubectl("logs", driver_pod, "-c", "driver")
         except (RuntimeError, subprocess.SubprocessError) as exc:
             log = str(exc)
-        return f"{told}\n$ kubectl logs {driver_pod} -c driver --tail=80\n{log[-8000:]}"
+        # Without the stack frames: a JVM error's frames alone filled any tail of the log.
+        lines = [line for line in log.splitlines() if not line.lstrip().startswith("at ")]
+        tail = "\n".join(lines[-60:])
+        return f"{told}\n$ kubectl logs {driver_pod} -c driver (last 60 lines but frames)\n{tail}"
 
     def diagnostics(self) -> str:
         """Pods, events, jobs and the operator's log tail, for failure messages.
