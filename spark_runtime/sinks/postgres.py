@@ -59,22 +59,37 @@ _COMMIT = "COMMIT PREPARED {}"
 _ROLLBACK = "ROLLBACK PREPARED {}"
 
 
-def _roll_back_earlier_attempt(conn: psycopg.Connection[Any], gid: str) -> None:
-    """Rolls back a transaction already prepared under ``gid`` before this task writes it.
+def _roll_back_earlier_attempts(conn: psycopg.Connection[Any], gid: str) -> None:
+    """Rolls back the transactions earlier attempts of this task left prepared.
 
     Spark runs a task again when its executor is lost after the task prepared its
-    transaction but before the driver heard of it. That transaction is still prepared, and
-    keeps its row locks: the new attempt's upserts of the same keys would wait for it
-    forever, and its ``PREPARE TRANSACTION`` would find the name in use. Nothing may commit
-    it: the driver commits only the ids its tasks returned, and a transaction of the same
-    snapshot id prepared by an older (zombie) execution is fenced out of phase 2 anyway.
+    transaction but before the driver heard of it. That transaction stays prepared and keeps
+    its row locks: the new attempt's upserts of the same keys would wait for it forever. Each
+    attempt's transaction is named by its task attempt id (:meth:`PostgresSink.gid`), which
+    the driver hands out in increasing order, and an attempt rolls back only those of the same
+    snapshot and partition with a smaller id: never a newer attempt's, whose transaction may
+    be the one the driver commits, even if an older attempt runs late on an executor already
+    given up on. The driver commits only the ids its tasks returned, so nothing commits an
+    earlier attempt's transaction; one of an older (zombie) execution under the same snapshot
+    id is fenced out of phase 2 anyway.
     """
+    partition_prefix, attempt = gid.rsplit(":", 1)
     conn.autocommit = True
     try:
-        found = conn.execute("SELECT 1 FROM pg_prepared_xacts WHERE gid = %s", (gid,)).fetchone()
-        if found is not None:
-            conn.execute(sql.SQL(_ROLLBACK).format(sql.Literal(gid)))
-            _log.warning("Rolled back an earlier attempt's prepared transaction gid=%s", gid)
+        rows = conn.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
+            "AND starts_with(gid, %s)",
+            (f"{partition_prefix}:",),
+        ).fetchall()
+        for (earlier,) in rows:
+            suffix = earlier[len(partition_prefix) + 1 :]
+            if suffix.isdigit() and int(suffix) < int(attempt):
+                conn.execute(sql.SQL(_ROLLBACK).format(sql.Literal(earlier)))
+                _log.warning(
+                    "Rolled back an earlier attempt's prepared transaction gid=%s attempt=%s",
+                    earlier,
+                    attempt,
+                )
     finally:
         conn.autocommit = False
 
@@ -90,8 +105,9 @@ class SpeculationEnabled(ValueError):  # noqa: N818 - names the condition
 class PostgresSink(TransactionalSink):
     """A PostgreSQL table, with ``PREPARE TRANSACTION`` / ``COMMIT PREPARED`` for exactly-once.
 
-    Transaction ids (gids) are ``sj:<job uid>:<sink>:<snapshot>:<partition>``, so restore can
-    find every prepared transaction of this job and sink in ``pg_prepared_xacts``.
+    Transaction ids (gids) are ``sj:<job uid>:<sink>:<snapshot>:<partition>:<task attempt>``,
+    so restore can find every prepared transaction of this job and sink in
+    ``pg_prepared_xacts``, and a task run again can tell its earlier attempts' transactions.
 
     Args:
         dsn: libpq connection string of the database.
@@ -152,9 +168,16 @@ class PostgresSink(TransactionalSink):
         # UTF-8): every write used to connect on the driver only to render it.
         self._statement = self._compose_statement().as_string(None)
 
-    def gid(self, snapshot_id: int, partition: int) -> str:
-        """The transaction id of one sink partition's share of one snapshot."""
-        return f"{self._prefix}{snapshot_id}:{partition}"
+    def gid(self, snapshot_id: int, partition: int, attempt: int) -> str:
+        """The transaction id of one task attempt at a sink partition's share of a snapshot.
+
+        Args:
+            snapshot_id: The snapshot.
+            partition: The sink partition.
+            attempt: The Spark task attempt's id (``TaskContext.taskAttemptId()``), unique in
+                the driver's SparkContext and increasing with each attempt it launches.
+        """
+        return f"{self._prefix}{snapshot_id}:{partition}:{attempt}"
 
     def _compose_statement(self) -> sql.Composed:
         table = sql.Identifier(*self.table.split("."))
@@ -180,7 +203,8 @@ class PostgresSink(TransactionalSink):
     def _run_partitions(self, frame: DataFrame, gid_template: str | None) -> list[tuple[str, int]]:
         """Writes each sink partition in its own transaction from the executors.
 
-        With ``gid_template`` (``...{partition}``) each transaction is prepared, not committed.
+        With ``gid_template`` (``...{partition}:{attempt}``) each transaction is prepared, not
+        committed.
 
         Returns:
             Each partition's transaction id (empty if not prepared) and rows written, for
@@ -206,10 +230,16 @@ class PostgresSink(TransactionalSink):
             if not rows:
                 yield pa.RecordBatch.from_pydict({"gid": [], "rows": []}, schema=_RESULT_SCHEMA)
                 return
-            gid = None if gid_template is None else gid_template.format(context.partitionId())
+            gid = (
+                None
+                if gid_template is None
+                else gid_template.format(
+                    partition=context.partitionId(), attempt=context.taskAttemptId()
+                )
+            )
             with psycopg.connect(dsn) as conn:
                 if gid is not None:
-                    _roll_back_earlier_attempt(conn, gid)
+                    _roll_back_earlier_attempts(conn, gid)
                 with conn.cursor() as cursor:
                     cursor.executemany(statement, rows)
                 if gid is not None:
@@ -235,12 +265,13 @@ class PostgresSink(TransactionalSink):
         if speculation.strip().lower() == "true":
             raise SpeculationEnabled(
                 f"The exactly-once PostgreSQL sink for table {self.table} cannot run with "
-                "spark.speculation=true: each sink task rolls back a transaction already "
-                "prepared under its id (left by an attempt lost with its executor), and a "
-                "speculative copy would roll back the one its twin prepared. Remove "
+                "spark.speculation=true: each sink task rolls back the transactions its earlier "
+                "attempts prepared (left by attempts lost with their executors), and a "
+                "speculative copy would roll back the one of the twin whose result counts. Remove "
                 "spark.speculation from spec.spark.conf"
             )
-        prepared = self._run_partitions(frame, f"{self._prefix}{snapshot_id}:{{}}")
+        template = f"{self._prefix}{snapshot_id}:{{partition}}:{{attempt}}"
+        prepared = self._run_partitions(frame, template)
         self._prepared_rows = {gid: rows for gid, rows in prepared if gid}
         return sorted(self._prepared_rows)
 
@@ -267,8 +298,27 @@ class PostgresSink(TransactionalSink):
         return done
 
     def commit(self, transaction_ids: Sequence[str]) -> None:
-        """``COMMIT PREPARED`` of each id still prepared."""
+        """``COMMIT PREPARED`` of each id still prepared, then rolls back the other
+        transactions of the same snapshots: attempts of a task that ran on after Spark had
+        run it again elsewhere (no task of a committed snapshot runs any more), which would
+        otherwise hold their rows' locks until the next snapshot."""
         self._finish(transaction_ids, _COMMIT)
+        committed = set(transaction_ids)
+        if not committed:
+            return
+        snapshots = {self._snapshot_of(gid) for gid in committed}
+        strays = [
+            gid
+            for gid in self.prepared()
+            if gid not in committed and self._snapshot_of(gid) in snapshots
+        ]
+        if strays:
+            self._finish(strays, _ROLLBACK)
+            _log.warning(
+                "Rolled back transactions of superseded task attempts table=%s transactions=%s",
+                self.table,
+                ",".join(strays),
+            )
 
     def rollback(self, transaction_ids: Sequence[str]) -> None:
         """``ROLLBACK PREPARED`` of each id still prepared."""

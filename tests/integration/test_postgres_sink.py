@@ -43,14 +43,30 @@ def _partitions_of(frame: DataFrame, sink: PostgresSink, columns: list[str]) -> 
     return rows
 
 
-def _leave_lost_attempts(dsn: str, sink: PostgresSink, statement: str, rows: dict) -> None:
-    """Prepares each partition's rows under its gid, as attempts lost after PREPARE did."""
+LOST_ATTEMPT = 0
+"""The task attempt id of the lost attempts: below every id the session's Spark hands out to
+the attempts a test runs after it (the test's own earlier job took 0 already)."""
+
+
+def _leave_lost_attempts(
+    dsn: str, sink: PostgresSink, statement: str, rows: dict, attempt: int = LOST_ATTEMPT
+) -> list[str]:
+    """Prepares each partition's rows under the gid of task attempt ``attempt``, as attempts
+    lost after ``PREPARE TRANSACTION`` left them; returns the gids."""
+    gids = []
     for partition, values in rows.items():
         with psycopg.connect(dsn) as conn:
             with conn.cursor() as cursor:
                 cursor.executemany(statement, values)
-            gid = sink.gid(SNAPSHOT_ID, partition)
+            gid = sink.gid(SNAPSHOT_ID, partition, attempt)
             conn.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
+            gids.append(gid)
+    return gids
+
+
+def _partition_of(gid: str) -> int:
+    """The sink partition a gid names (``...:<snapshot>:<partition>:<attempt>``)."""
+    return int(gid.rsplit(":", 2)[1])
 
 
 def _prepare_within_bound(sink: PostgresSink, frame: DataFrame) -> list[str]:
@@ -109,7 +125,7 @@ def test_an_upserting_task_run_again_replaces_its_lost_attempt(
     gids = _prepare_within_bound(sink, second)
     sink.commit(gids)
 
-    assert sorted(gids) == sorted(sink.gid(SNAPSHOT_ID, p) for p in by_partition)
+    assert sorted(map(_partition_of, gids)) == sorted(by_partition)
     assert sink.prepared() == [], "the lost attempts' transactions are still prepared"
     with psycopg.connect(dsn) as conn:
         totals = dict(conn.execute("SELECT key, total FROM sums").fetchall())
@@ -128,6 +144,30 @@ def test_an_appending_task_run_again_publishes_each_row_once(spark: SparkSession
     sink.commit(gids)
 
     assert sink.prepared() == [], "the lost attempts' transactions are still prepared"
+    with psycopg.connect(dsn) as conn:
+        ids = [row[0] for row in conn.execute("SELECT id FROM events ORDER BY id").fetchall()]
+    assert ids == list(range(KEYS)), "an event is missing or published twice"
+
+
+def test_an_older_attempt_never_rolls_back_a_newer_one(spark: SparkSession, dsn: str) -> None:
+    """A transaction of a newer attempt (a larger task attempt id) stays prepared while the
+    snapshot's tasks run: it may be the one the driver commits, while an older attempt still
+    runs on a lost executor. The commit then rolls it back, as not one of the snapshot's."""
+    sink = PostgresSink(dsn, "events")
+    events = spark.range(KEYS).select(F.col("id"))
+    sink.open(events.schema, JOB_UID, "events")
+    insert = "INSERT INTO events (id) VALUES (%s)"
+    newer = _leave_lost_attempts(
+        dsn, sink, insert, _partitions_of(events, sink, ["id"]), attempt=2**62
+    )
+
+    gids = _prepare_within_bound(sink, events)
+
+    assert set(newer) <= set(sink.prepared()), "an older attempt rolled back a newer one"
+    assert not set(newer) & set(gids)
+    # Once the snapshot commits, no attempt of its tasks runs any more: the strays go.
+    sink.commit(gids)
+    assert sink.prepared() == [], "a superseded attempt's transaction is still prepared"
     with psycopg.connect(dsn) as conn:
         ids = [row[0] for row in conn.execute("SELECT id FROM events ORDER BY id").fetchall()]
     assert ids == list(range(KEYS)), "an event is missing or published twice"

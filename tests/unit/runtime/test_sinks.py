@@ -50,13 +50,13 @@ def test_postgres_sink_refuses_a_server_without_prepared_transactions(
     assert connection.statements == ["SHOW max_prepared_transactions"]  # no table created
 
 
-def test_transaction_ids_name_job_sink_snapshot_and_partition(
+def test_transaction_ids_name_job_sink_snapshot_partition_and_task_attempt(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(psycopg, "connect", lambda *a, **k: _Connection("64"))
     sink = PostgresSink("postgresql://db/x", "sums", ["key"])
     sink.open(StructType([StructField("key", LongType())]), "job-1", "postgres")
-    assert sink.gid(12, 3) == "sj:job-1:postgres:12:3"
+    assert sink.gid(12, 3, 41) == "sj:job-1:postgres:12:3:41"
 
 
 def test_the_insert_statement_is_rendered_once_when_the_sink_opens(
