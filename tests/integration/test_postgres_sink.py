@@ -2,11 +2,12 @@
 
 An executor lost between a task's ``PREPARE TRANSACTION`` and the driver hearing of the task
 leaves that transaction prepared, holding its row locks, and Spark runs the task again on
-another executor. Each test leaves the database exactly as such a lost attempt would (a
-transaction prepared under the gid of every sink partition, with that partition's rows) and
-then runs the sink's real ``prepare`` on the session's Spark (``local[2]``) against the
-session's real PostgreSQL server: the new attempts must neither wait for the old
-transactions' locks nor fail on their names, and only the new attempts' rows may commit.
+another executor. Each test leaves the database exactly as such lost attempts would (for every
+sink partition a transaction prepared under an attempt's gid, with that partition's rows) and
+then runs the sink's real ``prepare`` and ``commit`` on the session's Spark (``local[2]``)
+against the session's real PostgreSQL server: the new attempts must not wait for the old
+transactions' locks, only the new attempts' rows may commit, and no attempt may roll back a
+newer attempt's transaction.
 """
 
 from __future__ import annotations
