@@ -301,19 +301,22 @@ class PostgresSink(TransactionalSink):
         """``COMMIT PREPARED`` of each id still prepared, then rolls back the other
         transactions of the same snapshots: attempts of a task that ran on after Spark had
         run it again elsewhere (no task of a committed snapshot runs any more), which would
-        otherwise hold their rows' locks until the next snapshot."""
-        self._finish(transaction_ids, _COMMIT)
+        otherwise hold their rows' locks until the next snapshot. One connection for both."""
         committed = set(transaction_ids)
-        if not committed:
-            return
         snapshots = {self._snapshot_of(gid) for gid in committed}
-        strays = [
-            gid
-            for gid in self.prepared()
-            if gid not in committed and self._snapshot_of(gid) in snapshots
-        ]
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            prepared = self._prepared_ids(conn)
+            for gid in transaction_ids:
+                if gid in prepared:
+                    conn.execute(sql.SQL(_COMMIT).format(sql.Literal(gid)))
+            strays = [
+                gid
+                for gid in prepared
+                if gid not in committed and self._snapshot_of(gid) in snapshots
+            ]
+            for gid in strays:
+                conn.execute(sql.SQL(_ROLLBACK).format(sql.Literal(gid)))
         if strays:
-            self._finish(strays, _ROLLBACK)
             _log.warning(
                 "Rolled back transactions of superseded task attempts table=%s transactions=%s",
                 self.table,
@@ -327,11 +330,14 @@ class PostgresSink(TransactionalSink):
     def prepared(self) -> list[str]:
         """Ids of this job's and sink's transactions now prepared in the database."""
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            rows = conn.execute(
-                "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
-                "AND starts_with(gid, %s) ORDER BY gid",
-                (self._prefix,),
-            ).fetchall()
+            return self._prepared_ids(conn)
+
+    def _prepared_ids(self, conn: psycopg.Connection[Any]) -> list[str]:
+        rows = conn.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
+            "AND starts_with(gid, %s) ORDER BY gid",
+            (self._prefix,),
+        ).fetchall()
         return [row[0] for row in rows]
 
     def abort(self, snapshot_id: int) -> None:
