@@ -358,6 +358,10 @@ def test_hazelcast_members_may_run_another_image_with_its_launcher() -> None:
     container = by_kind(official, "StatefulSet")[0]["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "hazelcast/hazelcast:5.6.0"
     assert "command" not in container and "args" not in container
+    # By default the members collect with G1, whichever image runs them.
+    assert {e["name"]: e["value"] for e in container["env"]}["JAVA_OPTS"] == (
+        "-Dhazelcast.config=/etc/hazelcast/hazelcast.yaml -Xms1g -Xmx1g -XX:+UseG1GC"
+    )
     objects = render(
         "hazelcast.image.repository=snapshotjob/runtime",
         "hazelcast.image.tag=dev",
