@@ -530,7 +530,7 @@ def test_every_values_the_project_installs_with_meet_the_schema(tmp_path: Path) 
     )
     for values, sets in (
         ((e2e_file,), ()),
-        ((e2e_file,), ("hazelcast.javaOpts=-Dsnapshotjob.e2e.rollout=1",)),
+        ((e2e_file,), ("hazelcast.javaOpts=-XX:+UseG1GC -Dsnapshotjob.e2e.rollout=1",)),
         ((demo_file,), ()),
         ((KIND_VALUES,), ()),
         ((LOCAL_VALUES,), ()),
