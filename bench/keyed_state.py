@@ -120,9 +120,10 @@ def snapshot_and_restore_state(
     """Fills a running-sum state of ``keys`` keys, snapshots it, restores it and times both.
 
     The snapshot goes into a fresh map of the store (named ``__sj.bench.*``, so the members
-    keep one backup of it); the state is released before the restore, as a restore in a new
-    driver has no copy of it; the restored state is counted before the map is destroyed and
-    its cached data released, so the next call starts from an empty cache.
+    keep one backup of it); the state is released and the driver's heap collected before the
+    restore, as a restore in a new driver has no copy of it; the restored state is counted
+    before the map is destroyed and its cached data released, so the next call starts from an
+    empty cache.
 
     Args:
         spark: The session.
