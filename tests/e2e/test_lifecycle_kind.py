@@ -91,9 +91,11 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
         _check_metrics(release, job)
 
     with Step("lifecycle-store-rollout"):
-        # A new member template (the chart's G1 kept): the operator replaces the members one
-        # at a time.
-        release.upgrade("hazelcast.javaOpts=-XX:+UseG1GC -Dsnapshotjob.e2e.rollout=1")
+        # A new member template (the chart's G1 options kept): the operator replaces the
+        # members one at a time.
+        release.upgrade(
+            "hazelcast.javaOpts=-XX:+UseG1GC -XX:G1HeapRegionSize=1m -Dsnapshotjob.e2e.rollout=1"
+        )
         statefulset = f"{release.fullname}-hazelcast"
         target = release.kubectl(
             "get", "statefulset", statefulset, "-o", "jsonpath={.status.updateRevision}"

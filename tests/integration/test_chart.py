@@ -358,9 +358,10 @@ def test_hazelcast_members_may_run_another_image_with_its_launcher() -> None:
     container = by_kind(official, "StatefulSet")[0]["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "hazelcast/hazelcast:5.6.0"
     assert "command" not in container and "args" not in container
-    # By default the members collect with G1, whichever image runs them.
+    # By default the members collect with G1 in 1 MiB regions, whichever image runs them.
     assert {e["name"]: e["value"] for e in container["env"]}["JAVA_OPTS"] == (
         "-Dhazelcast.config=/etc/hazelcast/hazelcast.yaml -Xms1g -Xmx1g -XX:+UseG1GC"
+        " -XX:G1HeapRegionSize=1m"
     )
     objects = render(
         "hazelcast.image.repository=snapshotjob/runtime",
@@ -530,7 +531,13 @@ def test_every_values_the_project_installs_with_meet_the_schema(tmp_path: Path) 
     )
     for values, sets in (
         ((e2e_file,), ()),
-        ((e2e_file,), ("hazelcast.javaOpts=-XX:+UseG1GC -Dsnapshotjob.e2e.rollout=1",)),
+        (
+            (e2e_file,),
+            (
+                "hazelcast.javaOpts=-XX:+UseG1GC -XX:G1HeapRegionSize=1m"
+                " -Dsnapshotjob.e2e.rollout=1",
+            ),
+        ),
         ((demo_file,), ()),
         ((KIND_VALUES,), ()),
         ((LOCAL_VALUES,), ()),
