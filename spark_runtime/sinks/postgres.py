@@ -59,6 +59,16 @@ _COMMIT = "COMMIT PREPARED {}"
 _ROLLBACK = "ROLLBACK PREPARED {}"
 
 
+def _prepared_gids(conn: psycopg.Connection[Any], prefix: str) -> list[str]:
+    """The gids starting with ``prefix`` now prepared in the connection's database, sorted."""
+    rows = conn.execute(
+        "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
+        "AND starts_with(gid, %s) ORDER BY gid",
+        (prefix,),
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
 def _roll_back_earlier_attempts(conn: psycopg.Connection[Any], gid: str) -> None:
     """Rolls back the transactions earlier attempts of this task left prepared.
 
@@ -76,12 +86,7 @@ def _roll_back_earlier_attempts(conn: psycopg.Connection[Any], gid: str) -> None
     partition_prefix, attempt = gid.rsplit(":", 1)
     conn.autocommit = True
     try:
-        rows = conn.execute(
-            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
-            "AND starts_with(gid, %s)",
-            (f"{partition_prefix}:",),
-        ).fetchall()
-        for (earlier,) in rows:
+        for earlier in _prepared_gids(conn, f"{partition_prefix}:"):
             suffix = earlier[len(partition_prefix) + 1 :]
             if suffix.isdigit() and int(suffix) < int(attempt):
                 conn.execute(sql.SQL(_ROLLBACK).format(sql.Literal(earlier)))
@@ -285,12 +290,7 @@ class PostgresSink(TransactionalSink):
     def _finish(self, gids: Sequence[str], command: str) -> list[str]:
         done = []
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            prepared = {
-                row[0]
-                for row in conn.execute(
-                    "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
-                )
-            }
+            prepared = set(_prepared_gids(conn, self._prefix))
             for gid in gids:
                 if gid in prepared:
                     conn.execute(sql.SQL(command).format(sql.Literal(gid)))
@@ -305,7 +305,7 @@ class PostgresSink(TransactionalSink):
         committed = set(transaction_ids)
         snapshots = {self._snapshot_of(gid) for gid in committed}
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            prepared = self._prepared_ids(conn)
+            prepared = _prepared_gids(conn, self._prefix)
             for gid in transaction_ids:
                 if gid in prepared:
                     conn.execute(sql.SQL(_COMMIT).format(sql.Literal(gid)))
@@ -330,15 +330,7 @@ class PostgresSink(TransactionalSink):
     def prepared(self) -> list[str]:
         """Ids of this job's and sink's transactions now prepared in the database."""
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            return self._prepared_ids(conn)
-
-    def _prepared_ids(self, conn: psycopg.Connection[Any]) -> list[str]:
-        rows = conn.execute(
-            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
-            "AND starts_with(gid, %s) ORDER BY gid",
-            (self._prefix,),
-        ).fetchall()
-        return [row[0] for row in rows]
+            return _prepared_gids(conn, self._prefix)
 
     def abort(self, snapshot_id: int) -> None:
         """Rolls back the prepared transactions named for ``snapshot_id``."""
