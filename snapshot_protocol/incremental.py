@@ -8,6 +8,8 @@ same rules:
 * :func:`plan_snapshot`: which partitions a snapshot writes in full, which as a delta, which
   it leaves as they are, keeping every chain within :class:`ChainPolicy`'s bounds and
   spreading the full rewrites over snapshots by giving each partition a turn;
+* :func:`full_whatever_changed`: the partitions a plan writes in full before the delta is
+  known, so that a writer can start them beside the delta;
 * :func:`next_chains`: the chains the snapshot's validation record lists once it is written;
 * :func:`live_keys` and :func:`discardable`: what a discard may remove (an entry at most the
   bound and listed by no live chain), the rule that keeps the restore point whole against
@@ -205,6 +207,42 @@ def plan_snapshot(
         else:
             plan[partition] = Write.KEEP
     return plan
+
+
+def full_whatever_changed(
+    chains: Mapping[int, Chain],
+    partitions: int,
+    policy: ChainPolicy,
+    snapshot_id: int,
+    damaged: Collection[int] = (),
+    empty: Collection[int] = (),
+) -> frozenset[int]:
+    """The partitions :func:`plan_snapshot` writes in full whatever changed.
+
+    A writer may start writing these before it knows what changed, beside the delta of the
+    others, and write no delta for them: their full version replaces the chain anyway. They
+    are the partitions a snapshot with no change writes in full (no chain though not empty,
+    damaged, or their turn while their chain has a delta): a change only ever adds a reason
+    to write a partition in full, never removes one, so each of them is FULL in the plan of
+    any change too (``tests/unit/protocol/test_incremental_model.py`` checks it). The
+    others' writes depend on the delta: a chain at a bound is rewritten only if its
+    partition changed, and a turn cuts a chain without deltas only if a change would give it
+    one.
+
+    Args:
+        chains: As :func:`plan_snapshot`'s.
+        partitions: The state partition count.
+        policy: The chains' bounds.
+        snapshot_id: The snapshot's id.
+        damaged: As :func:`plan_snapshot`'s.
+        empty: As :func:`plan_snapshot`'s.
+
+    Returns:
+        The partitions written in full by ``plan_snapshot(chains, changed, ...)`` for every
+        ``changed``.
+    """
+    plan = plan_snapshot(chains, {}, partitions, policy, snapshot_id, damaged, empty)
+    return frozenset(partition for partition, write in plan.items() if write is Write.FULL)
 
 
 def next_chains(

@@ -221,7 +221,7 @@ class KeyedState(ABC):
         spark = self._context.spark
         limit = driver_snapshot_max_bytes(spark)
         size = stored_bytes(self._state) if limit > 0 else None
-        increment = "none"
+        increment, beside_delta = "none", "none"
         if self._changes is not None and not export_only:
             self._changes.saving(snapshot_id)
         if size is not None and size <= limit:
@@ -245,17 +245,19 @@ class KeyedState(ABC):
                     self._context.chain_policy,
                 )
                 descriptors, writers, increment = written.chunks, written.writers, written.summary()
+                beside_delta = ",".join(map(str, sorted(written.beside_delta))) or "none"
             else:
                 descriptors, writers = self._save_on_executors(snapshot_id, writer, jvm)
         _log.info(
             "Snapshot chunks written snapshot_id=%d operator=%s writers=%s path=%s storedBytes=%s "
-            "increment=%s",
+            "increment=%s fullBesideDelta=%s",
             snapshot_id,
             self._name,
             writers,
             path,
             "unknown" if size is None else size,
             increment,
+            beside_delta,
         )
         meta = json.dumps(self.driver_values()).encode()
         descriptors.append(writer.write(self._context.partitions, _META_SEQ, meta, 0))

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from snapshot_protocol import ChunkWriter, PipelineShape, SnapshotRef, ValidationRecord
 from snapshot_protocol.chunks import chunks_of
+from snapshot_protocol.incremental import ChainPolicy
 from snapshotjob_contract import CHAIN_MAP_INDEX, snapshot_map_name
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.spark import JVM_CHUNKS_CONF
@@ -179,6 +180,56 @@ def test_the_jvm_the_python_workers_and_the_driver_restore_the_same_chain(
     runner.store.destroy(map_name)
 
 
+def test_a_turn_is_rewritten_beside_the_delta_of_the_other_partitions(
+    executors: Runner, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Chains of at most 2 deltas, every partition changed at every snapshot: from the
+    second snapshot on, a partition whose turn it is while its chain has a delta is rewritten
+    in full by a Spark job of its own beside the delta of the others, and gets no delta;
+    the chains the snapshots list restore the state, through the JVM and Python workers."""
+    runner = executors
+    spark = runner.spark
+    policy = ChainPolicy(max_deltas=2, delta_ratio=0.5)
+    context = StateContext(spark, PARTITIONS, runner.address, incremental=True, chain_policy=policy)
+    schema = "key long, value long"
+    aggs: dict[str, tuple[str, str | None]] = {"total": ("sum", "value")}
+    empty = spark.createDataFrame([], schema)
+
+    def make() -> RunningAggregate:
+        return RunningAggregate("turns", context, ["key"], aggs, empty.schema)
+
+    # 1000 keys, then 40 of them (every partition's, each delta far within its bound) a time.
+    batches = [[(k, 1) for k in range(1000)]] + [
+        [(k, i) for k in range(i * 40, i * 40 + 40)] for i in range(1, 7)
+    ]
+    operator = make()
+    with caplog.at_level("INFO", logger=state_module.__name__):
+        previous = _snapshot_each(runner, operator, batches, schema)
+    lines = [r.getMessage() for r in caplog.records if "operator=turns" in r.getMessage()]
+    beside = {
+        int(line.split("snapshot_id=")[1].split()[0]): line.rsplit("fullBesideDelta=", 1)[1]
+        for line in lines
+        if "fullBesideDelta=" in line
+    }
+    early = {sid: partitions for sid, partitions in beside.items() if partitions != "none"}
+    assert len(early) >= 2, lines
+    last_id = previous.snapshot_id
+    # Snapshot 6 is partitions 0 and 3's turn (1 + 2 deltas: (6 + p) % 3 == 0), their
+    # chains each with a delta: it lists their new full versions, no delta of theirs.
+    assert early.get(last_id) == "0,3", lines
+    for partition in (0, 3):
+        mine = [c for c in previous.chunks if c.key.partition == partition]
+        assert mine and all(c.key.snapshot_id == last_id and not c.delta for c in mine), mine
+    assert any(c.delta for c in previous.chunks), previous.chunks
+    expected = sorted(tuple(r) for r in operator.state.collect())
+    for conf in ("true", "false"):  # the executors' JVMs, then Python workers
+        spark.conf.set(JVM_CHUNKS_CONF, conf)
+        restored = make()
+        restored.restore(previous, runner.store)
+        assert sorted(tuple(r) for r in restored.state.collect()) == expected, conf
+    runner.store.destroy(previous.map_name)
+
+
 def test_the_jvm_applies_a_chain_by_the_whole_key_first_column_shared_or_null(
     executors: Runner,
 ) -> None:
@@ -273,7 +324,7 @@ def test_empty_partitions_are_kept_without_a_write_until_a_key_fills_one(
     with caplog.at_level("INFO", logger=state_module.__name__):
         previous = _snapshot_each(runner, operator, batches, schema)
     increments = [
-        r.getMessage().rsplit("increment=", 1)[1]
+        r.getMessage().rsplit("increment=", 1)[1].split()[0]
         for r in caplog.records
         if "operator=sparse" in r.getMessage() and "increment=" in r.getMessage()
     ]

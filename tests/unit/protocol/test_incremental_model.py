@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -40,6 +40,7 @@ from snapshot_protocol.incremental import (
     Version,
     Write,
     discardable,
+    full_whatever_changed,
     live_keys,
     next_chains,
     plan_snapshot,
@@ -146,7 +147,12 @@ class IncrementalSnapshots(RuleBasedStateMachine):
             for p, chain in execution.chains.items()
             if any(k not in self.store for v in chain.versions for k in v.chunks)
         }
-        plan = plan_snapshot(execution.chains, changed, PARTITIONS, POLICY, snapshot_id, damaged)
+        # As the runtime plans: the partitions written in full whatever changed start
+        # beside the delta of the others, which alone says what else changed.
+        early = full_whatever_changed(execution.chains, PARTITIONS, POLICY, snapshot_id, damaged)
+        later = {p: size for p, size in changed.items() if p not in early}
+        plan = plan_snapshot(execution.chains, later, PARTITIONS, POLICY, snapshot_id, damaged)
+        assert early <= {p for p, w in plan.items() if w is Write.FULL}, (early, plan)
         execution.pending = Pending(
             snapshot_id, plan, dict(execution.state), execution.dirty, frozenset(self.lost)
         )
@@ -336,3 +342,55 @@ def test_an_empty_partition_is_kept_without_a_write_until_a_change_fills_it() ->
             assert next_chains(chains, plan, {}) == kept
     assert plan_snapshot(chains, {1: 10}, 2, policy, 2, empty={1})[1] is Write.FULL
     assert plan_snapshot({}, {}, 2, policy, 2)[1] is Write.FULL
+
+
+@st.composite
+def _chains(draw: st.DrawFn, partitions: int, before: int) -> dict[int, Chain]:
+    """Chains of up to ``partitions`` partitions, their versions' ids below ``before``."""
+    chains: dict[int, Chain] = {}
+    for partition in range(partitions):
+        if not draw(st.booleans()):
+            continue
+        ids = draw(st.lists(st.integers(1, before - 1), min_size=1, max_size=6, unique=True))
+        versions = tuple(
+            Version(
+                snapshot_id,
+                i == 0,
+                (ChunkKey(snapshot_id, "s", partition, 0),),
+                draw(st.integers(1, 1000)),
+            )
+            for i, snapshot_id in enumerate(sorted(ids))
+        )
+        chains[partition] = Chain(versions)
+    return chains
+
+
+@given(data=st.data())
+def test_the_partitions_written_in_full_whatever_changed_are_full_in_every_plan(
+    data: st.DataObject,
+) -> None:
+    """The runtime starts the partitions :func:`full_whatever_changed` names before it writes
+    the delta of the others, and writes no delta for them: each must be FULL in the plan of
+    any change, with or without its own: a change never takes a reason for a full write
+    away (:func:`plan_snapshot` is monotone in ``changed``)."""
+    partitions = data.draw(st.integers(1, 8), label="partitions")
+    snapshot_id = data.draw(st.integers(2, 60), label="snapshot_id")
+    policy = ChainPolicy(
+        max_deltas=data.draw(st.integers(0, 5), label="max_deltas"),
+        delta_ratio=data.draw(st.floats(0, 2), label="delta_ratio"),
+    )
+    chains = data.draw(_chains(partitions, snapshot_id), label="chains")
+    damaged = data.draw(st.sets(st.sampled_from(sorted(chains) or [0])), label="damaged")
+    damaged &= chains.keys()
+    empty = data.draw(st.sets(st.integers(0, partitions - 1)), label="empty") - chains.keys()
+    changed = data.draw(
+        st.dictionaries(st.integers(0, partitions - 1), st.integers(1, 2000)), label="changed"
+    )
+    early = full_whatever_changed(chains, partitions, policy, snapshot_id, damaged, empty)
+
+    def fulls(changes: dict[int, int]) -> set[int]:
+        plan = plan_snapshot(chains, changes, partitions, policy, snapshot_id, damaged, empty)
+        return {p for p, write in plan.items() if write is Write.FULL}
+
+    assert early <= fulls(changed)
+    assert early <= fulls({p: size for p, size in changed.items() if p not in early})
