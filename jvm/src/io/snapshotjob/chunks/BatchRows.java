@@ -13,24 +13,36 @@ import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.array.ByteArrayMethods;
+import org.apache.spark.unsafe.bitset.BitSetMethods;
 
 /**
- * An Arrow record batch's rows as Spark {@code UnsafeRow}s, each in an array of its own.
+ * An Arrow record batch's rows in Spark's {@code UnsafeRow} format, in arrays that consecutive
+ * rows share, each row a SharedRow.
  *
  * <p>A restore keeps every row it reads: a local checkpoint stores them as objects. A row read
  * through Spark's columnar view (a {@code UTF8String} per string) was projected by the scan into
  * a shared buffer and copied out of it by the checkpoint: the copy alone was about 30 % of the
- * restore's task samples in a profile of 1 GiB (docs/performance.md). Here the
- * batch's row sizes are summed column by column, each row's array is allocated once at its
- * size, and each column's values are copied from Arrow's buffers into place, with the bytes a
- * projection writes (each fixed field's whole word, zeroed padding after variable-length
- * values), so rows compare and hash as Spark's own. A batch with a column of another type
- * (decimals, nested or interval types) takes the projection.
+ * restore's task samples in a profile of 1 GiB (docs/performance.md). Here the batch's row
+ * sizes are summed column by column, the rows are laid out one after the other in arrays of at
+ * most {@link #SHARED_BYTES} (a row larger than that in one of its own), and each column's
+ * values are copied from Arrow's buffers into place, with the bytes a projection writes (each
+ * fixed field's whole word, zeroed padding after variable-length values), so rows compare and
+ * hash as Spark's own. A row is one object over its slice where an {@code UnsafeRow} and an
+ * array per row were two (SharedRow says why, and why each row tells its size). A batch with a
+ * column of another type (decimals, nested or interval types) takes the projection, a row of
+ * its own each.
  */
 final class BatchRows {
+  /**
+   * The most bytes of rows one array holds: under half of G1's smallest region (1 MiB), so
+   * that an array is an ordinary young object, not a humongous one that would hold whole
+   * regions with the rest of its last one empty.
+   */
+  static final int SHARED_BYTES = 256 * 1024;
+
   private BatchRows() {}
 
-  /** The rows of {@code root}'s batch, each its own {@code UnsafeRow}. */
+  /** The rows of {@code root}'s batch. */
   static InternalRow[] of(VectorSchemaRoot root) {
     if (root.getRowCount() == 0) {
       return new InternalRow[0];
@@ -67,39 +79,61 @@ final class BatchRows {
         }
       }
     }
-    UnsafeRow[] rows = new UnsafeRow[count];
     byte[][] bases = new byte[count][];
-    for (int i = 0; i < count; i++) {
-      bases[i] = new byte[cursors[i]];
-      rows[i] = new UnsafeRow(fields);
-      rows[i].pointTo(bases[i], cursors[i]);
-      cursors[i] = fixedBytes;
+    long[] starts = new long[count];
+    int[] sizes = cursors.clone();
+    // Consecutive rows share an array of at most SHARED_BYTES (a larger row has its own).
+    for (int first = 0; first < count; ) {
+      int end = first + 1;
+      long bytes = sizes[first];
+      while (end < count && bytes + sizes[end] <= SHARED_BYTES) {
+        bytes += sizes[end++];
+      }
+      byte[] shared = new byte[(int) bytes];
+      long at = Platform.BYTE_ARRAY_OFFSET;
+      for (int i = first; i < end; i++) {
+        bases[i] = shared;
+        starts[i] = at;
+        at += sizes[i];
+        cursors[i] = fixedBytes;
+      }
+      first = end;
     }
     for (int c = 0; c < fields; c++) {
-      copy(vectors.get(c), layouts[c], c, bitSetBytes, rows, bases, cursors);
+      copy(vectors.get(c), layouts[c], c, bitSetBytes, bases, starts, cursors);
+    }
+    DataType[] types = new DataType[fields];
+    for (int c = 0; c < fields; c++) {
+      types[c] = new ArrowColumnVector(vectors.get(c)).dataType();
+    }
+    InternalRow[] rows = new InternalRow[count];
+    for (int i = 0; i < count; i++) {
+      rows[i] =
+          new SharedRow(bases[i], (int) (starts[i] - Platform.BYTE_ARRAY_OFFSET), sizes[i], types);
     }
     return rows;
   }
 
   /**
    * Copies column {@code ordinal}'s values into the rows' word for it; a variable-length value
-   * goes at the row's cursor, which moves past it.
+   * goes at the row's cursor (from the row's start), which moves past it.
    */
   private static void copy(
       FieldVector vector,
       ArrowLayout layout,
       int ordinal,
       int bitSetBytes,
-      UnsafeRow[] rows,
       byte[][] bases,
+      long[] starts,
       int[] cursors) {
-    int count = rows.length;
-    long field = Platform.BYTE_ARRAY_OFFSET + bitSetBytes + 8L * ordinal;
+    int count = bases.length;
+    long word = bitSetBytes + 8L * ordinal;
     long validity = validity(vector);
     if (validity != 0) {
       for (int i = 0; i < count; i++) {
         if (isNull(validity, i)) {
-          rows[i].setNullAt(ordinal);
+          // The null's word stays zero, as UnsafeRow.setNullAt leaves it: the array is new.
+          BitSetMethods.set(bases[i], starts[i], ordinal);
         }
       }
     }
@@ -109,35 +143,35 @@ final class BatchRows {
         for (int i = 0; i < count; i++) {
           if (!isNull(validity, i)) {
             boolean value = ((Platform.getByte(null, data + (i >> 3)) >> (i & 7)) & 1) != 0;
-            Platform.putBoolean(bases[i], field, value);
+            Platform.putBoolean(bases[i], starts[i] + word, value);
           }
         }
         break;
       case BYTE:
         for (int i = 0; i < count; i++) {
           if (!isNull(validity, i)) {
-            Platform.putByte(bases[i], field, Platform.getByte(null, data + i));
+            Platform.putByte(bases[i], starts[i] + word, Platform.getByte(null, data + i));
           }
         }
         break;
       case SHORT:
         for (int i = 0; i < count; i++) {
           if (!isNull(validity, i)) {
-            Platform.putShort(bases[i], field, Platform.getShort(null, data + 2L * i));
+            Platform.putShort(bases[i], starts[i] + word, Platform.getShort(null, data + 2L * i));
           }
         }
         break;
       case INT:
         for (int i = 0; i < count; i++) {
           if (!isNull(validity, i)) {
-            Platform.putInt(bases[i], field, Platform.getInt(null, data + 4L * i));
+            Platform.putInt(bases[i], starts[i] + word, Platform.getInt(null, data + 4L * i));
           }
         }
         break;
       case LONG:
         for (int i = 0; i < count; i++) {
           if (!isNull(validity, i)) {
-            Platform.putLong(bases[i], field, Platform.getLong(null, data + 8L * i));
+            Platform.putLong(bases[i], starts[i] + word, Platform.getLong(null, data + 8L * i));
           }
         }
         break;
@@ -152,9 +186,8 @@ final class BatchRows {
                     : Platform.getInt(null, offsets + 4L * i);
             int length = length(offsets, i, large);
             int at = cursors[i];
-            Platform.copyMemory(
-                null, data + start, bases[i], Platform.BYTE_ARRAY_OFFSET + at, length);
-            Platform.putLong(bases[i], field, ((long) at << 32) | length);
+            Platform.copyMemory(null, data + start, bases[i], starts[i] + at, length);
+            Platform.putLong(bases[i], starts[i] + word, ((long) at << 32) | length);
             cursors[i] = at + ByteArrayMethods.roundNumberOfBytesToNearestWord(length);
           }
         }

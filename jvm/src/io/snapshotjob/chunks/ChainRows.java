@@ -19,6 +19,10 @@ import org.apache.spark.sql.types.DataType;
  * delta has, and the deltas' rows follow. So a task holds the deltas, not its partition. A
  * full row's whole key is looked up only if its first key column may be a delta's
  * (FirstKeyFilter): most are not.
+ *
+ * <p>The rows left out (a full row or an older delta row whose key a newer delta has) share
+ * arrays with rows kept (BatchRows), which hold those arrays in memory: their bytes are carried
+ * by the next row out (SharedRow), so that the stored block's size still counts them.
  */
 final class ChainRows implements CloseableRows {
   private final ChunkRows full;
@@ -27,6 +31,8 @@ final class ChainRows implements CloseableRows {
   private final FirstKeyFilter filter;
   private Iterator<InternalRow> tail;
   private InternalRow pending;
+  /** Bytes of the rows left out since the last row out carried them. */
+  private long dropped;
 
   ChainRows(ChunkRows full, ChunkRows deltas, DataType[] keyTypes) throws IOException {
     this.full = full;
@@ -38,7 +44,7 @@ final class ChainRows implements CloseableRows {
         UnsafeRow rowKey = key.apply(row).copy();
         // Removed first, so a key keeps the position of its newest row. ChunkRows' rows are
         // copies already, kept as they are.
-        newest.remove(rowKey);
+        dropped += sharedBytes(newest.remove(rowKey));
         newest.put(rowKey, row);
       }
     }
@@ -55,6 +61,8 @@ final class ChainRows implements CloseableRows {
       InternalRow row = full.next();
       if ((filter != null && !filter.mightContain(row)) || !newest.containsKey(key.apply(row))) {
         pending = row;
+      } else {
+        dropped += sharedBytes(row);
       }
     }
     return pending != null || tail.hasNext();
@@ -65,12 +73,22 @@ final class ChainRows implements CloseableRows {
     if (!hasNext()) {
       throw new NoSuchElementException();
     }
+    InternalRow row;
     if (pending != null) {
-      InternalRow row = pending;
+      row = pending;
       pending = null;
-      return row;
+    } else {
+      row = tail.next();
     }
-    return tail.next();
+    if (dropped > 0 && row instanceof SharedRow) {
+      ((SharedRow) row).carry(dropped);
+      dropped = 0;
+    }
+    return row;
+  }
+
+  private static long sharedBytes(InternalRow row) {
+    return row instanceof SharedRow ? ((SharedRow) row).sizeInBytes() : 0;
   }
 
   @Override

@@ -352,8 +352,13 @@ public final class StateChunks {
               boolean held = columns != null;
               while (n < batchRows && rows.hasNext()) {
                 InternalRow row = rows.next();
-                if (held && row instanceof UnsafeRow) {
-                  batch[n] = (UnsafeRow) row;
+                // A restored state's rows are SharedRows (BatchRows), a computed one's UnsafeRows.
+                UnsafeRow stored =
+                    row instanceof SharedRow
+                        ? ((SharedRow) row).unsafe()
+                        : row instanceof UnsafeRow ? (UnsafeRow) row : null;
+                if (held && stored != null) {
+                  batch[n] = stored;
                 } else {
                   if (held) {
                     // Not a row BatchColumns reads: this batch goes through Spark's writer.
