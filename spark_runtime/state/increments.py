@@ -48,7 +48,8 @@ class Increment:
         chunks: Every chunk the record lists for the state partitions, inherited or new.
         writers: Who wrote the new ones (``writer_counts``).
         plan: What each partition got.
-        beside_delta: The partitions written in full beside the delta, not after it.
+        beside_delta: The partitions written in full before the plan, in a job beside the
+            delta's (alone if nothing else changed), not after it.
     """
 
     chunks: list[ChunkDescriptor]
