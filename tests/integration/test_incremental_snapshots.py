@@ -12,7 +12,7 @@ incremental snapshots. A lost delta fails the job naming the chunk, not a restar
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -71,6 +71,20 @@ def _snapshot_each(
         previous = SnapshotRef(map_name, snapshot_id, chunks, PARTITIONS)
     assert previous is not None
     return previous
+
+
+def _sums(
+    runner: Runner, name: str, schema: str, keys: list[str], policy: ChainPolicy | None = None
+) -> Callable[[], RunningAggregate]:
+    """A factory of empty running sums of ``value`` by ``keys`` over rows of ``schema``, taking
+    incremental snapshots (within ``policy``'s bounds, if given)."""
+    spark = runner.spark
+    context = StateContext(
+        spark, PARTITIONS, runner.address, incremental=True, chain_policy=policy or ChainPolicy()
+    )
+    aggs: dict[str, tuple[str, str | None]] = {"total": ("sum", "value")}
+    empty = spark.createDataFrame([], schema)
+    return lambda: RunningAggregate(name, context, keys, aggs, empty.schema)
 
 
 def _pipeline(dsn: str, table: str) -> Build:
@@ -189,14 +203,8 @@ def test_a_turn_is_rewritten_beside_the_delta_of_the_other_partitions(
     the chains the snapshots list restore the state, through the JVM and Python workers."""
     runner = executors
     spark = runner.spark
-    policy = ChainPolicy(max_deltas=2, delta_ratio=0.5)
-    context = StateContext(spark, PARTITIONS, runner.address, incremental=True, chain_policy=policy)
     schema = "key long, value long"
-    aggs: dict[str, tuple[str, str | None]] = {"total": ("sum", "value")}
-    empty = spark.createDataFrame([], schema)
-
-    def make() -> RunningAggregate:
-        return RunningAggregate("turns", context, ["key"], aggs, empty.schema)
+    make = _sums(runner, "turns", schema, ["key"], ChainPolicy(max_deltas=2, delta_ratio=0.5))
 
     # 1000 keys, then 40 of them (every partition's, each delta far within its bound) a time.
     batches = [[(k, 1) for k in range(1000)]] + [
@@ -240,13 +248,8 @@ def test_a_chain_restore_counts_the_rows_it_leaves_out_in_the_state_size(
     kept; Spark samples it (SizeEstimator), hence the tolerance."""
     runner = executors
     spark = runner.spark
-    context = StateContext(spark, PARTITIONS, runner.address, incremental=True)
     schema = "key string, value long"
-    aggs: dict[str, tuple[str, str | None]] = {"total": ("sum", "value")}
-    empty = spark.createDataFrame([], schema)
-
-    def make() -> RunningAggregate:
-        return RunningAggregate("carried", context, ["key"], aggs, empty.schema)
+    make = _sums(runner, "carried", schema, ["key"])
 
     keys = [f"{k:0100d}" for k in range(4000)]  # rows of 8 + 16 + 104 bytes
     replaced = [k for i, k in enumerate(keys) if i % 20 < 9]
@@ -283,13 +286,8 @@ def test_the_jvm_applies_a_chain_by_the_whole_key_first_column_shared_or_null(
     JVM's first-column filter lets them through to the whole key's lookup, which keeps them."""
     runner = executors
     spark = runner.spark
-    context = StateContext(spark, PARTITIONS, runner.address, incremental=True)
     schema = "name string, shard int, value long"
-    aggs: dict[str, tuple[str, str | None]] = {"total": ("sum", "value")}
-    empty = spark.createDataFrame([], schema)
-
-    def make() -> RunningAggregate:
-        return RunningAggregate("pairs", context, ["name", "shard"], aggs, empty.schema)
+    make = _sums(runner, "pairs", schema, ["name", "shard"])
 
     # Enough other keys that each delta is far within its chain's bound.
     base: list[_PairRow] = [(f"n{i}", i % 3, 1) for i in range(2000)]
