@@ -227,7 +227,8 @@ def _typed_frame(runner: Runner, fallback: bool) -> DataFrame:
 
 
 def _unsafe(row: Any) -> Any:
-    """A stored row's ``UnsafeRow``: a restored one is a ``SharedRow`` around it."""
+    """A stored row as an ``UnsafeRow``: a restored one is a ``SharedRow``, read through an
+    ``UnsafeRow`` over its bytes."""
     return row.unsafe() if row.getClass().getSimpleName() == "SharedRow" else row
 
 
