@@ -11,7 +11,7 @@ MYPY_CACHE_DIR ?= $(HOME)/.cache/snapshotjob/mypy
 PACKAGES := snapshotjob_contract snapshot_protocol snapshot_store operator/snapshot_operator spark_runtime
 
 .PHONY: help install demo demo-local demo-down test test-unit test-integration test-e2e test-slow \
-        check lint format typecheck contracts crds bench run-operator clean
+        check lint format typecheck contracts docs-check crds bench run-operator clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -41,7 +41,7 @@ bench: install ## Run every benchmark (each prints its figures and ends with one
 	@$(PY) -m bench.record_latency
 	@$(PY) -m bench.incremental_snapshot
 
-run-operator: install ## Run the operator against the current kubeconfig (see docs/operator.md for flags)
+run-operator: install ## Run the operator against the current kubeconfig (see docs/reference/operator.md for flags)
 	@$(PY) -m snapshot_operator $(OPERATOR_ARGS)
 
 test: install ## Lint, type checks, import contracts, then every test tier (hack/test.sh)
@@ -59,7 +59,7 @@ test-e2e: install ## End-to-end tests on a real Kubernetes cluster
 test-slow: install ## Only the tests marked slow
 	@$(PYTEST) -m slow tests
 
-check: lint typecheck contracts ## Static checks: ruff, mypy, import-linter
+check: lint typecheck contracts docs-check ## Static checks: ruff, mypy, import-linter, docs links
 
 lint: install ## ruff lint and format check
 	@echo "==> ruff"
@@ -73,6 +73,10 @@ format: install ## Apply ruff's fixes and formatting
 typecheck: install ## mypy --strict on the packages, the test bed and its pytest plugins
 	@echo "==> mypy"
 	@$(VENV)/bin/mypy --cache-dir $(MYPY_CACHE_DIR) $(PACKAGES) testbed tests/fixtures examples tests/e2e/pipelines
+
+docs-check: install ## Every relative link and anchor in the Markdown files resolves
+	@echo "==> docs links"
+	@$(PY) hack/check_docs_links.py
 
 contracts: install ## Import-layer contracts (import-linter)
 	@echo "==> import-linter"

@@ -3,7 +3,7 @@
 Why: issue 18, item 2. Every snapshot used to write the whole state; with
 ``spec.incrementalSnapshots`` a snapshot writes, per state partition, the newest rows of the
 keys updated since the last one (a delta) and lists the chunks it inherits, and a partition
-is rewritten in full at its turn, once every ``1 + maxDeltas`` snapshots (docs/protocol.md,
+is rewritten in full at its turn, once every ``1 + maxDeltas`` snapshots (docs/concepts/protocol.md,
 "Incremental snapshots"). This benchmark measures, in one run against one set of servers
 (three Hazelcast members with one backup, :mod:`bench.servers`, one ``local[2]``
 SparkSession, the executors' JVMs writing the chunks):

@@ -1,1 +1,1 @@
-"""Runnable example pipelines for the Spark runtime (see docs/runtime.md)."""
+"""Runnable example pipelines for the Spark runtime (see docs/reference/runtime.md)."""

@@ -27,7 +27,7 @@ HEADER = f"""\
 #   .venv/bin/python hack/render_argocd_cm.py
 # (tests/unit/operator/test_argocd_health.py fails when the two differ).
 #
-# Argo CD's health check for SnapshotJobs (docs/gitops.md). Merge it into the argocd-cm
+# Argo CD's health check for SnapshotJobs (docs/guides/gitops.md). Merge it into the argocd-cm
 # ConfigMap of the Argo CD installation (its namespace, here argocd):
 #   kubectl -n argocd patch configmap argocd-cm --type merge \\
 #     --patch-file docs/argocd/argocd-cm.yaml

@@ -1,4 +1,4 @@
-# Project image targets (included from the top-level Makefile). See docs/e2e.md.
+# Project image targets (included from the top-level Makefile). See docs/development/e2e.md.
 #
 # Images are built locally from the debootstrap base of hack/kube/images.sh plus packages
 # from Debian, PyPI and Maven Central (no container registry), each cached by the hash of

@@ -2,7 +2,7 @@
 #
 # Everything heavy is cached outside the repository (~/.cache/snapshotjob/kube/<version>)
 # and every target is idempotent, so running one twice is cheap. See
-# docs/kubernetes-testbed.md for what each mode gives and how long it takes.
+# docs/development/kubernetes-testbed.md for what each mode gives and how long it takes.
 
 KUBE_HACK := hack/kube
 

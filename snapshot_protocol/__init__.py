@@ -1,6 +1,6 @@
 """The pure core of Hazelcast Jet's "non-corruptible snapshots" protocol, for PySpark jobs.
 
-The protocol, its steps and its invariants are described in ``docs/protocol.md``. The core
+The protocol, its steps and its invariants are described in ``docs/concepts/protocol.md``. The core
 implements the snapshot taking procedure (steps 1-10), the restore procedure (steps 1-5) and
 keeps invariants I1-I8 of that page; it imports nothing but the standard library, so every
 decision can be tested against in-memory fakes with injected crashes and indeterminate results.

@@ -1,7 +1,7 @@
 """Snapshot data as the protocol sees it: chunk keys, the validation record, strict validation.
 
 Every key in a snapshot map, chunk or validation record, starts with its snapshot id. That id
-is the fence on snapshot data (``docs/protocol.md``, mechanism M8): it was allocated by a safe
+is the fence on snapshot data (``docs/concepts/protocol.md``, mechanism M8): it was allocated by a safe
 write of the execution record before any data was written under it (mechanism M5), so no two
 executions ever write under the same id, and an execution replaced by a newer one (a zombie)
 can only write and discard keys of ids older than anything the newer execution writes. A
@@ -40,7 +40,7 @@ SNAPSHOT_FORMAT_VERSION = 3
 1: one validation record per map under ``validation-record``, no checksums. 2: the validation
 record under ``<snapshotId>/validation-record``, with a checksum of every chunk and the
 pipeline's state layout. 3: as 2, and a record may list chains: chunks inherited from earlier
-snapshots and deltas (docs/protocol.md, "Incremental snapshots").
+snapshots and deltas (docs/concepts/protocol.md, "Incremental snapshots").
 """
 
 STANDALONE_FORMAT_VERSION = 2
@@ -217,7 +217,7 @@ class PipelineShape:
 
 @dataclass(frozen=True)
 class ValidationRecord:
-    """The entry that makes a snapshot checkable (docs/protocol.md, taking step 5).
+    """The entry that makes a snapshot checkable (docs/concepts/protocol.md, taking step 5).
 
     Attributes:
         snapshot_id: The snapshot this record validates.
@@ -415,7 +415,7 @@ class ChunkWriter:
 
     A participant may build an incremental snapshot on :attr:`previous`: report some of its
     chunks again (inherit them) and write deltas for the partitions that changed
-    (docs/protocol.md, "Incremental snapshots").
+    (docs/concepts/protocol.md, "Incremental snapshots").
 
     Attributes:
         map_name: The map the snapshot writes to.
@@ -475,7 +475,7 @@ class ChunkWriter:
 
 
 def validate_snapshot(store: SnapshotStore, map_name: str, snapshot_id: int) -> ValidationRecord:
-    """Strictly validates a snapshot before restoring from it (docs/protocol.md, restore step 4).
+    """Strictly validates a snapshot before restoring from it (docs/concepts/protocol.md, restore step 4).
 
     Reads the validation record of ``snapshot_id`` itself, never another snapshot's that a
     zombie execution may have written into the same map.
@@ -540,7 +540,7 @@ def discarded_keys(
     except the validation record of every snapshot in ``keep`` and every chunk it lists.
 
     ``keep`` is what makes a discard safe in a map whose snapshots share chunks: the restore
-    point's chains reach back to chunks of older ids (docs/protocol.md, "Where the chunks
+    point's chains reach back to chunks of older ids (docs/concepts/protocol.md, "Where the chunks
     live and what may be discarded"). Keys without a snapshot id stay.
     """
     kept = {validation_record_key(record.snapshot_id) for record in keep}

@@ -1,13 +1,13 @@
 """The snapshot coordinator: Jet's master-side snapshot and restore procedures.
 
 This is the taking procedure (steps 1-10) and the restore procedure (steps 1-5) of
-``docs/protocol.md`` ("Taking a snapshot", "Restoring"), step by step, as a state machine in
+``docs/concepts/protocol.md`` ("Taking a snapshot", "Restoring"), step by step, as a state machine in
 the style of h11: the states and the transitions allowed between them are data
 (:data:`TRANSITIONS`, in :mod:`snapshot_protocol.states`), every public method first makes a
 transition, and an operation the current state does not allow raises
 :class:`IllegalTransition` and changes nothing. Mechanism M3 (the next snapshot starts only
 after the previous one's 2nd phase completed) and invariant I7 (one snapshot at a time) of
-``docs/protocol.md`` hold because ``TAKING_SNAPSHOT`` can only be entered from ``RUNNING``.
+``docs/concepts/protocol.md`` hold because ``TAKING_SNAPSHOT`` can only be entered from ``RUNNING``.
 
 The coordinator is single-threaded. Phase 2 (step 9) may run while the pipeline goes on
 processing: :meth:`SnapshotCoordinator.take_snapshot` runs steps 1-8 and leaves the coordinator
@@ -153,7 +153,7 @@ class SnapshotCoordinator:
         return self._pending
 
     def is_snapshot_due(self) -> bool:
-        """Whether the interval since the last snapshot has passed (docs/protocol.md, taking
+        """Whether the interval since the last snapshot has passed (docs/concepts/protocol.md, taking
         step 10)."""
         return self._state is _S.RUNNING and self._clock() >= self._next_snapshot_at
 
@@ -183,7 +183,7 @@ class SnapshotCoordinator:
                 # A coordinator that restores again keeps its in-memory record, which may be
                 # newer than the stored one, so a snapshot whose record write was
                 # indeterminate can still be committed instead of reprocessed
-                # (docs/protocol.md, restore step 1).
+                # (docs/concepts/protocol.md, restore step 1).
                 if self._record is None:
                     self._record = self._records.read()
         except RecordStoreError as error:
@@ -198,7 +198,7 @@ class SnapshotCoordinator:
         try:
             with self._step(RESTORE, 2):
                 # The record must be safe before it is used: it may have been written with an
-                # indeterminate result by the previous execution (docs/protocol.md, restore
+                # indeterminate result by the previous execution (docs/concepts/protocol.md, restore
                 # step 2).
                 self._records.write_safe(record)
         except ZombieExecution:
@@ -217,7 +217,7 @@ class SnapshotCoordinator:
             from_initial = map_name is None and initial is not None
             if from_initial:
                 # A job without a snapshot of its own starts from initialSnapshotName
-                # (docs/protocol.md, restore step 3).
+                # (docs/concepts/protocol.md, restore step 3).
                 assert initial is not None
                 map_name = export_map_name(self._config.job.namespace, initial)
         validation: ValidationRecord | None = None
@@ -398,7 +398,7 @@ class SnapshotCoordinator:
         """Runs taking steps 1-8 of an automatic snapshot, or of an export-only snapshot if named.
 
         Ends in PHASE_2_PENDING (call :meth:`finish_snapshot`), in RUNNING if the snapshot
-        failed to start, or in RESTART_REQUIRED after taking step 7a (docs/protocol.md).
+        failed to start, or in RESTART_REQUIRED after taking step 7a (docs/concepts/protocol.md).
 
         Raises:
             ZombieExecution: A newer execution exists; the state is FENCED.
@@ -420,7 +420,7 @@ class SnapshotCoordinator:
         assert flight is not None, "PHASE_2_PENDING always has a snapshot in flight"
         try:
             with self._step(TAKE, 9):
-                # Export-only snapshots have no 2nd phase (docs/protocol.md, taking step 9).
+                # Export-only snapshots have no 2nd phase (docs/concepts/protocol.md, taking step 9).
                 if not flight.kind.is_export_only:
                     for participant in self._participants:
                         participant.commit_finish(flight.snapshot_id, flight.successful)
@@ -480,7 +480,7 @@ class SnapshotCoordinator:
         """Stops the execution because the job failed (not because of a snapshot).
 
         With ``suspend_on_failure`` this is SUSPEND_FORCEFUL: no snapshot is taken
-        (docs/protocol.md, "Termination modes"); otherwise the state becomes FAILED.
+        (docs/concepts/protocol.md, "Termination modes"); otherwise the state becomes FAILED.
 
         Raises:
             IllegalTransition: If not RUNNING or PHASE_2_PENDING.
@@ -496,7 +496,7 @@ class SnapshotCoordinator:
         """Checks the store members the running execution reaches; returns whether it goes on.
 
         Jet raises a job's quorum as members join and, after a split, runs the job only on a
-        side with a quorum (docs/protocol.md, mechanism M9). The driver reports the members
+        side with a quorum (docs/concepts/protocol.md, mechanism M9). The driver reports the members
         its client reaches at every epoch boundary and before every snapshot:
 
         - with ``split_brain_protection``, below the record's ``quorum_size`` the execution
@@ -572,7 +572,7 @@ class SnapshotCoordinator:
         try:
             with self._step(TAKE, 2):
                 # Snapshot data may be written only after the new ongoingSnapshotId is safe
-                # (docs/protocol.md, mechanism M5), so no id ever writes data twice.
+                # (docs/concepts/protocol.md, mechanism M5), so no id ever writes data twice.
                 self._records.write_safe(record)
             with self._step(TAKE, 3):
                 # Older snapshots' entries only: a newer execution's all have higher ids. In a
@@ -676,7 +676,7 @@ class SnapshotCoordinator:
             try:
                 with self._step(TAKE, 7):
                     # 7a: the decision moment; only a safe record may lead to phase 2
-                    # (docs/protocol.md, mechanism M2 and invariant I5).
+                    # (docs/concepts/protocol.md, mechanism M2 and invariant I5).
                     self._records.write_safe(record)
             except ZombieExecution:
                 self._transition(_S.FENCED)
@@ -688,7 +688,7 @@ class SnapshotCoordinator:
             try:
                 with self._step(TAKE, 7):
                     # 7b: a stale stored record is harmless here: the restore point is unchanged
-                    # and restore ignores an export marked in progress (docs/protocol.md,
+                    # and restore ignores an export marked in progress (docs/concepts/protocol.md,
                     # taking step 7b).
                     self._records.write_standard(record)
             except RecordStoreError as error:
@@ -703,7 +703,7 @@ class SnapshotCoordinator:
     def _restart_without_phase_2(self, outcome: SnapshotOutcome, error: Exception) -> None:
         """Taking step 7a failed: restart forcefully; restore will commit or roll back.
 
-        See docs/protocol.md, taking step 7a.
+        See docs/concepts/protocol.md, taking step 7a.
         """
         ignored = self._pending or self._terminating
         self._pending = None
@@ -726,7 +726,7 @@ class SnapshotCoordinator:
         """Taking step 8: frees memory; a failed discard leaves only stray entries.
 
         Discards only entries of this snapshot's id or older, so even an execution that was
-        replaced meanwhile cannot remove what a newer one wrote (docs/protocol.md, taking step
+        replaced meanwhile cannot remove what a newer one wrote (docs/concepts/protocol.md, taking step
         8 and mechanism M8).
         """
         job = self._config.job
@@ -757,7 +757,7 @@ class SnapshotCoordinator:
         """Returns ``base`` if every chunk it lists is still in the map, else None.
 
         A snapshot that inherited a lost chunk would be as unrestorable as its base; written
-        in full instead, it is a good restore point again (docs/protocol.md, "Incremental
+        in full instead, it is a good restore point again (docs/concepts/protocol.md, "Incremental
         snapshots").
         """
         missing = self._snapshots.missing_chunks(map_name, base.chunk_keys)

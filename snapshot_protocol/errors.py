@@ -1,6 +1,6 @@
 """The exceptions of the snapshot protocol.
 
-The protocol (``docs/protocol.md``, after Jet's "non-corruptible snapshots" design) decides
+The protocol (``docs/concepts/protocol.md``, after Jet's "non-corruptible snapshots" design) decides
 every step by *how* a store call failed, so the ports report failures through these types rather
 than through library exceptions: a determinate failure (the write was not applied) is handled
 differently from an indeterminate result (the write may or may not have been applied), and both
@@ -34,7 +34,7 @@ class IndeterminateRecordWrite(RecordStoreError):  # noqa: N818
     """A safe write of the execution record could not be determined to have succeeded or not.
 
     The write may or may not have been applied: after this the record is only "maybe safe"
-    (docs/protocol.md, "Safe, maybe safe, successful").
+    (docs/concepts/protocol.md, "Safe, maybe safe, successful").
     """
 
 
@@ -54,14 +54,14 @@ class IndeterminateChunkWrite(SnapshotStoreError):  # noqa: N818
     """A single-key put into a snapshot map may or may not have been stored on all backups.
 
     This is Hazelcast's ``IndeterminateOperationStateException`` for chunk and validation
-    record puts (docs/protocol.md, taking steps 4 and 5): the snapshot fails.
+    record puts (docs/concepts/protocol.md, taking steps 4 and 5): the snapshot fails.
     """
 
 
 class SnapshotUnusable(ProtocolError):  # noqa: N818
     """The snapshot chosen for restore cannot be restored, and never will be: a permanent failure.
 
-    Raised by restore steps 4 and 5 (docs/protocol.md, "Restoring"); the job fails with the
+    Raised by restore steps 4 and 5 (docs/concepts/protocol.md, "Restoring"); the job fails with the
     subclass's reason instead of restarting, since every restart would fail the same way.
 
     Attributes:
@@ -78,7 +78,7 @@ class SnapshotUnusable(ProtocolError):  # noqa: N818
 
 
 class SnapshotCorrupted(SnapshotUnusable):
-    """Strict validation of the snapshot chosen for restore failed (docs/protocol.md, restore
+    """Strict validation of the snapshot chosen for restore failed (docs/concepts/protocol.md, restore
     step 4), or a chunk read for it does not match its checksum (restore step 5).
 
     The job fails permanently: restoring from an incomplete or altered snapshot would break the

@@ -1,7 +1,7 @@
 """Named failpoints before and after every step of the taking and restore procedures.
 
 The protocol's correctness is argued step by step (what an indeterminate result or a crash
-at each step leads to, see ``docs/protocol.md``), so the tests need to stop the protocol
+at each step leads to, see ``docs/concepts/protocol.md``), so the tests need to stop the protocol
 exactly between two steps. Every step N of
 the taking procedure (1-10) and of the restore procedure (1-5) has ``<procedure>.before_step_N``
 and ``<procedure>.after_step_N``; :data:`FAILPOINTS` lists them all so chaos tests can iterate
@@ -41,7 +41,7 @@ ENV_VAR = "SJ_FAILPOINTS"
 TAKE = "take"
 RESTORE = "restore"
 _STEPS = {TAKE: 10, RESTORE: 5}
-# Steps whose store write can have an indeterminate result (docs/protocol.md: taking steps 2,
+# Steps whose store write can have an indeterminate result (docs/concepts/protocol.md: taking steps 2,
 # 4, 5, 7; restore step 2). Clears cannot (taking steps 3 and 8), reads and pure steps neither.
 _INDETERMINATE_STEPS = {TAKE: frozenset({2, 4, 5, 7}), RESTORE: frozenset({2})}
 
@@ -85,7 +85,7 @@ class Failpoint:
     Attributes:
         name: ``<procedure>.<before|after>_step_<step>``.
         procedure: ``take`` or ``restore``.
-        step: The step number as in docs/protocol.md.
+        step: The step number as in docs/concepts/protocol.md.
         actions: The actions allowed here.
     """
 

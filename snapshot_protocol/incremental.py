@@ -1,6 +1,6 @@
 """The plan of incremental snapshots: chains of a full version and deltas per state partition.
 
-docs/protocol.md, "Incremental snapshots", says why and how; this module is the part of it
+docs/concepts/protocol.md, "Incremental snapshots", says why and how; this module is the part of it
 that decides, with no I/O, so the runtime (``spark_runtime/state/increments.py``), the test
 fakes' keyed state and the model (``tests/unit/protocol/test_incremental_model.py``) use the
 same rules:
@@ -13,7 +13,7 @@ same rules:
 * :func:`next_chains`: the chains the snapshot's validation record lists once it is written;
 * :func:`live_keys` and :func:`discardable`: what a discard may remove (an entry at most the
   bound and listed by no live chain), the rule that keeps the restore point whole against
-  zombies (docs/protocol.md, "Where the chunks live and what may be discarded");
+  zombies (docs/concepts/protocol.md, "Where the chunks live and what may be discarded");
 * :func:`chains_of`: a participant's chains, read back from the chunks a validation record
   lists for it (:attr:`~snapshot_protocol.chunks.ChunkWriter.previous`).
 """

@@ -3,7 +3,7 @@
 The core imports no I/O library; the Kubernetes record store, the Hazelcast snapshot store and
 the Spark runtime's participants implement these protocols. Each port reports failures only
 through the exceptions in :mod:`snapshot_protocol.errors`, because the protocol's
-decisions (``docs/protocol.md``) depend on the kind of failure (determinate, indeterminate,
+decisions (``docs/concepts/protocol.md``) depend on the kind of failure (determinate, indeterminate,
 fenced).
 """
 
@@ -41,7 +41,7 @@ class RecordStore(Protocol):
         ...
 
     def write_safe(self, record: ExecutionRecord) -> None:
-        """Writes the record "safely" (Jet's writeJobExecutionRecordSafe; docs/protocol.md,
+        """Writes the record "safely" (Jet's writeJobExecutionRecordSafe; docs/concepts/protocol.md,
         "Safe and standard writes").
 
         Repeats the write (re-reading after conflicts and after errors that leave the outcome
@@ -57,7 +57,7 @@ class RecordStore(Protocol):
     def write_standard(self, record: ExecutionRecord) -> None:
         """Writes the record on a best-effort basis (Jet's writeJobExecutionRecord).
 
-        Never raises: used where the protocol ignores the outcome (docs/protocol.md, taking
+        Never raises: used where the protocol ignores the outcome (docs/concepts/protocol.md, taking
         step 7b).
         """
         ...
@@ -109,7 +109,7 @@ class SnapshotStore(ChunkReader, Protocol):
 
         Never a whole-map clear: an execution replaced by a newer one may still get here, and
         everything the newer execution writes or restores has a higher snapshot id or is
-        listed by the restore point the replaced one keeps (docs/protocol.md, mechanism M8).
+        listed by the restore point the replaced one keeps (docs/concepts/protocol.md, mechanism M8).
         Not fail-on-indeterminate: entries may remain or reappear as strays, which no restore
         reads.
 
@@ -202,7 +202,7 @@ class Participant(Protocol):
 
         Saves the state as chunks and, unless ``export_only``, prepares the transactions of
         the output since the previous snapshot and saves their ids in the chunks. Export-only
-        snapshots only save state (docs/protocol.md, "Snapshot kinds").
+        snapshots only save state (docs/concepts/protocol.md, "Snapshot kinds").
 
         Returns:
             Descriptors of all chunks written.
@@ -236,7 +236,7 @@ class Participant(Protocol):
         other prepared transaction of this job (with no snapshot: all of them) of snapshots up
         to ``through_snapshot_id``, so the job state and external resources agree again.
         Transactions of higher ids belong to a newer execution (this one may have been replaced
-        while it restored) and are left alone (docs/protocol.md, mechanism M8).
+        while it restored) and are left alone (docs/concepts/protocol.md, mechanism M8).
 
         Args:
             snapshot: The restore point's chunks of this participant, or None.

@@ -1,7 +1,7 @@
 """The coordinator's states and transitions, and the values it is configured with and reports.
 
 Kept apart from :mod:`snapshot_protocol.coordinator` so that the procedures there read as the
-steps of ``docs/protocol.md``; everything here is plain data: the states, the transitions
+steps of ``docs/concepts/protocol.md``; everything here is plain data: the states, the transitions
 allowed between them (:data:`TRANSITIONS`, checked before every change), the job's settings,
 termination requests, why an execution ended, and what a snapshot's taking steps 1-8 gave.
 """
@@ -57,7 +57,7 @@ TRANSITIONS: Mapping[CoordinatorState, frozenset[CoordinatorState]] = MappingPro
             {_S.TAKING_SNAPSHOT, _S.RESTART_REQUIRED, _S.SUSPENDED, _S.CANCELLED, _S.FAILED}
         ),
         # -> RUNNING: the snapshot failed to start (taking step 2 or 3); -> RESTART_REQUIRED:
-        # taking step 7a, or a terminal snapshot failed to start (docs/protocol.md).
+        # taking step 7a, or a terminal snapshot failed to start (docs/concepts/protocol.md).
         _S.TAKING_SNAPSHOT: frozenset(
             {_S.PHASE_2_PENDING, _S.RUNNING, _S.RESTART_REQUIRED, _S.FENCED}
         ),
@@ -65,7 +65,7 @@ TRANSITIONS: Mapping[CoordinatorState, frozenset[CoordinatorState]] = MappingPro
         _S.PHASE_2_PENDING: frozenset({_S.IN_PHASE_2, _S.SUSPENDED, _S.FAILED}),
         _S.IN_PHASE_2: frozenset({_S.RUNNING, _S.RESTART_REQUIRED, _S.SUSPENDED, _S.CANCELLED}),
         # Restore step 1 keeps the in-memory record when the same coordinator restores again
-        # (docs/protocol.md, restore step 1).
+        # (docs/concepts/protocol.md, restore step 1).
         _S.RESTART_REQUIRED: frozenset({_S.RESTORING}),
         _S.SUSPENDED: frozenset({_S.RESTORING}),
         _S.CANCELLED: frozenset(),
@@ -148,7 +148,7 @@ class ExecutionEnd:
         reason: A sentence for ``status.lastFailure`` or the events.
         mode: The termination mode carried out; None for FAILED and FENCED.
         ignored_request: A termination request dropped because the job restarts forcefully
-            after an indeterminate record write (docs/protocol.md, taking step 7a).
+            after an indeterminate record write (docs/concepts/protocol.md, taking step 7a).
         transient: A restart because something was unavailable (the store, an external
             system), not an indeterminate record write: it counts as a failure, so that an
             outage that lasts ends the job instead of restarting it forever.
@@ -174,7 +174,7 @@ class SnapshotOutcome:
         map_name: The map it was written to.
         export_name: The export name of exported kinds.
         successful: All data and the validation record were written without error and the
-            1st phase succeeded ("successful" in docs/protocol.md, "Safe, maybe safe,
+            1st phase succeeded ("successful" in docs/concepts/protocol.md, "Safe, maybe safe,
             successful").
         failure: Why it failed, if it did.
         num_bytes: Total bytes of the chunks written (as in the validation record).

@@ -2,7 +2,7 @@
 
 Hazelcast's IMap is AP: by default a put whose backup was never acknowledged still reports
 success, and a snapshot written that way can silently lose a chunk when the owner dies
-(docs/protocol.md, "Why the protocol exists"). The client here is created with
+(docs/concepts/protocol.md, "Why the protocol exists"). The client here is created with
 ``fail_on_indeterminate_operation_state=True`` and backup acks sent to the client, so every
 single-key write either reached all sync backups or raises ``IndeterminateOperationStateError``,
 which this adapter turns into :class:`IndeterminateChunkWrite` for the protocol core.
@@ -64,14 +64,14 @@ the store is down, or cut off from it, would hang instead of failing with a mess
 HEARTBEAT_TIMEOUT_S = 15.0
 """How long a member may stay silent before the client closes its connection (the client's
 default is 60 s). Behind a network cut nothing closes the connection, so this is how soon a
-driver learns that it reaches fewer members (split-brain protection, docs/partitions.md)."""
+driver learns that it reaches fewer members (split-brain protection, docs/concepts/partitions.md)."""
 
 INVOCATION_TIMEOUT_S = 20.0
 """How long one operation (a chunk put, a key-set query), retries included, may take before
 it fails (the client's default is 120 s). Just over the heartbeat timeout: the operation in
 flight when a cut sets in fails once the client has dropped the silent connection (between
 15 and 20 s after the cut), instead of retrying until the client gives up reconnecting, so
-a cut-off driver sees its store lost and stops in bounded time (docs/partitions.md). A
+a cut-off driver sees its store lost and stops in bounded time (docs/concepts/partitions.md). A
 snapshot whose write times out fails cleanly and the next one is tried."""
 
 
@@ -203,7 +203,7 @@ class HazelcastSnapshotStore:
 
         Raises:
             IndeterminateChunkWrite: If any put may not have reached all sync backups; the
-                snapshot has then failed (docs/protocol.md, taking step 4).
+                snapshot has then failed (docs/concepts/protocol.md, taking step 4).
             SnapshotStoreError: If any put failed.
         """
         target = self._map(map_name)

@@ -14,7 +14,7 @@ else:
 * :mod:`~snapshotjob_contract.environment`: the driver's command and environment variables;
 * :mod:`~snapshotjob_contract.exits`: the driver's exit codes and what each means;
 * :mod:`~snapshotjob_contract.record`, :mod:`~snapshotjob_contract.modes`: the execution
-  record, termination modes and snapshot kinds of the protocol (``docs/protocol.md``), and
+  record, termination modes and snapshot kinds of the protocol (``docs/concepts/protocol.md``), and
   the names of the snapshot maps.
 
 Pure on purpose (pydantic and the standard library only), enforced by import-linter: both

@@ -2,7 +2,7 @@
 
 Kept apart from the status models (:mod:`snapshotjob_contract.status`) because these are the
 vocabulary everything else speaks: the operator's decisions, its Events and log lines, the
-printer columns, ``docs/api.md`` (a test checks every value is documented there) and the
+printer columns, ``docs/reference/api.md`` (a test checks every value is documented there) and the
 driver. Each value carries a one-line description, which the CRD's ``kubectl explain`` text
 is rendered from.
 """

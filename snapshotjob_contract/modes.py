@@ -2,7 +2,7 @@
 
 Jet's ``TerminationMode`` couples two decisions: whether a terminal snapshot is taken first
 (graceful) and what happens after the execution stops. Graceful modes leave the state "clean":
-no transaction stays prepared when the job stops (docs/protocol.md, "Termination modes").
+no transaction stays prepared when the job stops (docs/concepts/protocol.md, "Termination modes").
 Keeping the two decisions as data on the enum members lets the coordinator treat all six modes
 with one code path.
 """
@@ -50,7 +50,7 @@ class TerminationMode(enum.StrEnum):
 
 
 class SnapshotKind(enum.Enum):
-    """The four kinds of snapshot (docs/protocol.md, "Snapshot kinds").
+    """The four kinds of snapshot (docs/concepts/protocol.md, "Snapshot kinds").
 
     AUTOMATIC: taken periodically into the job's alternating pair of snapshot maps.
     EXPORT_ONLY: an exported (named) snapshot that is not terminal; it only saves state, never

@@ -4,7 +4,7 @@ Defined here once because three parties must agree on them: the programs that se
 metrics and write the logs, the operator that builds the driver Pod (its ports and
 environment), and the chart that renders the PodMonitor, the Grafana dashboard and the alert
 rules (whose queries a test checks against :data:`OPERATOR_METRICS` and
-:data:`DRIVER_METRICS`). ``docs/metrics.md`` lists the same metrics for people.
+:data:`DRIVER_METRICS`). ``docs/reference/metrics.md`` lists the same metrics for people.
 
 Names follow Prometheus' conventions: a ``snapshotjob_`` namespace, then the program, base
 units in the name (``_seconds``, ``_bytes``), ``_total`` on counters only.

@@ -3,14 +3,14 @@
 The record is the single source of truth about which snapshot the job restores from. Every
 operation the protocol performs on it is a pure method here that returns a new record, so the
 coordinator can hold the "in-memory" version and decide separately when and how (safe or
-standard write) to store it; that split is what invariant I1 of ``docs/protocol.md`` ("the
+standard write) to store it; that split is what invariant I1 of ``docs/concepts/protocol.md`` ("the
 record in memory is never older than the stored one, it can be newer") is about.
 
 One deliberate difference from Jet: ``exported_snapshot_name`` names the export map holding the
 snapshot ``snapshot_id`` points to (set only when that is a terminal exported snapshot, see
-"Exported snapshots" in ``docs/protocol.md``), not the export currently being taken. The name of
+"Exported snapshots" in ``docs/concepts/protocol.md``), not the export currently being taken. The name of
 an export in progress is never needed after a restart: restore ignores an exported snapshot
-that is still marked in progress (docs/protocol.md, taking step 7b).
+that is still marked in progress (docs/concepts/protocol.md, taking step 7b).
 
 Map names are made here and only here because they carry configuration: Hazelcast sets a map's
 backup count from the member config's wildcard pattern its name matches, and no client but
@@ -79,7 +79,7 @@ CHAIN_MAP_INDEX = 2
 
 Incremental snapshots share chunks (a delta lists the chunks it inherits), so they cannot
 alternate between two maps; discards keep what a live snapshot lists instead
-(docs/protocol.md, "Where the chunks live and what may be discarded")."""
+(docs/concepts/protocol.md, "Where the chunks live and what may be discarded")."""
 
 
 def snapshot_map_name(job_uid: str, index: int, backup_count: int | None) -> str:
@@ -221,7 +221,7 @@ def quorum_of(member_count: int) -> int:
 
 @dataclass(frozen=True)
 class ExecutionRecord:
-    """Jet's JobExecutionRecord (docs/protocol.md, "The execution record").
+    """Jet's JobExecutionRecord (docs/concepts/protocol.md, "The execution record").
 
     Attributes:
         snapshot_id: The last successful non-export-only snapshot: the restore point.
@@ -277,7 +277,7 @@ class ExecutionRecord:
         Without incremental snapshots it is always the other map of the pair than the one
         holding the last successful automatic snapshot, so taking a snapshot never clears the
         restore point (taking step 3). With them it is the chain map, whose discards keep the
-        restore point's chunks by listing them (docs/protocol.md, "Where the chunks live and
+        restore point's chunks by listing them (docs/concepts/protocol.md, "Where the chunks live and
         what may be discarded").
 
         Args:

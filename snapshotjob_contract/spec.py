@@ -1,4 +1,4 @@
-"""``SnapshotJob.spec``: what the user asks for (``docs/api.md``, "Spec").
+"""``SnapshotJob.spec``: what the user asks for (``docs/reference/api.md``, "Spec").
 
 Every field is declarative, so GitOps tools can own the whole spec: there are no nonces or
 imperative triggers (users of the Flink Kubernetes operator complain that its restart and
@@ -66,7 +66,7 @@ class ImagePullPolicy(enum.StrEnum):
 
 
 class ProcessingGuarantee(enum.StrEnum):
-    """Jet's processing guarantees (docs/protocol.md, "Processing guarantees").
+    """Jet's processing guarantees (docs/concepts/protocol.md, "Processing guarantees").
 
     The operator checks the spec against it and the runtime's sources and sinks act on it.
     """
@@ -285,7 +285,7 @@ class DurableStorageSpec(ApiModel):
     """Object storage, reached through the S3 API, that keeps durable copies of snapshots.
 
     Every export is copied there once it validates, and `initialSnapshotName` finds an export
-    there when the store no longer has it (docs/durable-snapshots.md).
+    there when the store no longer has it (docs/guides/durable-snapshots.md).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -390,7 +390,7 @@ class SnapshotJobSpec(ApiModel):
     written in full again when its chain reaches the bounds of snapshotChains (16 deltas, or
     deltas half its size, by default) and at its turn. Running aggregates and deduplication
     take them; other operators' snapshots stay full. Exports are always full. A change rolls
-    out as any other (upgradeMode). See docs/protocol.md."""
+    out as any other (upgradeMode). See docs/concepts/protocol.md."""
     snapshot_chains: SnapshotChainsSpec | None = Field(default=None, exclude_if=_unset)
     """Bounds of the chains of incremental snapshots (only with incrementalSnapshots); the
     defaults when unset. A change rolls out as any other (upgradeMode)."""
@@ -431,7 +431,7 @@ class SnapshotJobSpec(ApiModel):
     resources, which come from this spec), other containers are sidecars. serviceAccountName,
     securityContext, affinity and topologySpreadConstraints replace the operator's, lists add
     up, restartPolicy stays the operator's; `spec.spark.driver.podTemplate` and
-    `spec.spark.executor.podTemplate` add to it for one role. See docs/pod-template.md."""
+    `spec.spark.executor.podTemplate` add to it for one role. See docs/guides/pod-template.md."""
 
     _check_template = field_validator("pod_template")(_checked_template)
 

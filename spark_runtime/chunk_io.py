@@ -2,7 +2,7 @@
 
 State can be far larger than the driver's memory, so a snapshot must not funnel it through
 the driver: each Spark task writes its own partition straight into the snapshot map and
-reports only the chunk descriptors back (docs/protocol.md, taking step 4). Only a state
+reports only the chunk descriptors back (docs/concepts/protocol.md, taking step 4). Only a state
 known to be small is collected by the driver, which writes the same chunks
 (:func:`partition_chunks`). A task cannot carry the
 driver's Hazelcast client, so every executor Python process connects its own client once and

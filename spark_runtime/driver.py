@@ -1,6 +1,6 @@
 """The driver's epoch loop: Jet's job coordinator around a PySpark pipeline.
 
-The loop owns the order of things the protocol's correctness depends on (``docs/protocol.md``):
+The loop owns the order of things the protocol's correctness depends on (``docs/concepts/protocol.md``):
 restore before the first epoch; snapshots only at epoch boundaries (a barrier, in Jet's terms),
 so state, source offsets and buffered sink output in a snapshot all describe the same point of
 the stream; the 2nd phase of a snapshot before the next epoch (so the next snapshot can only

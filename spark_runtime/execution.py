@@ -137,7 +137,7 @@ def load_definition(module_name: str) -> DefinePipeline:
     define = getattr(module, "define_pipeline", None)
     if not callable(define):
         hint = (
-            ": build(p) was the old API; see docs/pipeline-api.md"
+            ": build(p) was the old API; see docs/guides/pipeline-api.md"
             if callable(getattr(module, "build", None))
             else ""
         )

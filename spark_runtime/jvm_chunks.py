@@ -3,7 +3,7 @@
 A snapshot of a large state spent most of its time taking the rows out of the JVM: Spark
 turned the cached rows into Arrow and sent them to a Python worker, which encoded the chunks
 and put them through the Python client; a restore paid the same way back
-(docs/performance.md). The classes in ``jvm/`` (built by ``hack/install.sh``) do it where the
+(docs/development/performance.md). The classes in ``jvm/`` (built by ``hack/install.sh``) do it where the
 rows are: Spark's own Arrow writer makes the same Arrow IPC chunks a ``mapInArrow`` task would,
 with the same schema, keys and xxh3 checksums, and the Hazelcast Java client puts them with
 the settings of the Python adapter (a write whose backups are in doubt fails). Either side

@@ -1,4 +1,4 @@
--- Argo CD health check of a snapshotjob.io SnapshotJob (docs/gitops.md).
+-- Argo CD health check of a snapshotjob.io SnapshotJob (docs/guides/gitops.md).
 --
 -- Argo CD runs this with the live object as `obj` and reads `status` (Healthy, Progressing,
 -- Degraded, Suspended, Unknown) and `message` of the table it returns. It reads only what the

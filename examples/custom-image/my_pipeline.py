@@ -1,6 +1,6 @@
 """Client heartbeats per release line: a pipeline of your own, in an image of your own.
 
-The example of docs/your-pipeline.md. Every installed client sends heartbeats that carry its
+The example of docs/getting-started/your-pipeline.md. Every installed client sends heartbeats that carry its
 version string as the client reports it: "2.1", "v2.1.0", "2.02.1", "2.2.0rc1", "3.0.post1",
 or something that is no version at all. The pipeline normalises each string to its release
 line ("2.1", "2.2", "3.0"; "unknown" for a string that is not a version) with the

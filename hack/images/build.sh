@@ -23,7 +23,7 @@
 #   snapshotjob/postgres:dev             debian-base + Debian's postgresql, for `make demo`'s
 #                                         in-cluster database (see build_postgres)
 #   my-pipeline:dev                      + examples/custom-image: the user image of
-#                                         docs/your-pipeline.md (see build_custom)
+#                                         docs/getting-started/your-pipeline.md (see build_custom)
 #
 # Usage: hack/images/build.sh [app|e2e|postgres|custom]...   (default: app)
 # FORCE=1 rebuilds every image whose inputs are hashed (not debian-base).
@@ -253,7 +253,7 @@ EOF
   log "Built image=${E2E_IMAGE}"
 }
 
-# The user image of examples/custom-image (docs/your-pipeline.md), built as that page says,
+# The user image of examples/custom-image (docs/getting-started/your-pipeline.md), built as that page says,
 # with its dependencies from the wheels hack/install.sh downloaded: the build container does
 # not trust this machine's egress proxy, and tests/e2e/test_custom_image_kind.py runs it.
 build_custom() {

@@ -139,7 +139,7 @@ build_kind() {
 }
 
 build_flannel() {
-  # flanneld: the Pod network across kind nodes (host-gw backend; see docs/kubernetes-testbed.md).
+  # flanneld: the Pod network across kind nodes (host-gw backend; see docs/development/kubernetes-testbed.md).
   # Its udp backend is cgo, so this one binary needs a C compiler; linked statically as
   # upstream does. The stand-in SDK modules (see its go.mod) are part of its inputs.
   CGO_ENABLED=1 STAMP_EXTRA_DIRS="${HERE}/modules/stubs/tencentcloud-common ${HERE}/modules/stubs/tencentcloud-vpc" \
@@ -149,7 +149,7 @@ build_flannel() {
 
 build_prometheus() {
   # Prometheus and promtool: the dashboard is rendered from a real Prometheus' query API and
-  # the chart's alert rules are checked and unit-tested with promtool (docs/metrics.md).
+  # the chart's alert rules are checked and unit-tested with promtool (docs/reference/metrics.md).
   # remove_all_sd keeps the static, file and HTTP service discoveries only (the tests list
   # their targets), which spares compiling the cloud providers' SDKs. Without the
   # builtinassets tag the web UI is not embedded, so no npm build: the HTTP API needs none.

@@ -7,7 +7,7 @@
 # kind installs like kindnetd, so one control-plane node plus KIND_WORKERS worker nodes get
 # one Pod network. Users who can reach a registry may point KIND_NODE_IMAGE at a stock
 # kindest/node image of the same Kubernetes version instead; kind then installs kindnetd
-# (see docs/kubernetes-testbed.md).
+# (see docs/development/kubernetes-testbed.md).
 #
 # Usage: hack/kube/cluster.sh up|down|status|check|nodes|kubeconfig|pause|resume|load IMAGE...
 #   up     create the cluster (or reuse it if its node count matches), wait for every node

@@ -253,7 +253,7 @@ def build_driver_pod(
                     "command": list(DRIVER_COMMAND),
                     "args": [f"--conf={key}={value}" for key, value in sorted(conf.items())],
                     "env": env,
-                    # Named, so a PodMonitor selects it by name (docs/metrics.md).
+                    # Named, so a PodMonitor selects it by name (docs/reference/metrics.md).
                     "ports": [
                         {
                             "name": METRICS_PORT_NAME,

@@ -1,12 +1,12 @@
 """What a sink is, and what a sink must do to take part in two-phase commit.
 
-Exactly-once output needs a transactional or an idempotent sink (``docs/protocol.md``,
+Exactly-once output needs a transactional or an idempotent sink (``docs/concepts/protocol.md``,
 "Processing guarantees"). A transactional sink here follows Jet's two-phase sinks
-(``docs/protocol.md``, "The PostgreSQL two-phase sink"): output since the last snapshot is
+(``docs/concepts/protocol.md``, "The PostgreSQL two-phase sink"): output since the last snapshot is
 published only in the snapshot's 2nd phase. In phase 1 each sink partition writes its share into
 its own transaction and *prepares* it, and the ids of the prepared transactions go into the
 snapshot; phase 2 commits them; a restore commits the ids of the restored snapshot "just in
-case" and rolls back every other prepared transaction of the job (``docs/protocol.md``, restore
+case" and rolls back every other prepared transaction of the job (``docs/concepts/protocol.md``, restore
 step 5). One transaction per sink partition per snapshot means transactions never overlap.
 
 A sink whose destination cannot keep a prepared transaction across a restart of its client

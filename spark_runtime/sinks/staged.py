@@ -6,7 +6,7 @@ same ``transactional.id`` left open, and no Python or Java client here can resum
 (Kafka's two-phase commit for external coordinators, KIP-939, is not in them). A prepared
 transaction as the PostgreSQL sink keeps one is therefore not available, and the output
 itself is what must survive a restart. So a :class:`~spark_runtime.sinks.base.StagedSink`
-works like this (``docs/runtime.md``, "Kafka"):
+works like this (``docs/reference/runtime.md``, "Kafka"):
 
 - **Phase 1** writes the output buffered since the last snapshot into the snapshot, as
   checksummed chunks of the sink's own operator name, one series per sink partition,

@@ -1,6 +1,6 @@
 """What a keyed state changed since its restore point: the rows incremental snapshots write.
 
-An incremental snapshot (docs/protocol.md, "Incremental snapshots") writes, for a state
+An incremental snapshot (docs/concepts/protocol.md, "Incremental snapshots") writes, for a state
 partition with updates since the snapshot it builds on, a delta: the newest row of every key
 updated since then. Scanning the state for them would cost what writing it costs, so an
 operator that knows which rows an epoch changed (a running aggregate's updated groups, the

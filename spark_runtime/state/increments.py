@@ -1,6 +1,6 @@
 """Writing a keyed state's incremental snapshot: deltas, inherited chains, and full rewrites.
 
-docs/protocol.md, "Incremental snapshots", says why a snapshot writes, per state partition,
+docs/concepts/protocol.md, "Incremental snapshots", says why a snapshot writes, per state partition,
 a full version, a delta or nothing; ``snapshot_protocol.incremental`` decides which for each
 partition; this module does it with the executors' JVMs (``spark_runtime.jvm_chunks``). The
 partitions the plan rewrites in full whatever changed (those whose turn it is, once their

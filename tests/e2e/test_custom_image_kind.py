@@ -1,6 +1,6 @@
 """A user's own image on kind: ``examples/custom-image`` built, loaded and run as documented.
 
-Why this test exists: ``docs/your-pipeline.md`` promises a path from a pipeline module to a
+Why this test exists: ``docs/getting-started/your-pipeline.md`` promises a path from a pipeline module to a
 running SnapshotJob (a Dockerfile ``FROM`` the runtime image, a dependency the runtime image
 does not have, the manifest with its DSN from a Secret). This test walks it: the
 ``custom_image`` fixture builds ``examples/custom-image/Dockerfile`` with ``docker build``

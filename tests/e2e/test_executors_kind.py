@@ -187,7 +187,7 @@ def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(
     hundred of them, written by the executors (the driver would write a state this small
     itself): every execution restores from a chain of a full version and deltas in the job's
     chain map, and the frozen driver, back, is a zombie that may still discard entries of
-    that map (docs/protocol.md, "Where the chunks live and what may be discarded"): the exact
+    that map (docs/concepts/protocol.md, "Where the chunks live and what may be discarded"): the exact
     output says it removed nothing the newer executions needed.
     """
     job = "nodes"

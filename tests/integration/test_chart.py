@@ -542,7 +542,7 @@ def test_every_values_the_project_installs_with_meet_the_schema(tmp_path: Path) 
         ((KIND_VALUES,), ()),
         ((LOCAL_VALUES,), ()),
         ((LOCAL_VALUES,), ("operator.replicas=2",)),
-        # docs/quickstart.md: values-local.yaml, then values-kind.yaml for its placement.
+        # docs/getting-started/quickstart.md: values-local.yaml, then values-kind.yaml for its placement.
         ((LOCAL_VALUES, KIND_VALUES), ()),
         ((LOCAL_VALUES,), ("operator.image.tag=v2", "hazelcast.image.tag=v2")),
     ):
@@ -650,7 +650,7 @@ def test_the_install_notes_name_the_releases_objects(tmp_path: Path) -> None:
         "examples/kubernetes/postgres.yaml",
         "values-local.yaml",
         "kind load docker-image snapshotjob/runtime:dev",
-        "docs/operator.md",
+        "docs/reference/operator.md",
         "charts/snapshotjob-operator/README.md",
     ):
         assert expected in text, f"{expected!r} not in the notes:\n{text}"

@@ -12,7 +12,7 @@ the truth where that is cheap (three members, one RUNNING job, the driver's snap
 and rows against its execution record and gate); the variables must select (a job that does
 not exist empties the driver panels, not the operator's); and the whole dashboard is drawn
 into a PNG by ``hack/render_dashboard.py`` (:mod:`testbed.dashboard_png`), the command
-``docs/metrics.md`` gives.
+``docs/reference/metrics.md`` gives.
 """
 
 from __future__ import annotations
@@ -294,7 +294,7 @@ def test_every_panel_runs_and_draws_what_the_operator_and_a_driver_serve(
         f"{harness.namespace}/{JOB}"
     ]
 
-    # Drawn by the command of docs/metrics.md, over the same range.
+    # Drawn by the command of docs/reference/metrics.md, over the same range.
     png = tmp_path / "dashboard.png"
     command = ["--prometheus", prometheus.url, "--out", str(png), "--scrape-interval", "1s"]
     assert render_command().main([*command, "--from", str(start), "--to", str(window.end)]) == 0

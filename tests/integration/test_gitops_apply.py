@@ -17,7 +17,7 @@ test plays kubelet and driver (:mod:`testbed.operator_harness`), and then:
 That holds while the job runs, once it is suspended from the manifest (``spec.suspend: true``
 applied, as a Git commit would), and for a ``SnapshotJobExport`` of the job declared next to it
 (``EXPORT_MANIFEST``: the examples hold none), which the operator completes. On the way the
-recipes of docs/gitops.md are run as written: ``kubectl wait`` on the Ready condition and on
+recipes of docs/guides/gitops.md are run as written: ``kubectl wait`` on the Ready condition and on
 the phase, the argocd-cm patch, and the Argo CD health check (docs/argocd/health.lua) on the
 live objects.
 """
@@ -290,7 +290,7 @@ def test_what_the_operator_writes_is_no_drift(
         suspend = copy.deepcopy(manifest)
         suspend["spec"]["suspend"] = True
         gitops.apply(suspend)
-        # docs/gitops.md: wait for the generation first, since Ready is still True from the
+        # docs/guides/gitops.md: wait for the generation first, since Ready is still True from the
         # last one until the operator has seen the change; then Ready tells the truth.
         seen = gitops.kubectl(
             "wait",
@@ -352,7 +352,7 @@ def test_what_the_operator_writes_is_no_drift(
 
 
 def test_the_argocd_cm_snippet_patches_in_as_documented(kube_api: KubeAPI, namespace: str) -> None:
-    """docs/gitops.md: ``kubectl patch configmap argocd-cm --type merge --patch-file ...``."""
+    """docs/guides/gitops.md: ``kubectl patch configmap argocd-cm --type merge --patch-file ...``."""
     core: Any = client.CoreV1Api(kube_api.api_client())
     core.create_namespaced_config_map(
         namespace,

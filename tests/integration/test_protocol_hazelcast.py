@@ -243,7 +243,7 @@ def test_paused_backup_fails_the_snapshot_and_the_next_one_succeeds(
 def test_indeterminate_record_write_skips_phase_2_and_overrides_graceful_suspend(
     kube_api: KubeAPI, job: Job
 ) -> None:
-    """Taking step 7a (docs/protocol.md), with the record in a real SnapshotJob status.
+    """Taking step 7a (docs/concepts/protocol.md), with the record in a real SnapshotJob status.
 
     The operator asks for SUSPEND_GRACEFUL while an automatic snapshot is in its 1st phase;
     the record write of step 7 then times out on every attempt. The execution must restart
@@ -369,7 +369,7 @@ def test_restore_reads_the_right_map_after_20_alternating_snapshots(job: Job) ->
     _, restored = job.execution()
     assert restored.partitions == state.partitions
     assert restored.partitions[0].startswith(b"gen=19;")
-    # The other map was cleared after the last snapshot (docs/protocol.md, taking step 8a).
+    # The other map was cleared after the last snapshot (docs/concepts/protocol.md, taking step 8a).
     other = snapshot_map_name(
         job.identity.uid, 1 - record.data_map_index, job.identity.backup_count
     )

@@ -8,7 +8,7 @@ claiming it is what fences the older execution. The pipeline is ``examples.seque
 with its events table, so its correct output is known in closed form: exact sums per key and
 every event id exactly once.
 
-Before snapshot data was fenced by snapshot id (docs/protocol.md, mechanism M8), the
+Before snapshot data was fenced by snapshot id (docs/concepts/protocol.md, mechanism M8), the
 validation record had one key per map, so a zombie that went on from inside a snapshot
 overwrote the validation record of its replacement's restore point, and a clear that freed a
 map (taking steps 3 and 8) wiped it; this test failed with C exiting 65. The scenario

@@ -1,4 +1,4 @@
-"""docs/metrics.md lists every metric the programs serve, with its type and labels."""
+"""docs/reference/metrics.md lists every metric the programs serve, with its type and labels."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def rows() -> dict[str, list[str]]:
 @pytest.mark.parametrize("metric", [*OPERATOR_METRICS, *DRIVER_METRICS], ids=lambda m: m.name)
 def test_every_metric_has_a_row_with_its_type_and_labels(metric: Metric) -> None:
     row = rows().get(metric.name)
-    assert row is not None, f"docs/metrics.md has no row for {metric.name}"
+    assert row is not None, f"docs/reference/metrics.md has no row for {metric.name}"
     assert row[1] == metric.type.value
     assert row[2] == ", ".join(f"`{label}`" for label in metric.labels)
     assert row[3], "a meaning"

@@ -1,4 +1,4 @@
-"""docs/troubleshooting.md has an entry for every reason and exit code a user can meet.
+"""docs/operations/troubleshooting.md has an entry for every reason and exit code a user can meet.
 
 Each enum value must be the first cell of a table row in its own section, written as code
 (`` `SnapshotCorrupted` ``): a condition reason in "Condition reasons", an Event reason in
@@ -34,7 +34,7 @@ SECTIONS: dict[str, type[Enum]] = {
 def section(title: str) -> str:
     """The text under ``## <title>`` up to the next ``## `` heading."""
     match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", DOC, re.M | re.S)
-    assert match is not None, f"docs/troubleshooting.md has no section '## {title}'"
+    assert match is not None, f"docs/operations/troubleshooting.md has no section '## {title}'"
     return match.group(1)
 
 
@@ -54,14 +54,14 @@ def first_cells(title: str) -> list[list[str]]:
 )
 def test_every_reason_has_a_row_in_its_section(title: str, value: str) -> None:
     documented = {cells[0] for cells in first_cells(title)}
-    assert f"`{value}`" in documented, f"docs/troubleshooting.md, '{title}': no row for {value}"
+    assert f"`{value}`" in documented, f"docs/operations/troubleshooting.md, '{title}': no row for {value}"
 
 
 @pytest.mark.parametrize("code", list(DriverExit), ids=lambda code: code.name)
 def test_every_exit_code_has_a_row_with_its_number_and_name(code: DriverExit) -> None:
     rows = {(cells[0], cells[1]) for cells in first_cells("Driver exit codes")}
     assert (f"`{code.value}`", f"`{code.name}`") in rows, (
-        f"docs/troubleshooting.md, 'Driver exit codes': no row `{code.value}` | `{code.name}`"
+        f"docs/operations/troubleshooting.md, 'Driver exit codes': no row `{code.value}` | `{code.name}`"
     )
 
 
@@ -69,7 +69,7 @@ def test_every_exit_code_has_a_row_with_its_number_and_name(code: DriverExit) ->
 def test_no_row_for_a_reason_that_does_not_exist(title: str) -> None:
     existing = {f"`{member.value}`" for member in SECTIONS[title]}
     stale = [cells[0] for cells in first_cells(title) if cells[0] not in existing]
-    assert not stale, f"docs/troubleshooting.md, '{title}': rows for unknown reasons {stale}"
+    assert not stale, f"docs/operations/troubleshooting.md, '{title}': rows for unknown reasons {stale}"
 
 
 def test_no_row_for_an_exit_code_that_does_not_exist() -> None:
@@ -77,4 +77,4 @@ def test_no_row_for_an_exit_code_that_does_not_exist() -> None:
     stale = [
         cells[:2] for cells in first_cells("Driver exit codes") if tuple(cells[:2]) not in existing
     ]
-    assert not stale, f"docs/troubleshooting.md: rows for unknown exit codes {stale}"
+    assert not stale, f"docs/operations/troubleshooting.md: rows for unknown exit codes {stale}"

@@ -1,7 +1,7 @@
 """Renders the SnapshotJob and SnapshotJobExport CustomResourceDefinitions from the API models.
 
 The CRD is generated, never hand-edited, so the API server validates exactly what the operator
-and the runtime read (the resource is described in ``docs/api.md``). pydantic's JSON Schema is
+and the runtime read (the resource is described in ``docs/reference/api.md``). pydantic's JSON Schema is
 close to what Kubernetes wants, but a CRD needs a *structural* schema: every node typed, no
 ``$ref``, no ``anyOf`` with types in it, no ``additionalProperties: false`` (the API server
 prunes unknown fields instead). :func:`structural` makes that translation, and refuses fields
@@ -288,7 +288,7 @@ def export_crd() -> dict[str, Any]:
         columns=EXPORT_PRINTER_COLUMNS,
         description="One exported snapshot of a SnapshotJob, named like this object: created "
         "by a user to ask the job for it, or by the operator for the job's other exports; "
-        "deleting it with spec.disposeOnDelete destroys its data (docs/exports.md).",
+        "deleting it with spec.disposeOnDelete destroys its data (docs/guides/exports.md).",
         name_rule=EXPORT_NAME_RULE,
         spec=SnapshotJobExportSpec,
         status=SnapshotJobExportStatus,

@@ -13,15 +13,15 @@ The rules, and why:
   Every execution gets a new id (the fencing token), written to the status before its Pod is
   created, so a driver of an older execution can no longer move the execution record.
 * Restore points come from the execution record only, which never points at an export-only
-  snapshot (docs/protocol.md, invariant I2). ``initialSnapshotName`` is used only while the
+  snapshot (docs/concepts/protocol.md, invariant I2). ``initialSnapshotName`` is used only while the
   job has no snapshot of its own: an explicit user choice, never an automatic one.
 * Graceful termination modes are requests to the driver (``status.termination``); forceful
   modes need no driver, the operator deletes the Pod. A graceful request not served within a
   deadline is escalated to the forceful mode of the same action, with an Event.
 * A driver that exits with :attr:`DriverExit.RESTART_FORCEFUL` (an indeterminate record
-  write, docs/protocol.md, taking step 7a) restarts at once: not counted as a failure, and any
+  write, docs/concepts/protocol.md, taking step 7a) restarts at once: not counted as a failure, and any
   pending graceful request is dropped, because the state may hold prepared transactions that
-  only a restore resolves (docs/protocol.md, Termination modes). Until the new execution
+  only a restore resolves (docs/concepts/protocol.md, Termination modes). Until the new execution
   starts the status keeps a RESTART_FORCEFUL termination, so not even ``suspend`` skips that
   restore.
 * A driver that exits with :attr:`DriverExit.INTERRUPTED` (SIGTERM: a node drain, an

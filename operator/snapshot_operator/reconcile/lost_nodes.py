@@ -10,7 +10,7 @@ a Pod not Ready for ``driverLostSeconds``, the Pod is deleted without a grace pe
 
 That is safe because a driver that lost its Pod cannot commit: the next execution's id in the
 status fences it when it writes the record, and the record fences its snapshot data and
-sinks (``docs/protocol.md``), as for any zombie; its executors go with its Pod.
+sinks (``docs/concepts/protocol.md``), as for any zombie; its executors go with its Pod.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""docs/api.md covers the whole API: a field, phase, reason or exit code it omits fails here."""
+"""docs/reference/api.md covers the whole API: a field, phase, reason or exit code it omits fails here."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 They stand in for etcd (the execution record), Hazelcast (the snapshot maps) and a database
 with two-phase commit (the external transactional resource) so that the property tests can
 crash the driver anywhere and make any store call indeterminate. Each fake records the facts
-the invariants of docs/protocol.md are stated about (which record versions were applied or
+the invariants of docs/concepts/protocol.md are stated about (which record versions were applied or
 known safe, which transactions were committed or rolled back when); violations found at the
 moment they happen are appended to ``violations`` for the state machine's invariants to report.
 """
@@ -495,7 +495,7 @@ class FakeKeyedState:
 
 
 class FakeTransactionalSink:
-    """A sink with one transaction per snapshot (docs/protocol.md, mechanism M7).
+    """A sink with one transaction per snapshot (docs/concepts/protocol.md, mechanism M7).
 
     Output since the previous snapshot goes into the open transaction; phase 1 prepares it and
     saves its id; phase 2 commits it, or rolls it back and fails the execution, because the
@@ -554,7 +554,7 @@ class FakeTransactionalSink:
             named = value
         self.database.before_settle(f"sink settles transactions through {through_snapshot_id}")
         if named is not None:
-            self.database.commit(named)  # just in case (docs/protocol.md, restore step 5)
+            self.database.commit(named)  # just in case (docs/concepts/protocol.md, restore step 5)
         for snapshot_id in self.database.prepared():
             if snapshot_id != named and snapshot_id <= through_snapshot_id:
                 self.database.rollback(snapshot_id)

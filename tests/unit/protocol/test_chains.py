@@ -1,6 +1,6 @@
 """Chains in validation records, the chain map, and discards that keep the restore point.
 
-docs/protocol.md, "Incremental snapshots": a format 3 record lists, per state partition, a
+docs/concepts/protocol.md, "Incremental snapshots": a format 3 record lists, per state partition, a
 full version and deltas, some of them inherited from earlier snapshots. These tests drive the
 pure checks and the coordinator against the in-memory fakes of ``fakes.py``; the rule machine
 ``test_invariants.py::TestIncrementalSnapshotProtocol`` checks the same under faults and

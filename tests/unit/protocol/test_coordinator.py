@@ -1,4 +1,4 @@
-"""The coordinator, step by step against docs/protocol.md's taking and restore procedures.
+"""The coordinator, step by step against docs/concepts/protocol.md's taking and restore procedures.
 
 The coordinator runs against the in-memory fakes of ``fakes.py``, which stand for the
 execution record (the SnapshotJob's status), the Hazelcast snapshot maps and a
@@ -196,7 +196,7 @@ def test_step_7a_then_restore_in_the_same_coordinator_keeps_the_newer_record() -
     assert driver.coordinator.state is S.RESTART_REQUIRED
     assert cluster.records.record.snapshot_id == -1
     cluster.faults.disarm()
-    driver.coordinator.restore()  # docs/protocol.md, restore step 1 (in-memory record kept)
+    driver.coordinator.restore()  # docs/concepts/protocol.md, restore step 1 (in-memory record kept)
     assert driver.coordinator.state is S.RUNNING
     assert cluster.records.record.snapshot_id == 0
     assert txn_status(cluster, 0) is TxnStatus.COMMITTED

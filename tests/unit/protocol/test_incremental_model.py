@@ -1,6 +1,6 @@
 """A model of incremental snapshots, checked against zombies, failures and lost chunks.
 
-docs/protocol.md, "Incremental snapshots (design)", argues that chains of a full version
+docs/concepts/protocol.md, "Incremental snapshots (design)", argues that chains of a full version
 and deltas keep the protocol's invariants when discards spare every *live* chunk. This
 model checks the argument before the runtime implements it. It plays a keyed state of
 ``KEYS`` keys over ``PARTITIONS`` partitions, a chunk store (a dict from ``ChunkKey`` to the
@@ -305,7 +305,7 @@ TestIncrementalSnapshots.settings = settings(
 def test_a_steady_load_spreads_the_full_rewrites(partitions: int) -> None:
     """Every partition changed at every snapshot: after a warm-up, each snapshot rewrites
     about ``partitions / (1 + max_deltas)`` partitions in full, however few there are, and
-    no chain reaches the bound (the cost docs/protocol.md states)."""
+    no chain reaches the bound (the cost docs/concepts/protocol.md states)."""
     policy = ChainPolicy(max_deltas=16, delta_ratio=0.5)
     chains: dict[int, Chain] = {}
     fulls: list[int] = []

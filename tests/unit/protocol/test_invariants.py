@@ -1,4 +1,4 @@
-"""The acceptance test: invariants I1-I8 of docs/protocol.md hold under any interleaving of faults.
+"""The acceptance test: invariants I1-I8 of docs/concepts/protocol.md hold under any interleaving of faults.
 
 A hypothesis state machine drives the pure protocol core against the fakes of ``fakes.py``:
 snapshots of every kind (automatic, export-only, terminal, terminal exported), termination
@@ -423,7 +423,7 @@ class SnapshotProtocolMachine(ZombieRules, RuleBasedStateMachine):
         """After a cancellation or a permanent failure, go on with a fresh job."""
         self._new_job()
 
-    # Invariants I1-I8 of docs/protocol.md, one check each
+    # Invariants I1-I8 of docs/concepts/protocol.md, one check each
 
     @invariant()
     def invariant_1_record_in_memory_is_never_older(self) -> None:

@@ -1,4 +1,4 @@
-"""Termination modes and snapshot kinds carry their meaning as data (docs/protocol.md)."""
+"""Termination modes and snapshot kinds carry their meaning as data (docs/concepts/protocol.md)."""
 
 from __future__ import annotations
 

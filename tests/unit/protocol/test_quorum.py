@@ -1,4 +1,4 @@
-"""Split-brain protection of a running execution (docs/protocol.md, mechanism M9).
+"""Split-brain protection of a running execution (docs/concepts/protocol.md, mechanism M9).
 
 The driver reports the store members its client reaches at every epoch boundary; the
 coordinator raises the record's quorum from them (only upward, written with the next record

@@ -16,7 +16,7 @@ import org.apache.spark.unsafe.Platform;
  * <p>Spark's {@code ArrowWriter} writes a row at a time through a writer per field; for a string
  * it makes a {@code UTF8String} and a {@code ByteBuffer} over its bytes and sets the value with
  * the vector's checked, growing setter: half of a snapshot's task samples in a profile of 1 GiB
- * (docs/performance.md). Here a batch's rows are held (they are a checkpoint's stored rows, each
+ * (docs/development/performance.md). Here a batch's rows are held (they are a checkpoint's stored rows, each
  * its own object), each vector is grown once to the batch's size, and each column's values are
  * copied from the rows' words into Arrow's buffers, with the same values, validity and offsets
  * as Spark's writer gives; a null's value slot is zeroed. Only a root whose vectors all have

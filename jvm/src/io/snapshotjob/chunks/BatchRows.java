@@ -22,7 +22,7 @@ import org.apache.spark.unsafe.bitset.BitSetMethods;
  * <p>A restore keeps every row it reads: a local checkpoint stores them as objects. A row read
  * through Spark's columnar view (a {@code UTF8String} per string) was projected by the scan into
  * a shared buffer and copied out of it by the checkpoint: the copy alone was about 30 % of the
- * restore's task samples in a profile of 1 GiB (docs/performance.md). Here the batch's row
+ * restore's task samples in a profile of 1 GiB (docs/development/performance.md). Here the batch's row
  * sizes are summed column by column, the rows are laid out one after the other in arrays of at
  * most {@link #SHARED_BYTES} (a row larger than that in one of its own), and each column's
  * values are copied from Arrow's buffers into place, with the bytes a projection writes (each

@@ -12,7 +12,7 @@ import org.apache.spark.sql.types.DataType;
 
 /**
  * The rows of a partition's chain: its full version with each delta applied in order, the
- * newest row of a key winning (docs/protocol.md, "Incremental snapshots").
+ * newest row of a key winning (docs/concepts/protocol.md, "Incremental snapshots").
  *
  * <p>The deltas are read first and kept by key (they are small: a chain is cut when its deltas
  * outgrow a bound of its full version); the full version then streams past, less the keys a

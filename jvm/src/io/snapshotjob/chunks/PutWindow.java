@@ -10,7 +10,7 @@ import java.util.concurrent.CompletionException;
  *
  * <p>Single-key, because only they fail on an indeterminate outcome (a backup not acknowledged);
  * and however the task ends, it returns only once no put of it is on its way, so none lands
- * after the coordinator has decided about the snapshot (docs/protocol.md, taking step 4). The
+ * after the coordinator has decided about the snapshot (docs/concepts/protocol.md, taking step 4). The
  * waits ignore interrupts for that reason: each put ends within the client's invocation timeout.
  */
 final class PutWindow {

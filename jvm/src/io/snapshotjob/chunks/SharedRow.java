@@ -23,7 +23,7 @@ import org.apache.spark.util.KnownSizeEstimation;
  * <p>Why: a restore keeps every row it reads, and a local checkpoint stores them as objects.
  * With an {@code UnsafeRow} and an array per row, a 1 GiB restore allocated 16.8 million
  * objects, every one of them live, that the young collections then copied, and the memory
- * store's size sampling visited two objects per sampled row (docs/performance.md). Here a row
+ * store's size sampling visited two objects per sampled row (docs/development/performance.md). Here a row
  * is one object over a slice of a shared array; but the estimator, left to itself, would count
  * a whole shared array for each row it samples and scale that up to the block, so each row
  * reports its own bytes ({@code KnownSizeEstimation}).
