@@ -11,7 +11,7 @@ from snapshotjob_contract.observability import DRIVER_METRICS, OPERATOR_METRICS,
 
 pytestmark = pytest.mark.unit
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "reference" / "metrics.md"
 
 
 def rows() -> dict[str, list[str]]:

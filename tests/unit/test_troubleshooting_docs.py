@@ -22,7 +22,7 @@ from snapshotjob_contract.exports import ExportReason
 
 pytestmark = pytest.mark.unit
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md").read_text()
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "operations" / "troubleshooting.md").read_text()
 
 SECTIONS: dict[str, type[Enum]] = {
     "Condition reasons": ConditionReason,

@@ -13,7 +13,7 @@ from snapshot_operator.reconcile import EventReason
 from snapshotjob_contract import ConditionType, DriverExit, Phase
 from snapshotjob_contract.exports import ExportOrigin, ExportPhase, ExportReason
 
-DOC = (Path(__file__).resolve().parents[3] / "docs" / "api.md").read_text()
+DOC = (Path(__file__).resolve().parents[3] / "docs" / "reference" / "api.md").read_text()
 
 
 def _spec_leaves(node: Mapping[str, Any], path: str) -> Iterator[str]:
