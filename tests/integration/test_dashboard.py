@@ -35,13 +35,13 @@ from testbed.hazelcast import HazelcastCluster
 from testbed.operator_harness import OperatorHarness
 from testbed.ports import free_port
 from testbed.prometheus import PrometheusServer, Series, Target
-from tests.integration.test_driver_metrics import (
+from tests.integration.metered_driver import (
     INTERVAL_MS,
     ROWS_PER_EPOCH,
     metered_driver,
     metrics_port,
 )
-from tests.integration.test_operator import crd, harness, namespace, operator, operator_env
+from tests.integration.operator_fixtures import crd, harness, namespace, operator, operator_env
 
 pytestmark = [
     pytest.mark.integration,

@@ -13,10 +13,8 @@ The operator's endpoint is scraped in ``test_operator_metrics_scrape.py``.
 from __future__ import annotations
 
 import json
-import re
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,49 +38,17 @@ from snapshotjob_contract.observability import (
 from snapshotjob_contract.record import ExecutionRecord
 from testbed.driver_process import DriverHarness
 from testbed.hazelcast import HazelcastCluster
+from tests.integration.metered_driver import (
+    EPOCHS,
+    INTERVAL_MS,
+    READ,
+    metered_driver,
+    metrics_port,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-ROWS_PER_EPOCH = 50
-EPOCHS = 6
-READ = ROWS_PER_EPOCH * EPOCHS
-INTERVAL_MS = 2000
-
-
-def metered_driver(cluster: HazelcastCluster, workdir: Path) -> DriverHarness:
-    """A metered job gated at :data:`READ` numbers whose driver serves metrics on a free port
-    (:func:`metrics_port` reads it from the log); ``test_dashboard.py`` runs it too."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "limit").write_text(str(READ))
-    members = [node.address for node in cluster.nodes]
-    return DriverHarness(
-        workdir=workdir,
-        members=members,
-        cluster_name=cluster.cluster_name,
-        job_uid=f"metered-{uuid.uuid4().hex[:8]}",
-        pipeline="tests.integration.metered_pipeline",
-        args={
-            "limit_file": str(workdir / "limit"),
-            "out": str(workdir / "out"),
-            "members": ",".join(members),
-            "cluster": cluster.cluster_name,
-            "map": f"metered-{uuid.uuid4().hex[:8]}",
-            "rows_per_epoch": ROWS_PER_EPOCH,
-        },
-        snapshot_interval_ms=INTERVAL_MS,
-        extra_args=["--metrics-port", "0"],
-    )
-
-
-def metrics_port(harness: DriverHarness) -> int:
-    """The port the started driver serves metrics on, once it logged it."""
-    assert harness.wait_for_log("Serving metrics ", timeout=120), harness.log_tail()
-    found = re.search(r"Serving metrics address=\S+ port=(\d+)", harness.log_text())
-    assert found, harness.log_tail()
-    return int(found.group(1))
-
 
 @pytest.fixture
 def harness(healthy_hazelcast: HazelcastCluster, tmp_path: Path) -> Iterator[DriverHarness]:

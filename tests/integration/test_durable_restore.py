@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the fixtures api, drivers and store are imported, then requested by name
 """A job survives the loss of every snapshot in the store, from its durable copy, exactly once.
 
 The driver runs as a process in Kubernetes mode (real API server, Hazelcast and s3proxy) with
@@ -8,9 +7,9 @@ emptied while the driver is dead; the execution record, in the job's status, and
 outlive it, as they do when Hazelcast's StatefulSet is re-created (tested on kind). Every
 number read is also appended to an events sink, so a lost or repeated event shows.
 
-No operator runs here: the test writes the status the way the operator does (see
-``test_driver_kubernetes.py``, whose helpers it shares); the operator's handling of the exit
-code is covered by the decision's tests.
+No operator runs here: the test writes the status the way the operator does (as
+``test_driver_kubernetes.py`` does, with the helpers of ``kube_driver_helpers.py``); the
+operator's handling of the exit code is covered by the decision's tests.
 """
 
 from __future__ import annotations
@@ -36,27 +35,29 @@ from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from testbed.hazelcast import HazelcastCluster
 from testbed.processes import wait_until
 from testbed.s3 import S3Server
-from tests.integration.test_driver_kubernetes import (  # noqa: F401 - fixtures
+from tests.integration.kube_driver_helpers import (
     END,
     EXPORTED_AT,
     NAMESPACE,
     Drivers,
-    _allow,
-    _claim,
-    _job,
-    _latest,
-    _objects,
-    _record,
-    _rows,
-    _sums,
+    allow,
     api,
+    claim_execution,
+    committed_events,
+    create_driver_job,
+    custom_objects,
     drivers,
     durable_storage_env,
+    execution_record,
+    expected_sums,
+    latest_per_key,
+    published_rows,
     store,
 )
-from tests.integration.test_partitions import committed_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
+
+__all__ = ["api", "drivers", "store"]
 
 
 def _env(s3: S3Server, bucket: str, interval: str, **extra: str) -> dict[str, str]:
@@ -66,15 +67,15 @@ def _env(s3: S3Server, bucket: str, interval: str, **extra: str) -> dict[str, st
 
 
 def _uid(api: client.ApiClient, name: str) -> str:
-    job = _objects(api).get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
+    job = custom_objects(api).get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
     return str(job["metadata"]["uid"])
 
 
 def _with_events(api: client.ApiClient, name: str, work: Path) -> None:
     """Adds the append-only events sink to the job's pipeline."""
-    job = _objects(api).get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
+    job = custom_objects(api).get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
     args = {**job["spec"]["pipeline"]["args"], "events_out": str(work / "events")}
-    _objects(api).patch_namespaced_custom_object(
+    custom_objects(api).patch_namespaced_custom_object(
         GROUP, VERSION, NAMESPACE, PLURAL, name, {"spec": {"pipeline": {"args": args}}}
     )
 
@@ -93,14 +94,14 @@ def _start_held(
     env: dict[str, str],
 ) -> tuple[str, Any]:
     """A job that read the first 300 numbers and published them, its input held there."""
-    name = _job(api, cluster, work, "exec-1")
+    name = create_driver_job(api, cluster, work, "exec-1")
     _with_events(api, name, work)
-    _allow(work, EXPORTED_AT)
+    allow(work, EXPORTED_AT)
     driver = drivers.start(name, "exec-1", extra_env=env)
 
     def published() -> bool:
         drivers.alive(driver)
-        return _latest(_rows(work)) == _sums(EXPORTED_AT)
+        return latest_per_key(published_rows(work)) == expected_sums(EXPORTED_AT)
 
     wait_until(published, 120, "the first 300 numbers published", 0.5)
     return name, driver
@@ -124,7 +125,7 @@ def test_a_copy_of_the_restore_point_replaces_the_lost_store_exactly_once(
     # Freeze the driver where the newest copy is of the record's snapshot, then kill it.
     for _ in range(40):
         first.send_signal(signal.SIGSTOP)
-        record_id = int(_record(api, name).get("snapshotId", -1))
+        record_id = int(execution_record(api, name).get("snapshotId", -1))
         if record_id >= 0 and bucket.latest_snapshot_id(copies) == record_id:
             break
         first.send_signal(signal.SIGCONT)
@@ -135,8 +136,8 @@ def test_a_copy_of_the_restore_point_replaces_the_lost_store_exactly_once(
     first.wait()
     _lose_the_store(store, _uid(api, name))
 
-    _claim(api, name, "exec-2", 2)
-    _allow(work, END)
+    claim_execution(api, name, "exec-2", 2)
+    allow(work, END)
     second = drivers.start(name, "exec-2", extra_env=env)
     assert drivers.wait(second) == DriverExit.COMPLETED, drivers.tail(second)
 
@@ -145,7 +146,7 @@ def test_a_copy_of_the_restore_point_replaces_the_lost_store_exactly_once(
     assert "older=False" in log
     events = committed_events(work)
     assert sorted(events) == list(range(END)), Counter(events).most_common(3)
-    assert _latest(_rows(work)) == _sums(END)
+    assert latest_per_key(published_rows(work)) == expected_sums(END)
 
 
 def test_an_older_copy_waits_for_consent_then_repeats_exactly_what_it_announced(
@@ -165,19 +166,19 @@ def test_an_older_copy_waits_for_consent_then_repeats_exactly_what_it_announced(
     copy_id = bucket.latest_snapshot_id(copies)
     assert copy_id is not None
     wait_until(
-        lambda: int(_record(api, name).get("snapshotId", -1)) > copy_id,
+        lambda: int(execution_record(api, name).get("snapshotId", -1)) > copy_id,
         30,
         "a snapshot newer than the copy",
     )
     first.kill()
     first.wait()
-    record_id = int(_record(api, name)["snapshotId"])
+    record_id = int(execution_record(api, name)["snapshotId"])
     published_before = committed_events(work)
     _lose_the_store(store, _uid(api, name))
 
     # Without consent: the job stops, naming both ids; nothing is restored or written.
-    _claim(api, name, "exec-2", 2)
-    _allow(work, END)
+    claim_execution(api, name, "exec-2", 2)
+    allow(work, END)
     second = drivers.start(name, "exec-2", extra_env=env)
     assert drivers.wait(second) == DriverExit.RESTORE_NEEDS_CONSENT, drivers.tail(second)
     message = drivers.tail(second)
@@ -188,7 +189,7 @@ def test_an_older_copy_waits_for_consent_then_repeats_exactly_what_it_announced(
 
     # With consent to exactly this pair (consent to any other pair is none: the protocol's
     # unit tests), the copy is restored and the job runs to the end.
-    _claim(api, name, "exec-3", 3)
+    claim_execution(api, name, "exec-3", 3)
     accepted = _env(s3, s3_bucket, "3600", **{ENV_DURABLE_RESTORE: f"{copy_id}:{record_id}"})
     third = drivers.start(name, "exec-3", extra_env=accepted)
     assert drivers.wait(third) == DriverExit.COMPLETED, drivers.tail(third)
@@ -204,4 +205,4 @@ def test_an_older_copy_waits_for_consent_then_repeats_exactly_what_it_announced(
     assert max(counts.values()) == 2
     assert max(repeated) < EXPORTED_AT
     assert repeated == list(range(repeated[0], EXPORTED_AT)), repeated[:5]
-    assert _latest(_rows(work)) == _sums(END)
+    assert latest_per_key(published_rows(work)) == expected_sums(END)

@@ -33,7 +33,7 @@ from snapshotjob_contract.record import durable_copy_map_name
 from snapshotjob_contract.resource import GROUP, VERSION
 from testbed.operator_harness import WAIT, OperatorHarness
 from testbed.s3 import S3Server
-from tests.integration.test_operator import (
+from tests.integration.operator_fixtures import (
     crd,
     harness,
     namespace,

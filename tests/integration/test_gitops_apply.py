@@ -44,7 +44,7 @@ from snapshotjob_contract.exports import EXPORT_KIND, EXPORT_PLURAL
 from snapshotjob_contract.resource import GROUP, KIND, PLURAL, VERSION
 from testbed.controlplane import KubeAPI
 from testbed.operator_harness import WAIT, OperatorHarness
-from tests.integration.test_operator import (
+from tests.integration.operator_fixtures import (
     crd,
     harness,
     namespace,
@@ -54,7 +54,7 @@ from tests.integration.test_operator import (
     store,
     write_snapshot,
 )
-from tests.unit.operator.test_argocd_health import argo_health
+from tests.unit.operator.argocd_lua import argo_health
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 __all__ = ["crd", "harness", "namespace", "operator", "operator_args", "operator_env", "store"]

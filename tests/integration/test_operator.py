@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +24,8 @@ from kubernetes import client
 from snapshot_operator.manifests import driver_service_account_name
 from snapshot_operator.reconcile import JobRef
 from snapshot_operator.reconcile.observe import LABEL_EXECUTION_ID
-from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey, ValidationRecord, validate_snapshot
-from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
+from snapshot_protocol.chunks import ChunkKey, validate_snapshot
+from snapshot_store.hazelcast import HazelcastSnapshotStore
 from snapshotjob_contract import export_map_name, snapshot_map_name
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
@@ -34,97 +33,22 @@ from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
 from testbed.operator_harness import WAIT, OperatorHarness, OperatorProcess
 from testbed.processes import wait_until
-from testbed.snapshotjob_crd import delete_test_namespace, install_crd
+from testbed.snapshotjob_crd import delete_test_namespace
+from tests.integration.operator_fixtures import (
+    crd,
+    harness,
+    namespace,
+    operator,
+    operator_args,
+    operator_env,
+    store,
+    write_snapshot,
+)
 from tests.unit.operator.specs import VALID_SPEC
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 
-
-@pytest.fixture(scope="module")
-def crd(kube_api: KubeAPI) -> None:
-    """The generated CRD, installed once for the module."""
-    install_crd(kube_api.api_client())
-
-
-@pytest.fixture
-def namespace(kube_api: KubeAPI, crd: None) -> Iterator[str]:
-    """A fresh namespace per test, so tests never see each other's jobs."""
-    name = f"op-{uuid.uuid4().hex[:8]}"
-    api = kube_api.api_client()
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
-    yield name
-    delete_test_namespace(api, name)
-
-
-@pytest.fixture
-def operator_args() -> tuple[str, ...]:
-    """Extra operator flags; tests override it with ``parametrize``."""
-    return ()
-
-
-@pytest.fixture
-def operator_env() -> dict[str, str]:
-    """Extra environment of the operator's process; tests override it."""
-    return {}
-
-
-@pytest.fixture
-def operator(
-    kube_api: KubeAPI,
-    namespace: str,
-    healthy_hazelcast: HazelcastCluster,
-    tmp_path: Path,
-    operator_args: tuple[str, ...],
-    operator_env: dict[str, str],
-) -> Iterator[OperatorProcess]:
-    """The operator, running for one test."""
-    running = OperatorProcess(
-        kube_api,
-        namespace,
-        healthy_hazelcast,
-        tmp_path / "operator.log",
-        *operator_args,
-        env=operator_env,
-    )
-    running.start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture
-def harness(kube_api: KubeAPI, namespace: str, operator: OperatorProcess) -> OperatorHarness:
-    """User, kubelet and driver for one namespace."""
-    return OperatorHarness(kube_api, namespace, operator)
-
-
-@pytest.fixture
-def store(healthy_hazelcast: HazelcastCluster) -> Iterator[HazelcastSnapshotStore]:
-    """A strict snapshot store client on the test cluster, as the driver has."""
-    hz = connect([node.address for node in healthy_hazelcast.nodes], healthy_hazelcast.cluster_name)
-    yield HazelcastSnapshotStore(hz)
-    hz.shutdown()
-
-
-def write_snapshot(
-    store: HazelcastSnapshotStore, map_name: str, uid: str, snapshot_id: int
-) -> None:
-    """Writes a small valid snapshot the way a driver's snapshot does (chunks, then record)."""
-    chunks = [
-        (ChunkKey(snapshot_id, "counts", partition, 0), bytes([partition]) * 100)
-        for partition in range(4)
-    ]
-    store.put_chunks(map_name, chunks)
-    store.put_validation_record(
-        map_name,
-        ValidationRecord(
-            snapshot_id=snapshot_id,
-            chunks=tuple(ChunkDescriptor.of(key, data, 1) for key, data in chunks),
-            num_bytes=sum(len(data) for _, data in chunks),
-            num_keys=len(chunks),
-            creation_time=int(time.time() * 1000),
-            job_uid=uid,
-        ),
-    )
+__all__ = ["crd", "harness", "namespace", "operator", "operator_args", "operator_env", "store"]
 
 
 # --- the core loop ----------------------------------------------------------------------------

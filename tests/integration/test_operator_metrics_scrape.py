@@ -30,7 +30,7 @@ from snapshotjob_contract.observability import (
 )
 from testbed.hazelcast import HazelcastCluster
 from testbed.operator_harness import WAIT, OperatorHarness
-from tests.integration.test_operator import crd, harness, namespace, operator, operator_env
+from tests.integration.operator_fixtures import crd, harness, namespace, operator, operator_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 

@@ -44,8 +44,12 @@ from testbed.processes import start_in_own_session, wait_until
 from testbed.snapshotjob_crd import create_job, install_crd
 from testbed.tcp_proxy import TcpForwarder
 from tests.fixtures.netns import NetworkFactory
-from tests.integration.test_driver_kubernetes import _claim
-from tests.integration.test_driver_kubernetes import _record as _record_of
+from tests.integration.kube_driver_helpers import (
+    allow,
+    claim_execution,
+    committed_events,
+    execution_record,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 log = logging.getLogger(__name__)
@@ -112,12 +116,6 @@ def _pipeline_args(work: Path, end: int) -> dict[str, object]:
     }
 
 
-def _allow(work: Path, limit: int) -> None:
-    """Lets the job read up to ``limit``."""
-    (work / ".limit").write_text(str(limit))
-    os.replace(work / ".limit", work / "limit")
-
-
 class Job:
     """One local-mode job whose executions the test starts in network hosts."""
 
@@ -149,7 +147,7 @@ class Job:
 
     def allow(self, limit: int) -> None:
         """Lets the job read up to ``limit``."""
-        _allow(self.work, limit)
+        allow(self.work, limit)
 
     def snapshots_done(self) -> int:
         """Successful snapshots of the current execution."""
@@ -183,14 +181,6 @@ class Job:
         """Kills the current execution if it still runs."""
         if self.harness.running():
             self.harness.kill()
-
-
-def committed_events(work: Path) -> list[int]:
-    """Every event the job's events sink published, in published order."""
-    values: list[int] = []
-    for part in sorted((work / "events").glob("events-*/part-*.json")):
-        values.extend(int(json.loads(line)["value"]) for line in part.read_text().splitlines())
-    return values
 
 
 def check_exact(work: Path, end: int) -> None:
@@ -467,11 +457,11 @@ def test_a_driver_cut_off_from_the_api_server_is_replaced_and_fenced(
         return process, log_path
 
     try:
-        _allow(work, 300)
+        allow(work, 300)
         a, a_log = start("d0", first)
         wait_until(lambda: len(committed_events(work)) >= 300, 180, "A's first events")
         partitioned.cut(["d0"], [ROOT])
-        _allow(work, 600)
+        allow(work, 600)
         wait_until(
             # One is enough to show it: each waits out the record write's timeouts (about 40 s).
             lambda: a_log.read_text(errors="replace").count("Snapshot failed to start") >= 1,
@@ -480,12 +470,12 @@ def test_a_driver_cut_off_from_the_api_server_is_replaced_and_fenced(
         )
         assert a.poll() is None, "A goes on processing without snapshots"
         committed = committed_events(work)
-        restore_point = int(_record_of(api, name)["snapshotId"])
+        restore_point = int(execution_record(api, name)["snapshotId"])
 
         # The operator's part: A's Pod is known gone, a new execution takes the job.
         second = f"b-{uuid.uuid4().hex[:8]}"
-        _claim(api, name, second, 2)
-        _allow(work, end)
+        claim_execution(api, name, second, 2)
+        allow(work, end)
         b, b_log = start("d1", second)
         assert b.wait(300) == DriverExit.COMPLETED, b_log.read_text()[-3000:]
         assert _restored_from(b_log.read_text()) == restore_point
@@ -496,7 +486,7 @@ def test_a_driver_cut_off_from_the_api_server_is_replaced_and_fenced(
         log.info("Driver cut from the API server ended after the heal code=%d", code)
         assert code == DriverExit.FENCED, a_log.read_text()[-3000:]
         check_exact(work, end)
-        assert int(_record_of(api, name)["snapshotId"]) > restore_point
+        assert int(execution_record(api, name)["snapshotId"]) > restore_point
     finally:
         for process in drivers:
             if process.poll() is None:

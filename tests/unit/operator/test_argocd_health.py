@@ -1,11 +1,12 @@
 """The Argo CD health check (docs/argocd/health.lua) run in a real Lua on the operator's statuses.
 
 Every status the check reads here is the one the operator writes: an observation built with
-the decision tests' world (``test_decide.py``, ``world.py``), decided by :func:`decide`, and the
-status patches applied as the API server would (:func:`status_after`). The Lua runs in lupa's
-Lua 5.1, the dialect of Argo CD's gopher-lua, and in Lua 5.4, each time in a fresh runtime
-without ``io``, ``os`` or module loading, as Argo CD runs it: ``obj`` is the object, the value
-the chunk returns is the health. The argocd-cm snippet is checked to embed the same bytes.
+the decision tests' builders (``decide_helpers.py``, ``world.py``), decided by
+:func:`decide`, and the status patches applied as the API server would (:func:`status_after`).
+The Lua runs in lupa's Lua 5.1, the dialect of Argo CD's gopher-lua, and in Lua 5.4, each time
+in a fresh runtime without ``io``, ``os`` or module loading, as Argo CD runs it: ``obj`` is the
+object, the value the chunk returns is the health (``argocd_lua.py`` runs it). The argocd-cm
+snippet is checked to embed the same bytes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -39,12 +40,16 @@ from snapshotjob_contract import (
     TerminationMode,
 )
 from snapshotjob_contract.resource import API_VERSION, GROUP, KIND
-from tests.unit.operator.test_decide import (
+from tests.unit.operator.argocd_lua import (
+    LUA_PATH,
+    argo_health,
+)
+from tests.unit.operator.decide_helpers import (
     HEALTHY,
-    _snapshot_at,
     a_snapshot,
     graceful,
     running_job,
+    snapshot_at,
     spec_of,
 )
 from tests.unit.operator.world import JOB, NOW, ago, observations, status_after
@@ -52,13 +57,10 @@ from tests.unit.operator.world import JOB, NOW, ago, observations, status_after
 pytestmark = pytest.mark.filterwarnings("error")
 
 ROOT = Path(__file__).resolve().parents[3]
-LUA_PATH = ROOT / "docs" / "argocd" / "health.lua"
 CONFIG_MAP_PATH = ROOT / "docs" / "argocd" / "argocd-cm.yaml"
 RENDER_SCRIPT = ROOT / "hack" / "render_argocd_cm.py"
 DIALECTS = ("lua51", "lua54")
 """lupa's Lua 5.1 (what Argo CD's gopher-lua implements) and a current Lua."""
-ARGO_HEALTH = {"Healthy", "Progressing", "Degraded", "Suspended", "Missing", "Unknown"}
-UNSAFE_GLOBALS = ("io", "os", "debug", "require", "dofile", "loadfile", "package")
 
 
 def _render_module() -> ModuleType:
@@ -67,32 +69,6 @@ def _render_module() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@dataclass(frozen=True)
-class Health:
-    """What the Lua returned."""
-
-    status: str
-    message: str
-
-
-def argo_health(job: dict[str, Any] | None, dialect: str = "lua51") -> Health:
-    """Runs health.lua as Argo CD does: a fresh runtime, ``obj`` global, the returned table."""
-    lupa: Any = importlib.import_module(f"lupa.{dialect}")
-    runtime = lupa.LuaRuntime()
-    lua_globals = runtime.globals()
-    for name in UNSAFE_GLOBALS:
-        lua_globals[name] = None
-    lua_globals.obj = runtime.table_from(job, recursive=True) if job is not None else None
-    result = runtime.execute(LUA_PATH.read_text(encoding="utf-8"))
-    assert lupa.lua_type(result) == "table", f"the check returned {result!r}, not a table"
-    returned = dict(result.items())
-    assert set(returned) == {"status", "message"}, returned
-    status, message = returned["status"], returned["message"]
-    assert isinstance(status, str) and status in ARGO_HEALTH, status
-    assert isinstance(message, str) and message, "Argo CD shows the message: never empty"
-    return Health(status, message)
 
 
 def job_object(
@@ -166,7 +142,7 @@ def running() -> dict[str, Any]:
 
 
 def running_with_a_stale_snapshot() -> dict[str, Any]:
-    observation = running_job(spec_of(), record=_snapshot_at(ago(10 * 3 + 61)))
+    observation = running_job(spec_of(), record=snapshot_at(ago(10 * 3 + 61)))
     return job_object(observation, decided(observation))
 
 

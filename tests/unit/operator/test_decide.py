@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from datetime import timedelta
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -21,8 +21,6 @@ from snapshot_operator.reconcile import (
     TRANSITIONS,
     Action,
     CopySnapshotToExport,
-    CreateDriverPod,
-    DecisionSettings,
     DeleteDriverPod,
     DeleteDurableCopies,
     DeleteSnapshotMaps,
@@ -44,26 +42,36 @@ from snapshot_operator.reconcile import (
 )
 from snapshotjob_contract import (
     NO_SNAPSHOT,
-    Condition,
     ConditionStatus,
     ConditionType,
     ExecutionRecord,
-    ExecutionRecordStatus,
-    ExecutionStatus,
     ExportedSnapshot,
     ExportSnapshotSpec,
     Phase,
-    PipelineStartedStatus,
     ProcessingGuarantee,
     SnapshotJobSpec,
     SnapshotJobStatus,
     SnapshotKind,
     TerminationMode,
-    TerminationStatus,
     UpgradeMode,
     all_snapshot_map_names,
 )
 from snapshotjob_contract.record import durable_copy_map_name
+from tests.unit.operator.decide_helpers import (
+    HEALTHY,
+    SETTINGS,
+    a_snapshot,
+    condition,
+    creates,
+    graceful,
+    many,
+    of_type,
+    reasons,
+    running_job,
+    snapshot_at,
+    spec_of,
+    suspended_job,
+)
 from tests.unit.operator.world import (
     JOB,
     NOW,
@@ -74,111 +82,10 @@ from tests.unit.operator.world import (
     status_after,
 )
 
-HEALTHY = StoreHealth(cluster_safe=True, member_count=3)
-SETTINGS = DecisionSettings()
 EVENT_MESSAGE = re.compile(r"^[A-Z][^\n]*[^.\s]$")
-A = TypeVar("A")
 CAMEL_CASE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 
 pytestmark = pytest.mark.filterwarnings("error")
-many = settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
-
-
-def of_type(actions: tuple[Action, ...], kind: type[A]) -> list[A]:
-    return [action for action in actions if isinstance(action, kind)]
-
-
-def creates(actions: tuple[Action, ...]) -> list[CreateDriverPod]:
-    return [action for action in actions if isinstance(action, CreateDriverPod)]
-
-
-def reasons(actions: tuple[Action, ...]) -> set[EventReason]:
-    return {action.reason for action in actions if isinstance(action, EmitEvent)}
-
-
-def spec_of(fields: dict[str, Any] | None = None) -> SnapshotJobSpec:
-    """Returns a minimal spec with the given camelCase fields."""
-    return SnapshotJobSpec.model_validate(
-        {"image": "i", "pipeline": {"module": "m"}, **(fields or {})}
-    )
-
-
-def condition(status: SnapshotJobStatus, condition_type: ConditionType) -> Condition:
-    found = status.condition(condition_type)
-    assert found is not None, f"{condition_type} not reported"
-    return found
-
-
-def running_job(
-    spec: SnapshotJobSpec,
-    *,
-    phase: Phase = Phase.RUNNING,
-    pod_phase: PodPhase = PodPhase.RUNNING,
-    exit_code: int | None = None,
-    termination: TerminationStatus | None = None,
-    record: ExecutionRecord | None = None,
-    restarts: int = 0,
-    spec_hash: str | None = None,
-    store: StoreHealth | None = HEALTHY,
-    pipeline_started: bool | None = None,
-) -> Observation:
-    """A job whose current execution (attempt 2) runs in one Pod.
-
-    Unless ``pipeline_started`` says otherwise, a job past STARTING also plays the driver's
-    report that its pipeline runs (``status.pipelineStarted`` naming the execution): without
-    it the operator keeps the job STARTING.
-    """
-    execution = ExecutionStatus(
-        id=execution_id(JOB.uid, 2, NOW),
-        driver_pod=driver_pod_name(JOB.name, 2),
-        started_at=ago(30),
-        attempt=2,
-        spec_hash=spec_hash or spec.execution_fingerprint(),
-    )
-    status = SnapshotJobStatus(
-        phase=phase,
-        observed_generation=1,
-        execution=execution,
-        termination=termination,
-        restarts=restarts,
-        execution_record=None if record is None else _record_status(record),
-    )
-    if pipeline_started is None:
-        pipeline_started = phase in (Phase.RUNNING, Phase.COMPLETING)
-    if pipeline_started:
-        report = PipelineStartedStatus(execution_id=execution.id, time=ago(20))
-        status = status.model_copy(update={"pipeline_started": report})
-    pod = DriverPod(execution.driver_pod, execution.id, pod_phase, exit_code)
-    return Observation(JOB, 1, spec, status, NOW, (pod,), store)
-
-
-def _record_status(record: ExecutionRecord) -> ExecutionRecordStatus:
-    return ExecutionRecordStatus.of(record)
-
-
-def a_snapshot(
-    kind: SnapshotKind = SnapshotKind.AUTOMATIC, name: str | None = None
-) -> ExecutionRecord:
-    record = ExecutionRecord().start_new_snapshot(now=1_000)
-    return record.snapshot_done(
-        kind,
-        export_name=name,
-        num_bytes=10,
-        num_keys=1,
-        num_chunks=1,
-        failure=None,
-        now=2_000,
-        backup_count=1,
-    )
-
-
-def graceful(mode: TerminationMode, seconds_ago: int = 5) -> TerminationStatus:
-    return TerminationStatus(
-        mode=mode,
-        request_id=f"{execution_id(JOB.uid, 2, NOW)}/{mode.value}",
-        requested_at=ago(seconds_ago),
-        reason="SuspendRequested",
-    )
 
 
 # Safety: for every observation.
@@ -256,12 +163,12 @@ def test_the_status_reports_all_conditions_for_the_observed_generation(
     after = status_after(observation.status, actions)
     assert after.observed_generation == observation.generation
     assert {c.type for c in after.conditions} == set(ConditionType)
-    for condition in after.conditions:
-        assert CAMEL_CASE.match(condition.reason), condition
-        assert condition.observed_generation == observation.generation
-        old = observation.status.condition(condition.type)
-        if old is not None and old.status is condition.status:
-            assert condition.last_transition_time == old.last_transition_time
+    for reported in after.conditions:
+        assert CAMEL_CASE.match(reported.reason), reported
+        assert reported.observed_generation == observation.generation
+        old = observation.status.condition(reported.type)
+        if old is not None and old.status is reported.status:
+            assert reported.last_transition_time == old.last_transition_time
 
 
 @many
@@ -625,23 +532,6 @@ def test_a_served_request_is_carried_out(spec: SnapshotJobSpec, mode: Terminatio
 # Between executions: suspend, resume, export by copy, store gating.
 
 
-def suspended_job(spec: SnapshotJobSpec, record: ExecutionRecord) -> Observation:
-    execution = ExecutionStatus(
-        id=execution_id(JOB.uid, 2, NOW),
-        driver_pod=driver_pod_name(JOB.name, 2),
-        started_at=ago(3600),
-        attempt=2,
-        spec_hash=spec.execution_fingerprint(),
-    )
-    job_status = SnapshotJobStatus(
-        phase=Phase.SUSPENDED,
-        observed_generation=1,
-        execution=execution,
-        execution_record=_record_status(record),
-    )
-    return Observation(JOB, 1, spec, job_status, NOW, (), HEALTHY)
-
-
 def test_resume_restores_the_last_good_snapshot() -> None:
     spec = spec_of({"initialSnapshotName": "seed"})
 
@@ -821,25 +711,6 @@ def test_a_driver_that_cannot_run_the_pipeline_fails_without_restarts() -> None:
     assert creates(actions) == []
 
 
-def _snapshot_at(end_time: datetime, failure: str | None = None) -> ExecutionRecord:
-    """A record whose restore point ended at ``end_time``; ``failure`` fails a later attempt."""
-    millis = int(end_time.timestamp() * 1000)
-    record = ExecutionRecord()
-    outcomes = [None] if failure is None else [None, failure]
-    for outcome in outcomes:
-        record = record.start_new_snapshot(now=millis - 500).snapshot_done(
-            SnapshotKind.AUTOMATIC,
-            export_name=None,
-            num_bytes=10,
-            num_keys=1,
-            num_chunks=1,
-            failure=outcome,
-            now=millis,
-            backup_count=1,
-        )
-    return record
-
-
 @pytest.mark.parametrize(
     ("age", "failure", "status", "reason"),
     [
@@ -851,7 +722,7 @@ def _snapshot_at(end_time: datetime, failure: str | None = None) -> ExecutionRec
 def test_snapshot_health_reports_the_recovery_point(
     age: int, failure: str | None, status: ConditionStatus, reason: str
 ) -> None:
-    observation = running_job(spec_of(), record=_snapshot_at(ago(age), failure))
+    observation = running_job(spec_of(), record=snapshot_at(ago(age), failure))
 
     after = status_after(observation.status, decide(observation))
 

@@ -35,7 +35,7 @@ from snapshotjob_contract import (
     SnapshotJobSpec,
     StartFailureStatus,
 )
-from tests.unit.operator.test_decide import (
+from tests.unit.operator.decide_helpers import (
     HEALTHY,
     SETTINGS,
     a_snapshot,

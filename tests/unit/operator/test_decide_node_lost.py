@@ -31,7 +31,7 @@ from snapshotjob_contract import (
     PipelineStartedStatus,
     SnapshotJobStatus,
 )
-from tests.unit.operator.test_decide import SETTINGS, of_type, reasons, running_job, spec_of
+from tests.unit.operator.decide_helpers import SETTINGS, of_type, reasons, running_job, spec_of
 from tests.unit.operator.world import NOW, ago, status_after
 
 pytestmark = pytest.mark.filterwarnings("error")

@@ -48,7 +48,7 @@ from snapshotjob_contract import (
     TerminationMode,
     UpgradeMode,
 )
-from tests.unit.operator.test_decide import (
+from tests.unit.operator.decide_helpers import (
     HEALTHY,
     SETTINGS,
     a_snapshot,

@@ -38,7 +38,7 @@ from snapshotjob_contract import (
     Phase,
     PipelineStartedStatus,
 )
-from tests.unit.operator.test_decide import (
+from tests.unit.operator.decide_helpers import (
     SETTINGS,
     condition,
     creates,

@@ -24,9 +24,9 @@ from snapshot_operator.reconcile import (
 from snapshot_operator.settings import OperatorSettings
 from snapshotjob_contract import DurableStorageSpec, SnapshotJobStatus
 from snapshotjob_contract.record import durable_copy_map_name
+from tests.unit.operator.decide_helpers import HEALTHY, spec_of
 from tests.unit.operator.fake_gateways import FakeDurable, FakeKubernetes, FakeStore
 from tests.unit.operator.specs import VALID_SPEC
-from tests.unit.operator.test_decide import HEALTHY, spec_of
 from tests.unit.operator.world import JOB, NOW
 
 MAP = durable_copy_map_name("uid-1")

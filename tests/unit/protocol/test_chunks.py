@@ -14,7 +14,6 @@ from snapshot_protocol import (
     SNAPSHOT_FORMAT_VERSION,
     ChunkDescriptor,
     ChunkKey,
-    ChunkWriter,
     PipelineShape,
     SnapshotCorrupted,
     SnapshotIncompatible,
@@ -32,11 +31,9 @@ from snapshot_protocol.chunks import (
 )
 
 from .fakes import Cluster
+from .snapshots import MAP, SHAPE, record_for, write_snapshot
 
 pytestmark = pytest.mark.unit
-
-MAP = "__sj.b1.snapshot.uid.0"
-SHAPE = PipelineShape({"source": "Sequence", "state": "RunningAggregate(keys=k; struct<k:int>)"}, 8)
 
 
 def test_chunk_key_layout() -> None:
@@ -54,12 +51,6 @@ def test_chunk_key_rejects_malformed_text(text: str) -> None:
 def test_operator_names_cannot_contain_a_slash() -> None:
     with pytest.raises(ValueError, match="operator"):
         ChunkKey(1, "a/b", 0, 0)
-
-
-def record_for(
-    snapshot_id: int, chunks: tuple[ChunkDescriptor, ...], shape: PipelineShape = SHAPE
-) -> ValidationRecord:
-    return ValidationRecord(snapshot_id, chunks, 10, 3, 1_000, "uid", shape)
 
 
 def descriptor(key: ChunkKey, data: bytes = b"data") -> ChunkDescriptor:
@@ -108,13 +99,6 @@ def test_a_format_1_map_is_reported_as_incompatible_not_lost() -> None:
     with pytest.raises(SnapshotIncompatible, match="format 1") as error:
         validate_snapshot(cluster.snapshots, MAP, 0)
     assert "release that wrote it" in str(error.value)
-
-
-def write_snapshot(cluster: Cluster, snapshot_id: int, chunks: int) -> tuple[ChunkKey, ...]:
-    writer = ChunkWriter(cluster.snapshots, MAP, snapshot_id, "state")
-    written = tuple(writer.write(0, seq, b"data", 1) for seq in range(chunks))
-    cluster.snapshots.put_validation_record(MAP, record_for(snapshot_id, written))
-    return tuple(chunk.key for chunk in written)
 
 
 def test_complete_snapshot_is_valid() -> None:

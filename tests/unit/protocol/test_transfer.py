@@ -16,7 +16,7 @@ from snapshot_protocol.errors import SnapshotStoreError
 from snapshot_protocol.transfer import TRANSFER_BATCH, StreamingChunkReader, transfer_snapshot
 
 from .fakes import Cluster, Fault, Op
-from .test_chunks import MAP, write_snapshot
+from .snapshots import MAP, write_snapshot
 
 pytestmark = pytest.mark.unit
 

@@ -21,7 +21,7 @@ from snapshotjob_contract.environment import (
 )
 from spark_runtime.durable import COPY_ATTEMPTS, DurableCopies, DurableStorage
 from tests.unit.protocol.fakes import Cluster, Fault, Op
-from tests.unit.protocol.test_chunks import MAP, write_snapshot
+from tests.unit.protocol.snapshots import MAP, write_snapshot
 
 pytestmark = pytest.mark.unit
 
