@@ -19,8 +19,7 @@ line is JSON with ``median_ms``, ``p99_ms``, ``rounds``, ``baseline_median_ms`` 
 The floor counts one patch and one watch delivery; the operator's path counts a watch
 delivery (the spec change reaching it), its reads and decision, and a patch (the request):
 about two floors plus the reconcile itself. ``docs/reference/operator.md`` ("The reconcile's time")
-says where that time goes, stage by stage, and what took it from 98 ms to about three
-floors.
+says where that time goes, stage by stage.
 
 Run: ``.venv/bin/python bench/reconcile_latency.py`` (``--rounds 20`` for a quick pass).
 """
