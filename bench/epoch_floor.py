@@ -1,8 +1,8 @@
 """The epoch floor: what a near-empty epoch costs, against a Structured Streaming micro-batch.
 
 ``bench.overhead`` runs each pipeline once, right after a short warm-up, so its first runs
-also pay the JVM's just-in-time compilation and the Python workers' start: on 2026-11-28 the
-same NONE run took 606 ms per epoch first and 379 ms the second time. This benchmark measures
+also pay the JVM's just-in-time compilation and the Python workers' start: one
+NONE run took 606 ms per epoch first and 379 ms the second time. This benchmark measures
 the floor the issue asks for (``epoch_floor_ratio``: Structured Streaming's per-batch time
 over ours, >= 1 meaning ours is not slower) on warm code, in rounds:
 

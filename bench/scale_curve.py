@@ -29,7 +29,7 @@ the state and its backup, the driver JVM, the Python workers, within ``MemAvaila
 reported as not fitting, with the reason, and not run; the members' heap is chosen for the
 largest point that fits. Each point is cancelled after ``--point-timeout`` seconds.
 
-Run: ``.venv/bin/python -m bench.scale_curve`` (19 minutes on 2 busy cores, 2026-11-27), or
+Run: ``.venv/bin/python -m bench.scale_curve`` (about 19 minutes on 2 busy cores), or
 ``--max-mib 100`` / ``--points 10MiB 1e5keys`` for a quick pass; ``--points 1GiB --repeat 3``
 for item 1's ratios with both sides warm (each keeps its best of three rounds). Prints a
 line per point, a table, the fitted growth and where the plot went (``--plot``, a PNG); the
