@@ -31,6 +31,18 @@ from snapshotjob_contract.spec import ProcessingGuarantee
 if TYPE_CHECKING:
     import pyarrow as pa
 
+DEFAULT_CLUSTER_NAME = "snapshotjob"
+"""``--cluster-name``: the store's cluster name in a default install of the chart
+(``hazelcast.clusterName`` in charts/snapshotjob-operator/values.yaml), so the command reaches
+that store with ``--hazelcast`` alone; a wrong name waits for the client's connect timeout and
+fails. ``tests/unit/runtime/test_snapshot_command_defaults.py`` fails when the two differ."""
+DEFAULT_REGION = "us-east-1"
+"""``--region``: the chart's ``durableStorage.region``, as ``spec.durableStorage.region``."""
+DEFAULT_PREFIX = ""
+"""``--prefix``: the chart's ``durableStorage.prefix``, the copies at the bucket's root."""
+DEFAULT_EXPORT_NAMESPACE = "default"
+"""``--namespace``: where ``--export`` looks when no namespace is given."""
+
 
 def add_parser(commands: Any) -> None:
     """Adds ``snapshot`` and its subcommands to the program's subparsers."""
@@ -46,15 +58,25 @@ def add_parser(commands: Any) -> None:
         where = action.add_mutually_exclusive_group(required=True)
         where.add_argument("--map", help="the snapshot map (or prefix, in object storage)")
         where.add_argument("--export", help="an exported snapshot's name (with --namespace)")
-        action.add_argument("--namespace", default="default", help="the export's namespace")
+        action.add_argument(
+            "--namespace", default=DEFAULT_EXPORT_NAMESPACE, help="the export's namespace"
+        )
         if name != "list":
             action.add_argument("--snapshot-id", type=int, help="default: the newest")
-        action.add_argument("--hazelcast", help="comma-separated host:port of Hazelcast members")
-        action.add_argument("--cluster-name", default="dev", help="Hazelcast cluster name")
+        action.add_argument(
+            "--hazelcast",
+            help="comma-separated host[:port] of Hazelcast members (port 5701 if none), e.g. "
+            "the chart's headless Service, <name>-hazelcast.<namespace>, from inside the cluster",
+        )
+        action.add_argument(
+            "--cluster-name",
+            default=DEFAULT_CLUSTER_NAME,
+            help="Hazelcast cluster name (the chart's hazelcast.clusterName)",
+        )
         action.add_argument("--s3-endpoint", help="S3 API endpoint URL (instead of Hazelcast)")
         action.add_argument("--bucket", help="the bucket of the durable copies")
-        action.add_argument("--prefix", default="", help="where under the bucket")
-        action.add_argument("--region", default="us-east-1")
+        action.add_argument("--prefix", default=DEFAULT_PREFIX, help="where under the bucket")
+        action.add_argument("--region", default=DEFAULT_REGION, help="the bucket's region")
         action.add_argument("-o", "--output", choices=["text", "json"], default="text")
         if name == "validate":
             action.add_argument(
