@@ -11,7 +11,7 @@ MYPY_CACHE_DIR ?= $(HOME)/.cache/snapshotjob/mypy
 PACKAGES := snapshotjob_contract snapshot_protocol snapshot_store operator/snapshot_operator spark_runtime
 
 .PHONY: help install demo demo-local demo-down test test-unit test-integration test-e2e test-slow \
-        check lint format typecheck contracts docs-check crds bench run-operator clean
+        check lint format typecheck contracts docs-check crds docs bench run-operator clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -85,6 +85,9 @@ contracts: install ## Import-layer contracts (import-linter)
 crds: install ## Render the SnapshotJob CRD (crds/ and the chart) from the API models
 	@$(PY) -m snapshot_operator.api.crd -o crds/snapshotjob.yaml \
 		-o charts/snapshotjob-operator/crds/snapshotjob.yaml
+
+docs: install ## Render the generated reference pages (docs/reference: exit codes, conditions and Events, CLI) from the code
+	@$(PY) hack/render_reference_docs.py
 
 clean: ## Remove the virtualenv and caches inside the repository
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

@@ -6,12 +6,20 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
-from snapshotjob_contract.observability import DRIVER_METRICS, OPERATOR_METRICS, Metric
+from snapshotjob_contract.observability import (
+    DRIVER_METRICS,
+    DRIVER_METRICS_PORT,
+    OPERATOR_METRICS,
+    Metric,
+)
 
 pytestmark = pytest.mark.unit
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "reference" / "metrics.md"
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "reference" / "metrics.md"
+VALUES = yaml.safe_load((REPO / "charts" / "snapshotjob-operator" / "values.yaml").read_text())
 
 
 def rows() -> dict[str, list[str]]:
@@ -35,3 +43,16 @@ def test_every_metric_has_a_row_with_its_type_and_labels(metric: Metric) -> None
 def test_the_docs_list_no_metric_that_does_not_exist() -> None:
     defined = {metric.name for metric in (*OPERATOR_METRICS, *DRIVER_METRICS)}
     assert set(rows()) <= defined
+
+
+def test_the_ports_are_the_charts_and_the_drivers() -> None:
+    ports = {}
+    for line in DOC.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) > 1 and cells[0] in ("operator", "driver"):
+            ports[cells[0]] = cells[1]
+    expected = {"operator": str(VALUES["metrics"]["port"]), "driver": str(DRIVER_METRICS_PORT)}
+    assert ports == expected, (
+        "docs/reference/metrics.md's ports: the operator's is the chart's metrics.port, the "
+        f"driver's DRIVER_METRICS_PORT: {expected}"
+    )

@@ -22,7 +22,9 @@ from snapshotjob_contract.exports import ExportReason
 
 pytestmark = pytest.mark.unit
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "operations" / "troubleshooting.md").read_text()
+DOC = (
+    Path(__file__).resolve().parents[2] / "docs" / "operations" / "troubleshooting.md"
+).read_text()
 
 SECTIONS: dict[str, type[Enum]] = {
     "Condition reasons": ConditionReason,
@@ -54,14 +56,17 @@ def first_cells(title: str) -> list[list[str]]:
 )
 def test_every_reason_has_a_row_in_its_section(title: str, value: str) -> None:
     documented = {cells[0] for cells in first_cells(title)}
-    assert f"`{value}`" in documented, f"docs/operations/troubleshooting.md, '{title}': no row for {value}"
+    assert f"`{value}`" in documented, (
+        f"docs/operations/troubleshooting.md, '{title}': no row for {value}"
+    )
 
 
 @pytest.mark.parametrize("code", list(DriverExit), ids=lambda code: code.name)
 def test_every_exit_code_has_a_row_with_its_number_and_name(code: DriverExit) -> None:
     rows = {(cells[0], cells[1]) for cells in first_cells("Driver exit codes")}
     assert (f"`{code.value}`", f"`{code.name}`") in rows, (
-        f"docs/operations/troubleshooting.md, 'Driver exit codes': no row `{code.value}` | `{code.name}`"
+        "docs/operations/troubleshooting.md, 'Driver exit codes': "
+        f"no row `{code.value}` | `{code.name}`"
     )
 
 
@@ -69,7 +74,9 @@ def test_every_exit_code_has_a_row_with_its_number_and_name(code: DriverExit) ->
 def test_no_row_for_a_reason_that_does_not_exist(title: str) -> None:
     existing = {f"`{member.value}`" for member in SECTIONS[title]}
     stale = [cells[0] for cells in first_cells(title) if cells[0] not in existing]
-    assert not stale, f"docs/operations/troubleshooting.md, '{title}': rows for unknown reasons {stale}"
+    assert not stale, (
+        f"docs/operations/troubleshooting.md, '{title}': rows for unknown reasons {stale}"
+    )
 
 
 def test_no_row_for_an_exit_code_that_does_not_exist() -> None:
@@ -78,3 +85,12 @@ def test_no_row_for_an_exit_code_that_does_not_exist() -> None:
         cells[:2] for cells in first_cells("Driver exit codes") if tuple(cells[:2]) not in existing
     ]
     assert not stale, f"docs/operations/troubleshooting.md: rows for unknown exit codes {stale}"
+
+
+@pytest.mark.parametrize("reason", list(EventReason), ids=lambda reason: reason.value)
+def test_every_event_reason_row_gives_the_type_the_operator_emits(reason: EventReason) -> None:
+    types = {cells[0]: cells[1] for cells in first_cells("Event reasons")}
+    assert types.get(f"`{reason.value}`") == reason.event_type.value, (
+        f"docs/operations/troubleshooting.md, 'Event reasons': {reason.value} is a "
+        f"{reason.event_type.value} Event (EventReason.event_type)"
+    )
