@@ -50,6 +50,7 @@ pytestmark = pytest.mark.timeout(300)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
+
 @pytest.fixture
 def harness(healthy_hazelcast: HazelcastCluster, tmp_path: Path) -> Iterator[DriverHarness]:
     """A metered job gated at :data:`READ` numbers, its driver killed after the test."""
