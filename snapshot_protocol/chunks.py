@@ -1,8 +1,8 @@
 """Snapshot data as the protocol sees it: chunk keys, the validation record, strict validation.
 
 Every key in a snapshot map, chunk or validation record, starts with its snapshot id. That id
-is the fence on snapshot data (``docs/concepts/protocol.md``, mechanism M8): it was allocated by a safe
-write of the execution record before any data was written under it (mechanism M5), so no two
+is the fence on snapshot data (``docs/concepts/protocol.md``, mechanism M8): it was allocated by a
+safe write of the execution record before any data was written under it (mechanism M5), so no two
 executions ever write under the same id, and an execution replaced by a newer one (a zombie)
 can only write and discard keys of ids older than anything the newer execution writes. A
 restore reads the validation record of exactly the id the execution record names and only the
@@ -475,7 +475,8 @@ class ChunkWriter:
 
 
 def validate_snapshot(store: SnapshotStore, map_name: str, snapshot_id: int) -> ValidationRecord:
-    """Strictly validates a snapshot before restoring from it (docs/concepts/protocol.md, restore step 4).
+    """Strictly validates a snapshot before restoring from it (docs/concepts/protocol.md, restore
+    step 4).
 
     Reads the validation record of ``snapshot_id`` itself, never another snapshot's that a
     zombie execution may have written into the same map.

@@ -1,8 +1,8 @@
 """The snapshot coordinator: Jet's master-side snapshot and restore procedures.
 
 This is the taking procedure (steps 1-10) and the restore procedure (steps 1-5) of
-``docs/concepts/protocol.md`` ("Taking a snapshot", "Restoring"), step by step, as a state machine in
-the style of h11: the states and the transitions allowed between them are data
+``docs/concepts/protocol.md`` ("Taking a snapshot", "Restoring"), step by step, as a state machine
+in the style of h11: the states and the transitions allowed between them are data
 (:data:`TRANSITIONS`, in :mod:`snapshot_protocol.states`), every public method first makes a
 transition, and an operation the current state does not allow raises
 :class:`IllegalTransition` and changes nothing. Mechanism M3 (the next snapshot starts only
@@ -153,8 +153,8 @@ class SnapshotCoordinator:
         return self._pending
 
     def is_snapshot_due(self) -> bool:
-        """Whether the interval since the last snapshot has passed (docs/concepts/protocol.md, taking
-        step 10)."""
+        """Whether the interval since the last snapshot has passed (docs/concepts/protocol.md,
+        taking step 10)."""
         return self._state is _S.RUNNING and self._clock() >= self._next_snapshot_at
 
     # Restore procedure
@@ -420,7 +420,8 @@ class SnapshotCoordinator:
         assert flight is not None, "PHASE_2_PENDING always has a snapshot in flight"
         try:
             with self._step(TAKE, 9):
-                # Export-only snapshots have no 2nd phase (docs/concepts/protocol.md, taking step 9).
+                # Export-only snapshots have no 2nd phase (docs/concepts/protocol.md, taking step
+                # 9).
                 if not flight.kind.is_export_only:
                     for participant in self._participants:
                         participant.commit_finish(flight.snapshot_id, flight.successful)
@@ -726,8 +727,8 @@ class SnapshotCoordinator:
         """Taking step 8: frees memory; a failed discard leaves only stray entries.
 
         Discards only entries of this snapshot's id or older, so even an execution that was
-        replaced meanwhile cannot remove what a newer one wrote (docs/concepts/protocol.md, taking step
-        8 and mechanism M8).
+        replaced meanwhile cannot remove what a newer one wrote (docs/concepts/protocol.md, taking
+        step 8 and mechanism M8).
         """
         job = self._config.job
         if not outcome.successful:

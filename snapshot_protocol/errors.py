@@ -78,8 +78,8 @@ class SnapshotUnusable(ProtocolError):  # noqa: N818
 
 
 class SnapshotCorrupted(SnapshotUnusable):
-    """Strict validation of the snapshot chosen for restore failed (docs/concepts/protocol.md, restore
-    step 4), or a chunk read for it does not match its checksum (restore step 5).
+    """Strict validation of the snapshot chosen for restore failed (docs/concepts/protocol.md,
+    restore step 4), or a chunk read for it does not match its checksum (restore step 5).
 
     The job fails permanently: restoring from an incomplete or altered snapshot would break the
     processing guarantee, and there is no older snapshot that is still consistent with the

@@ -41,8 +41,8 @@ ENV_VAR = "SJ_FAILPOINTS"
 TAKE = "take"
 RESTORE = "restore"
 _STEPS = {TAKE: 10, RESTORE: 5}
-# Steps whose store write can have an indeterminate result (docs/concepts/protocol.md: taking steps 2,
-# 4, 5, 7; restore step 2). Clears cannot (taking steps 3 and 8), reads and pure steps neither.
+# Steps whose store write can have an indeterminate result (docs/concepts/protocol.md: taking steps
+# 2, 4, 5, 7; restore step 2). Clears cannot (taking steps 3 and 8), reads and pure steps neither.
 _INDETERMINATE_STEPS = {TAKE: frozenset({2, 4, 5, 7}), RESTORE: frozenset({2})}
 
 

@@ -109,8 +109,8 @@ class SnapshotStore(ChunkReader, Protocol):
 
         Never a whole-map clear: an execution replaced by a newer one may still get here, and
         everything the newer execution writes or restores has a higher snapshot id or is
-        listed by the restore point the replaced one keeps (docs/concepts/protocol.md, mechanism M8).
-        Not fail-on-indeterminate: entries may remain or reappear as strays, which no restore
+        listed by the restore point the replaced one keeps (docs/concepts/protocol.md, mechanism
+        M8). Not fail-on-indeterminate: entries may remain or reappear as strays, which no restore
         reads.
 
         Raises:

@@ -64,7 +64,8 @@ the store is down, or cut off from it, would hang instead of failing with a mess
 HEARTBEAT_TIMEOUT_S = 15.0
 """How long a member may stay silent before the client closes its connection (the client's
 default is 60 s). Behind a network cut nothing closes the connection, so this is how soon a
-driver learns that it reaches fewer members (split-brain protection, docs/concepts/partitions.md)."""
+driver learns that it reaches fewer members (split-brain protection,
+docs/concepts/partitions.md)."""
 
 INVOCATION_TIMEOUT_S = 20.0
 """How long one operation (a chunk put, a key-set query), retries included, may take before

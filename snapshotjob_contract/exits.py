@@ -37,8 +37,8 @@ class DriverExit(enum.IntEnum):
     """The driver served the termination request in ``status.termination`` and stopped; the
     operator carries out the request's action (restart, suspend or cancel)."""
     SNAPSHOT_CORRUPTED = 65
-    """Restore found the restore point inconsistent (docs/concepts/protocol.md, restore step 4): the job
-    fails permanently. sysexits' EX_DATAERR."""
+    """Restore found the restore point inconsistent (docs/concepts/protocol.md, restore step 4): the
+    job fails permanently. sysexits' EX_DATAERR."""
     SNAPSHOT_NOT_FOUND = 66
     """The snapshot to restore does not exist: ``spec.initialSnapshotName`` names no export (or
     one that holds no complete snapshot). The job fails permanently until the spec names an
@@ -53,8 +53,8 @@ class DriverExit(enum.IntEnum):
     counting a failure, so a lasting outage ends in ``maxRestarts``. sysexits'
     EX_UNAVAILABLE."""
     RESTART_FORCEFUL = 75
-    """A write of the execution record was indeterminate (docs/concepts/protocol.md, taking step 7a, or
-    restore step 2): the job must restart and restore at once, since only a restore can commit
+    """A write of the execution record was indeterminate (docs/concepts/protocol.md, taking step 7a,
+    or restore step 2): the job must restart and restore at once, since only a restore can commit
     or roll back what the snapshot prepared. Not a failure; any pending graceful request is
     dropped. sysexits' EX_TEMPFAIL."""
     FENCED = 77

@@ -8,8 +8,8 @@ record in memory is never older than the stored one, it can be newer") is about.
 
 One deliberate difference from Jet: ``exported_snapshot_name`` names the export map holding the
 snapshot ``snapshot_id`` points to (set only when that is a terminal exported snapshot, see
-"Exported snapshots" in ``docs/concepts/protocol.md``), not the export currently being taken. The name of
-an export in progress is never needed after a restart: restore ignores an exported snapshot
+"Exported snapshots" in ``docs/concepts/protocol.md``), not the export currently being taken. The
+name of an export in progress is never needed after a restart: restore ignores an exported snapshot
 that is still marked in progress (docs/concepts/protocol.md, taking step 7b).
 
 Map names are made here and only here because they carry configuration: Hazelcast sets a map's
@@ -277,8 +277,8 @@ class ExecutionRecord:
         Without incremental snapshots it is always the other map of the pair than the one
         holding the last successful automatic snapshot, so taking a snapshot never clears the
         restore point (taking step 3). With them it is the chain map, whose discards keep the
-        restore point's chunks by listing them (docs/concepts/protocol.md, "Where the chunks live and
-        what may be discarded").
+        restore point's chunks by listing them (docs/concepts/protocol.md, "Where the chunks live
+        and what may be discarded").
 
         Args:
             incremental: Whether the job takes incremental snapshots

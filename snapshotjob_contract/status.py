@@ -1,10 +1,10 @@
-"""``SnapshotJob.status``: what the operator and the driver report (``docs/reference/api.md``, "Status").
+"""``SnapshotJob.status``: what the operator and the driver report (docs/reference/api.md).
 
 Two writers share the status. The driver owns ``executionRecord`` (Jet's JobExecutionRecord) and
 writes it with an optimistic lock, fenced by ``execution.id``; it also appends the exports it
 takes to ``exportedSnapshots``. The operator writes the record only between executions, when it
-starts a new one (``docs/concepts/protocol.md``, "Other writers of the record"). Everything else is the
-operator's. Status models ignore unknown fields, so an older operator can still read a status
+starts a new one (``docs/concepts/protocol.md``, "Other writers of the record"). Everything else is
+the operator's. Status models ignore unknown fields, so an older operator can still read a status
 written by a newer driver.
 
 Fields for the operator's own bookkeeping, outside the protocol of ``docs/concepts/protocol.md``:

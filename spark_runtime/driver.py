@@ -1,11 +1,11 @@
 """The driver's epoch loop: Jet's job coordinator around a PySpark pipeline.
 
-The loop owns the order of things the protocol's correctness depends on (``docs/concepts/protocol.md``):
-restore before the first epoch; snapshots only at epoch boundaries (a barrier, in Jet's terms),
-so state, source offsets and buffered sink output in a snapshot all describe the same point of
-the stream; the 2nd phase of a snapshot before the next epoch (so the next snapshot can only
-start after it, mechanism M3); and termination and export requests served only at boundaries.
-Everything the protocol decides is decided by
+The loop owns the order of things the protocol's correctness depends on
+(``docs/concepts/protocol.md``): restore before the first epoch; snapshots only at epoch boundaries
+(a barrier, in Jet's terms), so state, source offsets and buffered sink output in a snapshot all
+describe the same point of the stream; the 2nd phase of a snapshot before the next epoch (so the
+next snapshot can only start after it, mechanism M3); and termination and export requests served
+only at boundaries. Everything the protocol decides is decided by
 :class:`~snapshot_protocol.SnapshotCoordinator`; the loop maps its final state to an exit
 code.
 

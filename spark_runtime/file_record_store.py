@@ -87,7 +87,8 @@ class FileRecordStore:
             self._replace(document)
 
     def write_standard(self, record: ExecutionRecord) -> None:
-        """Best-effort write; errors are logged and swallowed (docs/concepts/protocol.md, taking step 7b)."""
+        """Best-effort write; errors are logged and swallowed (docs/concepts/protocol.md, taking
+        step 7b)."""
         try:
             self.write_safe(record)
         except (RecordStoreError, ZombieExecution) as exc:

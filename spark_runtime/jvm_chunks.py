@@ -3,9 +3,9 @@
 A snapshot of a large state spent most of its time taking the rows out of the JVM: Spark
 turned the cached rows into Arrow and sent them to a Python worker, which encoded the chunks
 and put them through the Python client; a restore paid the same way back
-(docs/development/performance.md). The classes in ``jvm/`` (built by ``hack/install.sh``) do it where the
-rows are: Spark's own Arrow writer makes the same Arrow IPC chunks a ``mapInArrow`` task would,
-with the same schema, keys and xxh3 checksums, and the Hazelcast Java client puts them with
+(docs/development/performance.md). The classes in ``jvm/`` (built by ``hack/install.sh``) do it
+where the rows are: Spark's own Arrow writer makes the same Arrow IPC chunks a ``mapInArrow`` task
+would, with the same schema, keys and xxh3 checksums, and the Hazelcast Java client puts them with
 the settings of the Python adapter (a write whose backups are in doubt fails). Either side
 reads what the other wrote, so a snapshot restores whichever wrote it.
 

@@ -3,7 +3,8 @@
 Jet keeps its JobExecutionRecord in an IMap and has to make writes "safe" by repeating them
 until no backup is in doubt. Here the record lives in ``status.executionRecord`` of the
 SnapshotJob, i.e. in etcd, and a write is safe once the API server answered 2xx
-(docs/concepts/protocol.md, "The execution record" and "Safe and standard writes"). What remains of Jet's
+(docs/concepts/protocol.md, "The execution record" and "Safe and standard writes"). What remains of
+Jet's
 ``writeJobExecutionRecordSafe`` is the loop around the outcomes that are not yet determinate:
 
 * 409 Conflict: someone else (the operator, usually) changed the object since our read. Re-read

@@ -67,8 +67,8 @@ EPOCH_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 
 class SnapshotFailure(enum.StrEnum):
     """Why an automatic snapshot failed: the ``reason`` label, a fixed set of words.
 
-    Named after the step of the taking procedure that failed (``docs/concepts/protocol.md``, "Taking a
-    snapshot"), never after the error's text, so the label's cardinality stays bounded.
+    Named after the step of the taking procedure that failed (``docs/concepts/protocol.md``, "Taking
+    a snapshot"), never after the error's text, so the label's cardinality stays bounded.
     """
 
     START_FAILED = "StartFailed"

@@ -1,9 +1,9 @@
 """Client heartbeats per release line: a pipeline of your own, in an image of your own.
 
-The example of docs/getting-started/your-pipeline.md. Every installed client sends heartbeats that carry its
-version string as the client reports it: "2.1", "v2.1.0", "2.02.1", "2.2.0rc1", "3.0.post1",
-or something that is no version at all. The pipeline normalises each string to its release
-line ("2.1", "2.2", "3.0"; "unknown" for a string that is not a version) with the
+The example of docs/getting-started/your-pipeline.md. Every installed client sends heartbeats that
+carry its version string as the client reports it: "2.1", "v2.1.0", "2.02.1", "2.2.0rc1",
+"3.0.post1", or something that is no version at all. The pipeline normalises each string to its
+release line ("2.1", "2.2", "3.0"; "unknown" for a string that is not a version) with the
 ``packaging`` library, which parses versions by PEP 440. The runtime image does not ship
 ``packaging``: examples/custom-image/Dockerfile installs it, and the parsing runs in a Python
 UDF on the executors, which use the same image as the driver.

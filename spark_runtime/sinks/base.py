@@ -6,8 +6,8 @@ Exactly-once output needs a transactional or an idempotent sink (``docs/concepts
 published only in the snapshot's 2nd phase. In phase 1 each sink partition writes its share into
 its own transaction and *prepares* it, and the ids of the prepared transactions go into the
 snapshot; phase 2 commits them; a restore commits the ids of the restored snapshot "just in
-case" and rolls back every other prepared transaction of the job (``docs/concepts/protocol.md``, restore
-step 5). One transaction per sink partition per snapshot means transactions never overlap.
+case" and rolls back every other prepared transaction of the job (``docs/concepts/protocol.md``,
+restore step 5). One transaction per sink partition per snapshot means transactions never overlap.
 
 A sink whose destination cannot keep a prepared transaction across a restart of its client
 (Kafka: no client available here can resume one) is a :class:`StagedSink` instead: phase 1

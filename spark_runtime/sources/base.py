@@ -1,11 +1,11 @@
 """What a replayable source is: it decides where each epoch's range ends, never what it holds.
 
-Exactly-once and at-least-once both rest on the source being replayable (``docs/concepts/protocol.md``,
-"Processing guarantees"): after a restore the job must read again exactly what it read after the
-snapshot. So a source never decides *what* a range holds at read time; it decides only *where
-the next range ends* (:meth:`Source.next_offset`), and :meth:`Source.read` of the same two
-offsets always yields the same rows. The offset reached by the last epoch is the source's
-snapshot state (see :mod:`spark_runtime.sources.participant`).
+Exactly-once and at-least-once both rest on the source being replayable
+(``docs/concepts/protocol.md``, "Processing guarantees"): after a restore the job must read again
+exactly what it read after the snapshot. So a source never decides *what* a range holds at read
+time; it decides only *where the next range ends* (:meth:`Source.next_offset`), and
+:meth:`Source.read` of the same two offsets always yields the same rows. The offset reached by the
+last epoch is the source's snapshot state (see :mod:`spark_runtime.sources.participant`).
 """
 
 from __future__ import annotations

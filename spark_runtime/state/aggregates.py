@@ -87,8 +87,8 @@ class MergePlan:
     Each ``functions`` call and each Column method is a few py4j round trips into the JVM
     (about 2 ms a column on the 2-core test machine), and a merge needs some twenty of them:
     built every epoch, they were about 45 ms of a 290 ms near-empty epoch
-    (docs/development/performance.md, "The epoch floor"). A Column is an unresolved expression, so the
-    same ones serve every epoch's plan.
+    (docs/development/performance.md, "The epoch floor"). A Column is an unresolved expression, so
+    the same ones serve every epoch's plan.
 
     Args:
         groups: The group columns (the state's keys).

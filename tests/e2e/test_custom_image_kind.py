@@ -1,8 +1,8 @@
 """A user's own image on kind: ``examples/custom-image`` built, loaded and run as documented.
 
-Why this test exists: ``docs/getting-started/your-pipeline.md`` promises a path from a pipeline module to a
-running SnapshotJob (a Dockerfile ``FROM`` the runtime image, a dependency the runtime image
-does not have, the manifest with its DSN from a Secret). This test walks it: the
+Why this test exists: ``docs/getting-started/your-pipeline.md`` promises a path from a pipeline
+module to a running SnapshotJob (a Dockerfile ``FROM`` the runtime image, a dependency the runtime
+image does not have, the manifest with its DSN from a Secret). This test walks it: the
 ``custom_image`` fixture builds ``examples/custom-image/Dockerfile`` with ``docker build``
 (``hack/images/build.sh custom``, cached by input hash, and done ahead by the cluster tier's
 preparation) and loads it into the kind nodes; the test creates the Secret the manifest names,

@@ -187,8 +187,8 @@ def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(
     hundred of them, written by the executors (the driver would write a state this small
     itself): every execution restores from a chain of a full version and deltas in the job's
     chain map, and the frozen driver, back, is a zombie that may still discard entries of
-    that map (docs/concepts/protocol.md, "Where the chunks live and what may be discarded"): the exact
-    output says it removed nothing the newer executions needed.
+    that map (docs/concepts/protocol.md, "Where the chunks live and what may be discarded"): the
+    exact output says it removed nothing the newer executions needed.
     """
     job = "nodes"
     # Many keys, few of them changed by an epoch: the snapshots' deltas are small.

@@ -542,7 +542,8 @@ def test_every_values_the_project_installs_with_meet_the_schema(tmp_path: Path) 
         ((KIND_VALUES,), ()),
         ((LOCAL_VALUES,), ()),
         ((LOCAL_VALUES,), ("operator.replicas=2",)),
-        # docs/getting-started/quickstart.md: values-local.yaml, then values-kind.yaml for its placement.
+        # docs/getting-started/quickstart.md: values-local.yaml, then values-kind.yaml for its
+        # placement.
         ((LOCAL_VALUES, KIND_VALUES), ()),
         ((LOCAL_VALUES,), ("operator.image.tag=v2", "hazelcast.image.tag=v2")),
     ):

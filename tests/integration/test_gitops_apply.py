@@ -352,7 +352,7 @@ def test_what_the_operator_writes_is_no_drift(
 
 
 def test_the_argocd_cm_snippet_patches_in_as_documented(kube_api: KubeAPI, namespace: str) -> None:
-    """docs/guides/gitops.md: ``kubectl patch configmap argocd-cm --type merge --patch-file ...``."""
+    """docs/guides/gitops.md: ``kubectl patch configmap argocd-cm --type merge --patch-file``."""
     core: Any = client.CoreV1Api(kube_api.api_client())
     core.create_namespaced_config_map(
         namespace,

@@ -78,7 +78,7 @@ def test_the_index_lists_every_page() -> None:
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_no_page_is_a_diary(page: Path) -> None:
-    entries = [f"{number}: {line.strip()[:80]}" for number, line in prose(page) if DIARY.search(line)]
+    entries = [f"{n}: {line.strip()[:80]}" for n, line in prose(page) if DIARY.search(line)]
     assert not entries, (
         f"{page.relative_to(ROOT)} reads like a journal; state what is true now, with the "
         f"command that measures a figure, and put what changed in CHANGELOG.md: {entries}"

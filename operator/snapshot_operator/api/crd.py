@@ -1,8 +1,9 @@
 """Renders the SnapshotJob and SnapshotJobExport CustomResourceDefinitions from the API models.
 
 The CRD is generated, never hand-edited, so the API server validates exactly what the operator
-and the runtime read (the resource is described in ``docs/reference/api.md``). pydantic's JSON Schema is
-close to what Kubernetes wants, but a CRD needs a *structural* schema: every node typed, no
+and the runtime read (the resource is described in ``docs/reference/api.md``). pydantic's JSON
+Schema is close to what Kubernetes wants, but a CRD needs a *structural* schema: every node typed,
+no
 ``$ref``, no ``anyOf`` with types in it, no ``additionalProperties: false`` (the API server
 prunes unknown fields instead). :func:`structural` makes that translation, and refuses fields
 without a description, so ``kubectl explain snapshotjob.spec`` always reads well.

@@ -19,8 +19,8 @@ The rules, and why:
   modes need no driver, the operator deletes the Pod. A graceful request not served within a
   deadline is escalated to the forceful mode of the same action, with an Event.
 * A driver that exits with :attr:`DriverExit.RESTART_FORCEFUL` (an indeterminate record
-  write, docs/concepts/protocol.md, taking step 7a) restarts at once: not counted as a failure, and any
-  pending graceful request is dropped, because the state may hold prepared transactions that
+  write, docs/concepts/protocol.md, taking step 7a) restarts at once: not counted as a failure, and
+  any pending graceful request is dropped, because the state may hold prepared transactions that
   only a restore resolves (docs/concepts/protocol.md, Termination modes). Until the new execution
   starts the status keeps a RESTART_FORCEFUL termination, so not even ``suspend`` skips that
   restore.

@@ -191,7 +191,8 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
             failure=ConditionReason.TRANSIENT_FAILURE,
         ),
         # The state may hold prepared transactions that only a restore resolves (see
-        # docs/concepts/protocol.md, Termination modes), so the pending request is dropped, not served.
+        # docs/concepts/protocol.md, Termination modes), so the pending request is dropped, not
+        # served.
         DriverExit.RESTART_FORCEFUL: ExitHandling(
             ExitOutcome.RESTART_AT_ONCE,
             EventReason.FORCED_RESTART,

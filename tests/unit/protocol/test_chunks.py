@@ -1,4 +1,4 @@
-"""Chunk keys, the validation record, checksums, compatibility (docs/concepts/protocol.md, restore step 4).
+"""Chunk keys, validation record, checksums, compatibility (docs/concepts/protocol.md, restore 4).
 
 The snapshot maps are the in-memory fakes of ``fakes.py``; validation against a real
 Hazelcast cluster that lost data is tested in ``tests/integration/test_protocol_hazelcast.py``.

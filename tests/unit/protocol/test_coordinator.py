@@ -196,7 +196,8 @@ def test_step_7a_then_restore_in_the_same_coordinator_keeps_the_newer_record() -
     assert driver.coordinator.state is S.RESTART_REQUIRED
     assert cluster.records.record.snapshot_id == -1
     cluster.faults.disarm()
-    driver.coordinator.restore()  # docs/concepts/protocol.md, restore step 1 (in-memory record kept)
+    # docs/concepts/protocol.md, restore step 1 (the in-memory record is kept)
+    driver.coordinator.restore()
     assert driver.coordinator.state is S.RUNNING
     assert cluster.records.record.snapshot_id == 0
     assert txn_status(cluster, 0) is TxnStatus.COMMITTED

@@ -2,8 +2,8 @@
 
 A replaced execution (a zombie: its driver was paused, a newer execution took over) may still
 do everything it had in flight: write chunks, write a validation record, discard the map of a
-failed snapshot. Snapshot data is fenced by snapshot id (docs/concepts/protocol.md, mechanism M8), so
-none of it can touch what the newer execution restores. The same scenario runs with real
+failed snapshot. Snapshot data is fenced by snapshot id (docs/concepts/protocol.md, mechanism M8),
+so none of it can touch what the newer execution restores. The same scenario runs with real
 driver processes, SIGSTOP and real Hazelcast members in
 ``tests/integration/test_zombie_fencing.py``.
 

@@ -1,4 +1,4 @@
-"""The acceptance test: invariants I1-I8 of docs/concepts/protocol.md hold under any interleaving of faults.
+"""Acceptance: invariants I1-I8 of docs/concepts/protocol.md hold under any interleaving of faults.
 
 A hypothesis state machine drives the pure protocol core against the fakes of ``fakes.py``:
 snapshots of every kind (automatic, export-only, terminal, terminal exported), termination

@@ -5,8 +5,8 @@ execution. The old driver is not dead: when it wakes up it continues exactly whe
 in the middle of a coordinator call, and writes whatever that call still had to write: chunks,
 its validation record, record patches, the step-3 or step-8 discard, the 2nd phase on the
 transactional database. What keeps the job correct then is fencing alone: the record store
-refuses a replaced execution's writes (docs/concepts/protocol.md, "Fencing", I9), and snapshot data is
-fenced by snapshot id (mechanism M8), so a zombie only ever writes or discards ids lower than
+refuses a replaced execution's writes (docs/concepts/protocol.md, "Fencing", I9), and snapshot data
+is fenced by snapshot id (mechanism M8), so a zombie only ever writes or discards ids lower than
 anything the newer execution writes.
 
 A driver stops at any pause point of any call (``pausable.py``): every failpoint, every write to

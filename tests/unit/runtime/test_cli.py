@@ -99,7 +99,8 @@ def test_pipeline_modules_must_exist_and_define_the_pipeline(
     # A module of the old API is told where to look.
     (tmp_path / "old_pipeline.py").write_text("def build(p):\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(BadInput, match=r"build\(p\) was the old API; see docs/guides/pipeline-api.md"):
+    old_api = r"build\(p\) was the old API; see docs/guides/pipeline-api.md"
+    with pytest.raises(BadInput, match=old_api):
         load_definition("old_pipeline")
 
 
