@@ -10,7 +10,8 @@ Kubernetes mode against the session's real API server (reached through a forward
 network's root address, :mod:`testbed.tcp_proxy`). Either way the test plays the operator:
 it starts the next execution, on the side of a partition the operator's start gate would
 allow (the operator's gate itself, ``BelowQuorum``, is tested in
-``tests/unit/operator/test_decide_endings.py`` and ``test_operator.py``).
+``tests/unit/operator/test_decide_starting.py``, ``test_decide_exits.py`` and
+``test_operator.py``).
 
 The pipeline (:mod:`tests.integration.driver_pipeline`) sums a gated sequence by key into
 files and appends every number it reads to an events sink: each test ends with every event

@@ -2,10 +2,10 @@
 
 The ``test_decide_*`` modules (and the Argo CD health check's and the job copies' tests) build
 the observations they decide on with these: a job whose current execution (attempt 2) runs in
-one Pod (:func:`running_job`), a suspended job with a restore point (:func:`suspended_job`),
-minimal specs (:func:`spec_of`), execution records with one snapshot (:func:`a_snapshot`,
-:func:`snapshot_at`) and graceful termination requests (:func:`graceful`). Arbitrary
-observations come from the hypothesis strategies of ``world.py``.
+one Pod (:func:`running_job`, decided on once by :func:`decide_running`), a suspended job with
+a restore point (:func:`suspended_job`), minimal specs (:func:`spec_of`), execution records
+with one snapshot (:func:`a_snapshot`, :func:`snapshot_at`) and graceful termination requests
+(:func:`graceful`). Arbitrary observations come from the hypothesis strategies of ``world.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from snapshot_operator.reconcile import (
     Observation,
     PodPhase,
     StoreHealth,
+    decide,
     driver_pod_name,
     execution_id,
 )
@@ -272,3 +273,17 @@ def graceful(mode: TerminationMode, seconds_ago: int = 5) -> TerminationStatus:
         requested_at=ago(seconds_ago),
         reason="SuspendRequested",
     )
+
+
+def decide_running(spec: SnapshotJobSpec, **kwargs: Any) -> tuple[Observation, tuple[Action, ...]]:
+    """Decides once on a :func:`running_job`.
+
+    Args:
+        spec: The job's spec.
+        **kwargs: What else :func:`running_job` takes.
+
+    Returns:
+        The observation and the actions decided on it.
+    """
+    observation = running_job(spec, **kwargs)
+    return observation, decide(observation)

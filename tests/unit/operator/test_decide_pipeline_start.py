@@ -1,11 +1,13 @@
-"""Decisions that tell the truth about Spark: RUNNING only once the pipeline runs, Pods that
-cannot start named at once and bounded, and a failed driver's reason and log kept.
+"""Whether a starting execution's pipeline runs (pipeline_start.py), and a bound on the wait.
 
 Found by a user with ``master: k8s`` (issue 13): executor Pods that could never start (an
-image without the executable, requests larger than any node) left the job RUNNING for ever;
-a failed driver said only ``exitCode=1`` and its log went with its Pod. The observations are
-built with the helpers of ``test_decide.py``; where a test plays the driver it also plays its
-report that the pipeline runs (``status.pipelineStarted``), or deliberately leaves it out.
+image without the executable, requests larger than any node) left the job RUNNING for ever. A
+running driver Pod is not a running pipeline: the job stays STARTING until the driver reports
+its pipeline running (``status.pipelineStarted``, naming its execution); a driver or executor
+Pod that Kubernetes says cannot start degrades the job at once, with a Warning Event naming
+it; an execution whose pipeline has not started within the timeout is ended as a failure. For
+resetting the restarts, a run counts from the driver's report. Where a test plays the driver,
+it also plays that report, or deliberately leaves it out.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 
 from snapshot_operator.reconcile import (
     DeleteDriverPod,
-    DriverPod,
     EmitEvent,
     EventReason,
     ExecutorPod,
@@ -26,7 +27,6 @@ from snapshot_operator.reconcile import (
     PodPhase,
     PodProblem,
     decide,
-    parse_driver_pod,
     parse_executor_pod,
 )
 from snapshotjob_contract import (
@@ -41,7 +41,6 @@ from snapshotjob_contract import (
 from tests.unit.operator.decide_helpers import (
     SETTINGS,
     condition,
-    creates,
     of_type,
     reasons,
     running_job,
@@ -279,117 +278,6 @@ def test_a_run_counts_from_the_drivers_report_for_resetting_the_restarts() -> No
     assert status_after(later.status, decide(later)).restarts == 0
 
 
-# The reason a driver failed, and its log.
-
-
-@pytest.mark.parametrize(
-    ("code", "container_reason", "message", "expected"),
-    [
-        (1, "Error", "Traceback ...\nValueError: no such column", 'driverMessage="Traceback'),
-        (137, "OOMKilled", None, "containerReason=OOMKilled"),
-        (2, "Error", "ModuleNotFoundError: pipelines.nope", "ModuleNotFoundError"),
-    ],
-)
-def test_every_failure_names_the_drivers_message_and_container_reason(
-    code: int, container_reason: str, message: str | None, expected: str
-) -> None:
-    raw = {
-        "metadata": {
-            "name": "wordcount-driver-2",
-            "labels": {"snapshotjob.io/execution-id": "x"},
-        },
-        "status": {
-            "phase": "Failed",
-            "containerStatuses": [
-                {
-                    "name": "driver",
-                    "state": {
-                        "terminated": {
-                            "exitCode": code,
-                            "reason": container_reason,
-                            "message": message,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-    parsed = parse_driver_pod(raw)
-    assert parsed is not None
-    observation = running_job(spec_of(), pod_phase=PodPhase.FAILED, exit_code=code)
-    (pod,) = observation.pods
-    pod = replace(
-        pod,
-        termination_message=parsed.termination_message,
-        termination_reason=parsed.termination_reason,
-    )
-
-    actions = decide(replace(observation, pods=(pod,)))
-    status = status_after(observation.status, actions)
-
-    assert status.last_failure is not None
-    assert expected in status.last_failure.message
-    warnings = [a for a in actions if isinstance(a, EmitEvent) and expected in a.message]
-    assert warnings and all(w.event_type.value == "Warning" for w in warnings)
-    assert (parsed.termination_reason is None) == (container_reason == "Error")
-
-
-def test_the_failed_driver_pod_is_kept_and_named_until_a_later_one_fails() -> None:
-    spec = spec_of({"restartPolicy": {"maxRestarts": 5, "backoffSeconds": 1}})
-    observation = running_job(spec, pod_phase=PodPhase.FAILED, exit_code=1)
-    (failed_pod,) = observation.pods
-
-    failed = status_after(observation.status, decide(observation))
-    assert failed.last_failure is not None
-    assert failed.last_failure.driver_pod == failed_pod.name
-
-    restart = replace(observation, status=failed, now=NOW + timedelta(seconds=60))
-    actions = decide(restart)
-    started = status_after(failed, actions, restart.now)
-    (create,) = creates(actions)
-    assert not of_type(actions, DeleteDriverPod), "the failed Pod stays for its log"
-    assert started.last_failure is not None
-    assert started.last_failure.driver_pod == failed_pod.name
-
-    new_pod = DriverPod(create.pod_name, create.execution_id, PodPhase.FAILED, exit_code=1)
-    later = replace(
-        restart,
-        status=started.model_copy(
-            update={
-                "pipeline_started": PipelineStartedStatus(
-                    execution_id=create.execution_id, time=restart.now
-                )
-            }
-        ),
-        pods=(failed_pod, new_pod),
-    )
-    actions = decide(later)
-    status = status_after(later.status, actions)
-    assert of_type(actions, DeleteDriverPod) == [DeleteDriverPod(failed_pod.name)]
-    assert status.last_failure is not None
-    assert status.last_failure.driver_pod == new_pod.name
-
-
-def test_a_failure_without_a_pod_forgets_a_kept_pod_that_is_gone() -> None:
-    observation = running_job(spec_of(), pipeline_started=True)
-    failure = status_after(
-        observation.status,
-        decide(running_job(spec_of(), pod_phase=PodPhase.FAILED, exit_code=1)),
-    ).last_failure
-    assert failure is not None and failure.driver_pod is not None
-    lost = replace(
-        observation,
-        status=observation.status.model_copy(update={"last_failure": failure}),
-        pods=(),
-    )
-
-    actions = decide(lost)
-    patch = actions[0].patch  # type: ignore[union-attr]
-
-    assert patch["lastFailure"]["driverPod"] is None, "a merge patch must remove it"
-    assert patch["lastFailure"]["reason"] == ConditionReason.DRIVER_POD_LOST
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(observations())
 def test_running_only_with_the_current_executions_report(observation: Observation) -> None:
@@ -397,16 +285,6 @@ def test_running_only_with_the_current_executions_report(observation: Observatio
 
     if status.phase is Phase.RUNNING and status.execution == observation.status.execution:
         assert status.pipeline_runs()
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(observations())
-def test_a_kept_failed_pod_never_blocks_a_start(observation: Observation) -> None:
-    actions = decide(observation)
-    deleted = {a.pod_name for a in of_type(actions, DeleteDriverPod)}
-
-    if creates(actions):
-        assert all(not pod.may_run or pod.name in deleted for pod in observation.pods)
 
 
 def test_executor_pods_are_read_with_their_owner_and_problem() -> None:

@@ -1,12 +1,11 @@
-"""Decisions for a driver Pod that is lost or gone: its node stopped reporting, or the Pod was
-deleted as soon as it stopped (an eviction), which only the driver's own exit report explains.
+"""Driver Pods on nodes that stopped reporting (lost_nodes.py): deleted at once, in every phase.
 
 Found on a multi-node cluster (issue 13): the Pod of a lost node stays Running in the API, and
 once evicted stays Terminating until the node confirms, which a lost node never does, so the
 job waited for ever. The operator now deletes such a Pod without a grace period once it has
-been not Ready for ``driver_lost_seconds``, and the next decision starts a new execution
-(a failure, with backoff); fencing keeps the old driver from committing if its node returns.
-The observations are built with the helpers of ``test_decide.py``.
+been not Ready for ``driver_lost_seconds`` (since the time :func:`parse_node_lost_since`
+reads), and the next decision starts a new execution (a failure, with backoff); fencing keeps
+the old driver from committing if its node returns.
 """
 
 from __future__ import annotations
@@ -22,15 +21,8 @@ from snapshot_operator.reconcile import (
     Requeue,
     decide,
 )
-from snapshot_operator.reconcile.observation import PodPhase
 from snapshot_operator.reconcile.observe import parse_node_lost_since
-from snapshotjob_contract import (
-    DriverExit,
-    DriverExitStatus,
-    Phase,
-    PipelineStartedStatus,
-    SnapshotJobStatus,
-)
+from snapshotjob_contract import Phase
 from tests.unit.operator.decide_helpers import SETTINGS, of_type, reasons, running_job, spec_of
 from tests.unit.operator.world import NOW, ago, status_after
 
@@ -116,90 +108,3 @@ def test_parse_node_lost_since(conditions: list[dict[str, str]], expected: str |
     since = parse_node_lost_since({"conditions": conditions})
     assert (since.isoformat() if since else None) == expected
     assert NOW.tzinfo is not None
-
-
-def _gone_after_reporting(exit_code: int | None) -> tuple[SnapshotJobStatus, SnapshotJobStatus]:
-    """A RUNNING job whose driver Pod is gone; with an exit report of ``exit_code`` if given."""
-    observation = running_job(spec_of())
-    execution = observation.status.execution
-    assert execution is not None
-    status = observation.status.model_copy(
-        update={
-            "pipeline_started": PipelineStartedStatus(execution_id=execution.id, time=ago(20)),
-            "driver_exit": None
-            if exit_code is None
-            else DriverExitStatus(execution_id=execution.id, exit_code=exit_code, time=NOW),
-        }
-    )
-    actions = decide(replace(observation, status=status, pods=()), SETTINGS)
-    return status, status_after(status, actions)
-
-
-def test_a_driver_evicted_after_reporting_its_interruption_restarts_without_a_failure() -> None:
-    before, after = _gone_after_reporting(int(DriverExit.INTERRUPTED))
-    assert after.restarts == before.restarts
-    assert after.last_failure is None
-
-
-def test_a_driver_gone_without_a_report_is_a_failure() -> None:
-    before, after = _gone_after_reporting(None)
-    assert after.restarts == before.restarts + 1
-    assert after.last_failure is not None
-
-
-def test_an_exit_report_of_an_older_execution_means_nothing() -> None:
-    observation = running_job(spec_of())
-    status = observation.status.model_copy(
-        update={"driver_exit": DriverExitStatus(execution_id="older", exit_code=143, time=NOW)}
-    )
-    after = status_after(status, decide(replace(observation, status=status, pods=()), SETTINGS))
-    assert after.restarts == status.restarts + 1
-
-
-def _killed_after_reporting(
-    pod_exit_code: int, reported: int | None
-) -> tuple[SnapshotJobStatus, list[object]]:
-    """A RUNNING job whose driver Pod is still listed, FAILED with ``pod_exit_code``; with an
-    exit report of ``reported`` if given. Returns the status before and the actions."""
-    observation = running_job(spec_of(), pod_phase=PodPhase.FAILED, exit_code=pod_exit_code)
-    execution = observation.status.execution
-    assert execution is not None
-    status = observation.status.model_copy(
-        update={
-            "driver_exit": None
-            if reported is None
-            else DriverExitStatus(
-                execution_id=execution.id,
-                exit_code=reported,
-                message="Stop signal not served within 20s",
-                time=NOW,
-            ),
-        }
-    )
-    return status, decide(replace(observation, status=status), SETTINGS)
-
-
-def test_a_driver_killed_after_reporting_its_interruption_restarts_without_a_failure() -> None:
-    # Found in CI (a drain): the step outlasted the grace period, the driver reported 143 and
-    # the kubelet killed it; the operator saw the FAILED Pod (137) before its deletion.
-    before, actions = _killed_after_reporting(137, int(DriverExit.INTERRUPTED))
-    after = status_after(before, actions)
-    assert EventReason.DRIVER_INTERRUPTED in reasons(actions)
-    assert after.restarts == before.restarts
-    assert after.last_failure is None
-
-
-def test_a_driver_killed_without_a_report_is_a_failure() -> None:
-    before, actions = _killed_after_reporting(137, None)
-    after = status_after(before, actions)
-    assert EventReason.DRIVER_INTERRUPTED not in reasons(actions)
-    assert after.restarts == before.restarts + 1
-    assert after.last_failure is not None
-
-
-def test_a_driver_that_chose_its_exit_code_is_not_overruled_by_its_report() -> None:
-    # Only the kubelet's kill defers to the report: a code the driver exited with is its last word.
-    before, actions = _killed_after_reporting(int(DriverExit.FAILED), int(DriverExit.INTERRUPTED))
-    after = status_after(before, actions)
-    assert after.restarts == before.restarts + 1
-    assert after.last_failure is not None
