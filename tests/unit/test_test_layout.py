@@ -62,12 +62,13 @@ def imported_test_modules(source: str, path: Path) -> list[str]:
     """
     found = []
     for node in ast.walk(ast.parse(source, str(path))):
-        names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             module = _absolute(node.module, node.level, path)
             names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
         found += [f"{node.lineno}: {name}" for name in names if _is_test_module(name)]
     return found
 
