@@ -2,9 +2,10 @@
 
 Run by ``make check`` (``make docs-check``): a link to a file that does not exist, or to an
 anchor no heading of the target page makes, fails the check with the file and line, so a page
-moved or a heading renamed cannot leave a dead link behind. Links to other sites are not
-fetched (the machines this runs on reach no web site); code spans and fenced blocks are
-skipped, since what they hold is code, not a link.
+moved or a heading renamed cannot leave a dead link behind. A repository path named in a code
+span (`tests/unit/...py`, `spark_runtime/...`) must exist too, so a renamed module or test
+cannot leave a page pointing at nothing. Links to other sites are not fetched (the machines
+this runs on reach no web site); fenced blocks are skipped, since what they hold is code.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 EXPLICIT_ANCHOR = re.compile(r"<a\s+(?:name|id)=\"([^\"]+)\"")
 FENCE = re.compile(r"^\s*(```|~~~)")
 CODE_SPAN = re.compile(r"`[^`]*`")
+# A path from the repository's root in a code span: one of its top-level folders, then a file
+# with a suffix (a bare folder or a glob is prose's business, not a reference to check).
+TOP_LEVEL = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("."))
+REPO_PATH = re.compile(r"`((?:" + "|".join(map(re.escape, TOP_LEVEL)) + r")/[\w./-]*\.[A-Za-z]+)`")
 
 
 def markdown_files() -> list[Path]:
@@ -73,16 +78,26 @@ def anchors(path: Path) -> set[str]:
     return found
 
 
-def broken_links(path: Path, anchor_cache: dict[Path, set[str]]) -> list[str]:
-    """What is wrong with each relative link of one page, as 'file:line: message'."""
+def broken_links(path: Path, anchor_cache: dict[Path, set[str]], root: Path = ROOT) -> list[str]:
+    """What is wrong with each relative link of one page, as 'file:line: message'.
+
+    Args:
+        path: The page.
+        anchor_cache: The anchors of the pages read so far, filled as pages are read.
+        root: The repository's root, which code spans' paths start from.
+    """
     problems: list[str] = []
     for number, line in lines_outside_fences(path):
+        for named in REPO_PATH.findall(line):
+            if not (root / named).exists():
+                where = f"{path.relative_to(root)}:{number}"
+                problems.append(f"{where}: `{named}`: no such file in the repository")
         for target in LINK.findall(CODE_SPAN.sub("", line)):
             if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target):
                 continue  # https:, mailto: and the like: not checked offline
             file_part, _, anchor = target.partition("#")
             resolved = (path.parent / file_part).resolve() if file_part else path
-            where = f"{path.relative_to(ROOT)}:{number}"
+            where = f"{path.relative_to(root)}:{number}"
             if not resolved.exists():
                 problems.append(f"{where}: {target}: no such file")
                 continue
