@@ -35,7 +35,7 @@ DEFAULT_CLUSTER_NAME = "snapshotjob"
 """``--cluster-name``: the store's cluster name in a default install of the chart
 (``hazelcast.clusterName`` in charts/snapshotjob-operator/values.yaml), so the command reaches
 that store with ``--hazelcast`` alone; a wrong name waits for the client's connect timeout and
-fails. ``tests/unit/runtime/test_snapshot_command_defaults.py`` fails when the two differ."""
+fails. ``tests/unit/test_install_defaults.py`` fails when the two differ."""
 DEFAULT_REGION = "us-east-1"
 """``--region``: the chart's ``durableStorage.region``, as ``spec.durableStorage.region``."""
 DEFAULT_PREFIX = ""
