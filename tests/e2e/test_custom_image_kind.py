@@ -18,7 +18,6 @@ machine's egress proxy, and a test reaches no index.
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import pytest
 import yaml
 
 from tests.e2e.release import Release, Step, psql, wait_phase
+from tests.script_modules import load_script
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -36,11 +36,7 @@ END, RATE, INSTALLS = 600, 100, 100
 
 
 def _example_module() -> Any:
-    spec = importlib.util.spec_from_file_location("my_pipeline", EXAMPLE / "my_pipeline.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("my_pipeline", EXAMPLE / "my_pipeline.py")
 
 
 @pytest.mark.usefixtures("postgres")

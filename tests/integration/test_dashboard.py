@@ -17,7 +17,6 @@ into a PNG by ``hack/render_dashboard.py`` (:mod:`testbed.dashboard_png`), the c
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import time
 from collections.abc import Iterator
@@ -42,6 +41,7 @@ from tests.integration.metered_driver import (
     metrics_port,
 )
 from tests.integration.operator_fixtures import crd, harness, namespace, operator, operator_env
+from tests.script_modules import load_script
 
 pytestmark = [
     pytest.mark.integration,
@@ -117,11 +117,7 @@ def scraped(prometheus: PrometheusServer, request: pytest.FixtureRequest) -> Ite
 
 def render_command() -> ModuleType:
     """``hack/render_dashboard.py``, the command that draws the dashboard (not a package)."""
-    spec = importlib.util.spec_from_file_location("render_dashboard", RENDER_COMMAND)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("render_dashboard", RENDER_COMMAND)
 
 
 def series_of(result: PanelResult) -> list[tuple[str, Series]]:

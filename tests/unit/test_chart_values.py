@@ -9,7 +9,6 @@ values-local.yaml fits a small kind cluster, the README's table is what
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -20,17 +19,14 @@ import pytest
 import yaml
 
 from snapshotjob_contract.observability import DRIVER_METRICS, OPERATOR_METRICS, MetricType
+from tests.script_modules import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "snapshotjob-operator"
 
 
 def _values_doc() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("values_doc", REPO / "charts" / "values_doc.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("values_doc", REPO / "charts" / "values_doc.py")
 
 
 values_doc = _values_doc()

@@ -7,11 +7,12 @@ things it must leave alone (other sites, fenced code, a repeated heading's numbe
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.script_modules import load_script
 
 pytestmark = pytest.mark.unit
 
@@ -20,11 +21,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "check_docs_links.py"
 
 def load_check() -> ModuleType:
     """The script as a module (hack/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("check_docs_links", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("check_docs_links", SCRIPT)
 
 
 CHECK = load_check()

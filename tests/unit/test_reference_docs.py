@@ -12,7 +12,6 @@ hold a table of exit codes.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 
 from snapshot_operator.settings import ENV_PREFIX, parse_settings
 from snapshotjob_contract import DriverExit
+from tests.script_modules import load_script
 
 pytestmark = pytest.mark.unit
 
@@ -33,11 +33,7 @@ REGENERATE = ".venv/bin/python hack/render_reference_docs.py (make docs)"
 
 
 def _renderer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("render_reference_docs", RENDERER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("render_reference_docs", RENDERER)
 
 
 render = _renderer()

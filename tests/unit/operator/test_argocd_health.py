@@ -12,7 +12,6 @@ snippet is checked to embed the same bytes.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +39,7 @@ from snapshotjob_contract import (
     TerminationMode,
 )
 from snapshotjob_contract.resource import API_VERSION, GROUP, KIND
+from tests.script_modules import load_script
 from tests.unit.operator.argocd_lua import (
     LUA_PATH,
     argo_health,
@@ -64,11 +64,7 @@ DIALECTS = ("lua51", "lua54")
 
 
 def _render_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("render_argocd_cm", RENDER_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("render_argocd_cm", RENDER_SCRIPT)
 
 
 def job_object(
