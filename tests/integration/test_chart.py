@@ -74,9 +74,9 @@ def helm(*args: str) -> str:
     return result.stdout
 
 
-def render(*sets: str, values: tuple[Path, ...] = ()) -> list[dict[str, Any]]:
+def render(*sets: str, values: tuple[Path, ...] = (), chart: Path = CHART) -> list[dict[str, Any]]:
     """Renders the chart's templates (the test hook included) with values files and ``--set``."""
-    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    args = ["template", RELEASE, str(chart), "--namespace", NAMESPACE]
     for path in values:
         args += ["--values", str(path)]
     for value in sets:
@@ -261,6 +261,33 @@ def test_hazelcast_statefulset_and_operator_agree_on_the_members(replicas: int) 
     (pdb,) = by_kind(objects, "PodDisruptionBudget")
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"] == statefulset["spec"]["selector"]["matchLabels"]
+
+
+def test_a_chart_version_bump_leaves_the_member_template_alone(tmp_path: Path) -> None:
+    """A new chart version (and appVersion) restarts no store member.
+
+    The StatefulSet's revision is a hash of its Pod template, and the operator restarts the
+    members one by one when the revision changes (``snapshot_operator.rollout``): a template
+    that carried the chart's version would roll the whole store at every chart upgrade. The
+    operator's own Deployment does change, which shows the bump is there to see; a change of
+    the member config still changes the template (its checksum annotation).
+    """
+    bumped = tmp_path / CHART.name
+    shutil.copytree(CHART, bumped)
+    meta = yaml.safe_load((bumped / "Chart.yaml").read_text())
+    meta["version"], meta["appVersion"] = "99.1.0", "99.1.0"
+    (bumped / "Chart.yaml").write_text(yaml.safe_dump(meta))
+
+    before, after = render(), render(chart=bumped)
+
+    (old_members,) = by_kind(before, "StatefulSet")
+    (new_members,) = by_kind(after, "StatefulSet")
+    assert new_members["spec"]["template"] == old_members["spec"]["template"]
+    assert new_members["metadata"]["labels"] != old_members["metadata"]["labels"]
+    old_operator, new_operator = operator(before), operator(after)
+    assert new_operator["spec"]["template"] != old_operator["spec"]["template"]
+    (reconfigured,) = by_kind(render("hazelcast.clusterName=other", chart=bumped), "StatefulSet")
+    assert reconfigured["spec"]["template"] != new_members["spec"]["template"]
 
 
 def test_hazelcast_member_config() -> None:

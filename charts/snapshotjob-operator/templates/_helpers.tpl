@@ -16,6 +16,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* A store member Pod's labels: no chart or app version, which would make every chart
+     version bump a new member template, and so a rolling restart of the whole store (the
+     operator restarts members whose template changed). The members' image and configuration
+     are what restart them. */}}
+{{- define "sj.hazelcast.podLabels" -}}
+{{ include "sj.hazelcast.selector" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
 {{- define "sj.operator.selector" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
