@@ -258,7 +258,7 @@ def test_hazelcast_statefulset_and_operator_agree_on_the_members(replicas: int) 
     name = statefulset["metadata"]["name"]
     members = env_of(by_kind(objects, "Deployment")[0])["SJ_OPERATOR_STORE_MEMBERS"].split(",")
     assert members == [f"{name}-{i}.{name}.{NAMESPACE}.svc:5701" for i in range(replicas)]
-    (pdb,) = by_kind(objects, "PodDisruptionBudget")
+    pdb = named(objects, "PodDisruptionBudget", HAZELCAST_SERVICE)
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"] == statefulset["spec"]["selector"]["matchLabels"]
 
@@ -997,3 +997,210 @@ def test_the_helm_test_script_passes_on_a_healthy_installation_and_names_each_pr
         down = _run_test_pod(env | {"SJ_TEST_LIVENESS_PORT": str(closed)})
         assert down.returncode == 1
         assert f"operator Pod 127.0.0.1: /healthz on port {closed}: no answer" in down.stdout
+
+
+# --- Knobs for real clusters -----------------------------------------------------------------
+
+FULLNAME = f"{RELEASE}-snapshotjob-operator"
+
+
+def pod_specs(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The Pod templates of the operator's Deployment and of the members' StatefulSet."""
+    (statefulset,) = by_kind(objects, "StatefulSet")
+    return {
+        "operator": operator(objects)["spec"]["template"],
+        "hazelcast": statefulset["spec"]["template"],
+    }
+
+
+def test_the_new_knobs_leave_the_default_rendering_as_it_was() -> None:
+    """Unset, the knobs add nothing to the Pods and keep the security contexts the chart
+    always had; the operator's ServiceAccount keeps its name in every binding."""
+    objects = render()
+    for template in pod_specs(objects).values():
+        for key in ("imagePullSecrets", "priorityClassName", "topologySpreadConstraints"):
+            assert key not in template["spec"]
+    templates = pod_specs(objects)
+    assert "annotations" not in templates["operator"]["metadata"]
+    assert list(templates["hazelcast"]["metadata"]["annotations"]) == ["checksum/config"]
+    assert templates["operator"]["spec"]["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert templates["operator"]["spec"]["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert templates["hazelcast"]["spec"]["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "fsGroup": 10001,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert templates["hazelcast"]["spec"]["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert set(templates["hazelcast"]["metadata"]["labels"]) == {
+        "app.kubernetes.io/name",
+        "app.kubernetes.io/instance",
+        "app.kubernetes.io/component",
+        "app.kubernetes.io/managed-by",
+    }
+    (account,) = by_kind(objects, "ServiceAccount")
+    assert account["metadata"]["name"] == FULLNAME
+    assert "annotations" not in account["metadata"]
+    assert templates["operator"]["spec"]["serviceAccountName"] == FULLNAME
+    for binding in by_kind(objects, "ClusterRoleBinding") + by_kind(objects, "RoleBinding"):
+        assert [s["name"] for s in binding["subjects"]] == [FULLNAME]
+
+
+def test_image_pull_secrets_reach_the_operator_and_the_members(tmp_path: Path) -> None:
+    secrets = [{"name": "registry-a"}, {"name": "registry-b"}]
+    objects = render(values=(_values_file(tmp_path, "pull", {"imagePullSecrets": secrets}),))
+    for template in pod_specs(objects).values():
+        assert template["spec"]["imagePullSecrets"] == secrets
+
+
+@pytest.mark.parametrize("component", ["operator", "hazelcast"])
+def test_pod_annotations_and_labels_are_added_to_the_chart_s_own(
+    tmp_path: Path, component: str
+) -> None:
+    before = pod_specs(render())[component]["metadata"]
+    values = {
+        component: {
+            "podAnnotations": {"example.com/team": "data", "sidecar.io/inject": "false"},
+            "podLabels": {"team": "data", "example.com/cost-centre": "42"},
+        }
+    }
+    objects = render(values=(_values_file(tmp_path, "pod-meta", values),))
+    metadata = pod_specs(objects)[component]["metadata"]
+    assert metadata["labels"] == before["labels"] | {
+        "team": "data",
+        "example.com/cost-centre": "42",
+    }
+    assert metadata["annotations"] == before.get("annotations", {}) | {
+        "example.com/team": "data",
+        "sidecar.io/inject": "false",
+    }
+
+
+@pytest.mark.parametrize("component", ["operator", "hazelcast"])
+def test_pod_labels_may_not_touch_the_chart_s_labels(component: str) -> None:
+    result = run_helm(
+        "template",
+        RELEASE,
+        str(CHART),
+        "--set",
+        f"{component}.podLabels.app\\.kubernetes\\.io/name=x",
+    )
+    assert result.returncode != 0, "a reserved label was accepted"
+    assert (
+        f"{component}.podLabels: the label app.kubernetes.io/name is reserved" in result.stderr
+    ), result.stderr
+
+
+@pytest.mark.parametrize("component", ["operator", "hazelcast"])
+def test_priority_class_and_topology_spread_constraints(tmp_path: Path, component: str) -> None:
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/component": component}},
+        }
+    ]
+    values = {component: {"priorityClassName": "critical", "topologySpreadConstraints": spread}}
+    objects = render(values=(_values_file(tmp_path, "placement", values),))
+    templates = pod_specs(objects)
+    assert templates[component]["spec"]["priorityClassName"] == "critical"
+    assert templates[component]["spec"]["topologySpreadConstraints"] == spread
+    (other,) = {"operator", "hazelcast"} - {component}
+    assert "priorityClassName" not in templates[other]["spec"]
+    assert "topologySpreadConstraints" not in templates[other]["spec"]
+
+
+@pytest.mark.parametrize("component", ["operator", "hazelcast"])
+def test_security_contexts_allow_arbitrary_uids(component: str) -> None:
+    """OpenShift's restricted SCC assigns the UID: runAsUser (and fsGroup) null drop them."""
+    default = pod_specs(render())[component]["spec"]
+    dropped = ["runAsUser", "fsGroup"] if component == "hazelcast" else ["runAsUser"]
+    objects = render(
+        *(f"{component}.podSecurityContext.{key}=null" for key in dropped),
+        f"{component}.containerSecurityContext.runAsNonRoot=true",
+    )
+    spec = pod_specs(objects)[component]["spec"]
+    expected = {k: v for k, v in default["securityContext"].items() if k not in dropped}
+    assert spec["securityContext"] == expected
+    assert spec["containers"][0]["securityContext"] == default["containers"][0][
+        "securityContext"
+    ] | {"runAsNonRoot": True}
+
+
+def test_the_service_account_may_be_named_and_annotated(tmp_path: Path) -> None:
+    annotations = {"iam.gke.io/gcp-service-account": "sj@project.iam.gserviceaccount.com"}
+    values = {"serviceAccount": {"name": "sj-operator", "annotations": annotations}}
+    for sets in ((), ("operator.allNamespaces=false", "operator.namespaces={a,b}")):
+        objects = render(*sets, values=(_values_file(tmp_path, "account", values),))
+        (account,) = by_kind(objects, "ServiceAccount")
+        assert account["metadata"]["name"] == "sj-operator"
+        assert account["metadata"]["annotations"] == annotations
+        assert operator(objects)["spec"]["template"]["spec"]["serviceAccountName"] == "sj-operator"
+        bindings = by_kind(objects, "ClusterRoleBinding") + by_kind(objects, "RoleBinding")
+        assert len(bindings) >= 3
+        for binding in bindings:
+            assert binding["subjects"] == [
+                {"kind": "ServiceAccount", "name": "sj-operator", "namespace": NAMESPACE}
+            ]
+
+
+def test_an_existing_service_account_is_used_and_must_be_named() -> None:
+    objects = render("serviceAccount.create=false", "serviceAccount.name=provided")
+    assert by_kind(objects, "ServiceAccount") == []
+    assert operator(objects)["spec"]["template"]["spec"]["serviceAccountName"] == "provided"
+    for binding in by_kind(objects, "ClusterRoleBinding") + by_kind(objects, "RoleBinding"):
+        assert [s["name"] for s in binding["subjects"]] == ["provided"]
+    result = run_helm("template", RELEASE, str(CHART), "--set", "serviceAccount.create=false")
+    assert result.returncode != 0
+    assert "serviceAccount.name must name an existing ServiceAccount" in result.stderr
+
+
+@pytest.mark.parametrize("replicas", [0, 1, 2, 3])
+def test_the_operator_pdb_keeps_a_stand_by_and_never_blocks_a_lone_replica(
+    replicas: int,
+) -> None:
+    sets = ("peering.enabled=false",) if replicas <= 1 else ()
+    objects = render(f"operator.replicas={replicas}", *sets)
+    budgets = [
+        pdb
+        for pdb in by_kind(objects, "PodDisruptionBudget")
+        if pdb["metadata"]["name"] == FULLNAME
+    ]
+    if replicas <= 1:
+        assert budgets == []
+        return
+    (pdb,) = budgets
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["spec"] == {
+        "maxUnavailable": 1,
+        "selector": {"matchLabels": operator(objects)["spec"]["selector"]["matchLabels"]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "wrong"),
+    [
+        ("imagePullSecrets[0].nam=x", "nam"),
+        ("serviceAccount.crate=false", "crate"),
+        ("operator.priorityClass=x", "priorityClass"),
+        ("hazelcast.podLabel.a=b", "podLabel"),
+        ("operator.topologySpreadConstraints=x", "topologySpreadConstraints"),
+    ],
+)
+def test_the_schema_refuses_typos_in_the_new_knobs(value: str, wrong: str) -> None:
+    result = run_helm("template", RELEASE, str(CHART), "--set", value)
+    assert result.returncode != 0, f"{value} was accepted"
+    assert "schema" in result.stderr, result.stderr
+    assert wrong in result.stderr, result.stderr

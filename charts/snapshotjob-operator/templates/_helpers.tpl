@@ -79,3 +79,26 @@ split-brain-protection-ref: {{ include "sj.splitBrainProtection" .root }}
 {{- define "sj.operator.service" -}}
 {{- include "sj.fullname" . -}}
 {{- end -}}
+
+{{/* The operator's ServiceAccount: serviceAccount.name, or the fullname. Without
+     serviceAccount.create the account must exist, so it must be named: falling back to the
+     namespace's default account would hand it the operator's permissions. */}}
+{{- define "sj.operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "sj.fullname" .) -}}
+{{- else -}}
+{{- required "serviceAccount.name must name an existing ServiceAccount when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A component's podLabels (.labels, the value's path .path), rendered after the chart's
+     own labels. app.kubernetes.io/* keys are the chart's: one of them could change a Pod's
+     selector labels, so they are refused. */}}
+{{- define "sj.extraPodLabels" -}}
+{{- range $key, $_ := .labels }}
+{{- if hasPrefix "app.kubernetes.io/" $key }}
+{{- fail (printf "%s: the label %s is reserved: app.kubernetes.io/* labels are the chart's own (its selectors)" $.path $key) }}
+{{- end }}
+{{- end }}
+{{- toYaml .labels }}
+{{- end -}}
