@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import functools
 import inspect
 import itertools
@@ -276,31 +275,11 @@ def conditions_and_events() -> str:
 # --- cli.md ----------------------------------------------------------------------------------
 
 
-class _CapturedError(Exception):
-    """Raised instead of parsing, once the parser has been captured."""
-
-
 def operator_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
-    """The parser ``python -m snapshot_operator`` builds, with defaults from ``environ``.
+    """The parser ``python -m snapshot_operator`` builds, with defaults from ``environ``."""
+    from snapshot_operator.settings import build_parser
 
-    ``parse_settings`` builds its parser and parses at once; the parser is taken at its
-    ``parse_args`` call, so that its help and flags are read without running anything.
-    """
-    from snapshot_operator.settings import parse_settings
-
-    captured: list[argparse.ArgumentParser] = []
-
-    def capture(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> Any:
-        captured.append(self)
-        raise _CapturedError
-
-    with (
-        mock.patch.object(argparse.ArgumentParser, "parse_args", capture),
-        contextlib.suppress(_CapturedError),
-    ):
-        parse_settings([], environ={} if environ is None else dict(environ))
-    (parser,) = captured
-    return parser
+    return build_parser({} if environ is None else dict(environ))
 
 
 def runtime_parser() -> argparse.ArgumentParser:

@@ -84,19 +84,15 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
-def parse_settings(
-    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
-) -> OperatorSettings:
-    """Returns the settings from command-line arguments, falling back to the environment.
+def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    """The command line of ``python -m snapshot_operator``, its defaults read from ``env``.
+
+    Apart from :func:`parse_settings` so that its help can be read without parsing anything
+    (``hack/render_reference_docs.py`` writes docs/reference/cli.md from it).
 
     Args:
-        argv: Arguments without the program name; ``sys.argv[1:]`` if None.
-        environ: The environment; ``os.environ`` if None.
-
-    Raises:
-        SystemExit: If the arguments are invalid (argparse prints why).
+        env: The environment the ``SJ_OPERATOR_*`` defaults come from.
     """
-    env = os.environ if environ is None else environ
 
     def default(name: str, fallback: str | None = None) -> str | None:
         return env.get(ENV_PREFIX + name, fallback)
@@ -241,9 +237,26 @@ def parse_settings(
         default=default("DURABLE_SNAPSHOT_COPY_INTERVAL_SECONDS"),
         help="Seconds between copies of each job's automatic snapshot; none if not set",
     )
+    return parser
+
+
+def parse_settings(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> OperatorSettings:
+    """Returns the settings from command-line arguments, falling back to the environment.
+
+    Args:
+        argv: Arguments without the program name; ``sys.argv[1:]`` if None.
+        environ: The environment; ``os.environ`` if None.
+
+    Raises:
+        SystemExit: If the arguments are invalid (argparse prints why).
+    """
+    env = os.environ if environ is None else environ
+    parser = build_parser(env)
     args = parser.parse_args(argv)
     namespaces = tuple(args.namespace or ()) or (
-        () if args.all_namespaces else _split(default("NAMESPACES"))
+        () if args.all_namespaces else _split(env.get(ENV_PREFIX + "NAMESPACES"))
     )
     if not namespaces and not args.all_namespaces:
         parser.error("Give --namespace or --all-namespaces")
