@@ -7,8 +7,9 @@ the operator does (:func:`claim_execution`, :func:`patch_job_status`), starts dr
 (:class:`Drivers`) and gates their input (:func:`allow`); then it reads back what the driver
 wrote: the record in the job's status (:func:`execution_record`) and the sinks' output
 (:func:`published_rows`, :func:`committed_events`). A module that asks for the fixtures
-``api``, ``store`` and ``drivers`` imports them into its namespace, so pytest finds them
-there; ``api`` stays module-scoped, one per importing module.
+``api`` and ``drivers`` imports them into its namespace, so pytest finds them there (``store``
+comes from :mod:`tests.integration.operator_fixtures`); ``api`` stays module-scoped, one per
+importing module.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from snapshotjob_contract.environment import (
     ENV_DURABLE_ACCESS_KEY_ID,
     ENV_DURABLE_BUCKET,
@@ -58,18 +58,6 @@ def api(kube_api: KubeAPI) -> Iterator[client.ApiClient]:
     install_crd(api_client)
     yield api_client
     api_client.close()
-
-
-@pytest.fixture
-def store(healthy_hazelcast: HazelcastCluster) -> Iterator[HazelcastSnapshotStore]:
-    """A snapshot store client on the session's Hazelcast cluster.
-
-    Yields:
-        The client, shut down after the test.
-    """
-    hz = connect([n.address for n in healthy_hazelcast.nodes], healthy_hazelcast.cluster_name)
-    yield HazelcastSnapshotStore(hz)
-    hz.shutdown()
 
 
 class Drivers:

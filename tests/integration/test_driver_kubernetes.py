@@ -63,9 +63,9 @@ from tests.integration.kube_driver_helpers import (
     patch_job_status,
     pipeline_args,
     published_rows,
-    store,
     utc_now,
 )
+from tests.integration.operator_fixtures import store
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 

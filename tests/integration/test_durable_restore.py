@@ -52,8 +52,8 @@ from tests.integration.kube_driver_helpers import (
     expected_sums,
     latest_per_key,
     published_rows,
-    store,
 )
+from tests.integration.operator_fixtures import store
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube]
 
