@@ -26,6 +26,7 @@ from snapshotjob_contract.base import (
 )
 from snapshotjob_contract.pod_template import template_problems
 from snapshotjob_contract.record import MAX_BACKUP_COUNT
+from snapshotjob_contract.spark_ui import SparkUiSpec
 
 DEFAULT_STATE_PARTITIONS = 8
 """``spec.statePartitions`` when omitted; the runtime's own default, so jobs created before the
@@ -422,6 +423,9 @@ class SnapshotJobSpec(ApiModel):
     operator's default (the chart's `durableStorage`) applies."""
     durable_restore: DurableRestoreSpec | None = Field(default=None, exclude_if=_unset)
     """Restore an older durable copy after the store lost the restore point."""
+    spark_ui: SparkUiSpec = Field(default_factory=SparkUiSpec)
+    """The driver's Spark web UI through a Service (and an Ingress) while an execution runs;
+    off by default. See docs/guides/spark-ui.md."""
     pod_template: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
     """Pod settings of the driver and the executors: environment from Secrets, volumes, node
     selection, tolerations, affinity, security contexts, service account, image pull Secrets.
@@ -441,7 +445,8 @@ class SnapshotJobSpec(ApiModel):
         ``suspend``, ``exportSnapshot`` and the operator-only fields (restart policy, upgrade
         mode, suspendOnFailure, splitBrainProtection, initialSnapshotName, which is read only at
         a first start) are left out: changing them needs no new execution.
-        ``statePartitions``, ``incrementalSnapshots`` and ``snapshotChains`` count only when
+        ``statePartitions``, ``incrementalSnapshots``, ``snapshotChains`` and
+        ``sparkUi.enabled`` count only when
         they are not the default (unset), so jobs that existed before the fields keep their
         fingerprint and are not rolled out by an operator upgrade.
         """
@@ -464,5 +469,8 @@ class SnapshotJobSpec(ApiModel):
             relevant["incremental_snapshots"] = True
         if self.snapshot_chains is not None:
             relevant["snapshot_chains"] = self.snapshot_chains.model_dump(mode="json")
+        if self.spark_ui.enabled:
+            # The driver starts its UI or not; the Service's settings need no new execution.
+            relevant["spark_ui"] = True
         canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

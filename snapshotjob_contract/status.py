@@ -35,6 +35,7 @@ from snapshotjob_contract.conditions import (
 )
 from snapshotjob_contract.modes import TerminationMode
 from snapshotjob_contract.record import MAX_BACKUP_COUNT, ExecutionRecord
+from snapshotjob_contract.spark_ui import SparkUiStatus
 
 
 class StatusModel(ApiModel):
@@ -332,6 +333,8 @@ class SnapshotJobStatus(StatusModel):
     driver_exit: DriverExitStatus | None = None
     """Written by the driver (fenced by its execution id) right before it exits, so its exit
     is known even when its Pod is deleted as soon as it stops."""
+    spark_ui: SparkUiStatus | None = None
+    """Where the running driver's Spark UI is (spec.sparkUi); absent while there is none."""
 
     def reported_exit(self) -> DriverExitStatus | None:
         """The current execution's driver's exit report, if it made one."""
