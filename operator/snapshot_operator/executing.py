@@ -483,6 +483,7 @@ def _perform(
                     store_cluster_name=cluster,
                     default_durable_storage=services.settings.durable_storage,
                     log_format=services.settings.log_format,
+                    image_pull_secrets=services.settings.job_image_pull_secrets,
                 )
                 try:
                     kube.ensure_driver_identity(job)

@@ -15,6 +15,7 @@ execution record). It can neither see other jobs nor touch anything else; a Role
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from snapshot_operator.reconcile import CreateDriverPod, JobRef
@@ -64,6 +65,9 @@ from snapshotjob_contract.spec import DurableStorageSpec
 
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
 """What ``spec.spark.master: k8s`` means from inside the cluster."""
+
+PULL_SECRETS_CONF = "spark.kubernetes.container.image.pullSecrets"
+"""Spark's image pull Secrets of the executor Pods, comma-separated."""
 
 _SPARK_MEMORY = re.compile(r"^([1-9][0-9]*)([kKmMgGtT]?)$")
 _MIB_PER_UNIT = {"k": 1 / 1024, "m": 1, "": 1, "g": 1024, "t": 1024 * 1024}
@@ -126,13 +130,23 @@ def _metadata(job: JobRef, name: str, component: str) -> dict[str, Any]:
     }
 
 
-def driver_spark_conf(job: JobRef, spec: SnapshotJobSpec, pod_name: str) -> dict[str, str]:
+def driver_spark_conf(
+    job: JobRef, spec: SnapshotJobSpec, pod_name: str, image_pull_secrets: Sequence[str] = ()
+) -> dict[str, str]:
     """Returns the Spark configuration the operator derives for a driver Pod.
 
     The driver runs Spark with exactly these settings (``--conf`` arguments), the master
     included. The user's ``spec.spark.conf`` wins over everything but the keys that tie
     executors to this driver Pod and its job (their owner and labels), which must stay right
     for the garbage collector and for "never two drivers" to cover executors too.
+
+    Args:
+        job: The SnapshotJob.
+        spec: Its spec.
+        pod_name: The driver Pod's name.
+        image_pull_secrets: The installation's pull Secrets for the executors: added to
+            :data:`PULL_SECRETS_CONF` of ``spec.spark.conf``, except those the executors'
+            pod templates name already (Spark adds the conf's to the template's).
     """
     executor = spec.spark.executor
     derived = {
@@ -175,7 +189,25 @@ def driver_spark_conf(job: JobRef, spec: SnapshotJobSpec, pod_name: str) -> dict
         f"spark.kubernetes.executor.label.{LABEL_COMPONENT}": "executor",
         f"spark.kubernetes.executor.label.{LABEL_MANAGED_BY}": MANAGED_BY,
     }
-    return derived | dict(spec.spark.conf) | pinned
+    conf = derived | dict(spec.spark.conf) | pinned
+    if spec.spark.master == "k8s" and image_pull_secrets:
+        templated = _pull_secret_names(spec.pod_template, executor.pod_template)
+        given = [name.strip() for name in conf.get(PULL_SECRETS_CONF, "").split(",")]
+        added = [name for name in image_pull_secrets if name not in templated]
+        names = list(dict.fromkeys(name for name in (*given, *added) if name))
+        if names:
+            conf[PULL_SECRETS_CONF] = ",".join(names)
+    return conf
+
+
+def _pull_secret_names(*templates: Mapping[str, Any] | None) -> set[str]:
+    """Returns the names of the image pull Secrets the pod templates list."""
+    return {
+        str(item.get("name"))
+        for template in templates
+        for item in ((template or {}).get("spec") or {}).get("imagePullSecrets") or []
+        if isinstance(item, Mapping)
+    }
 
 
 def build_driver_pod(
@@ -187,6 +219,7 @@ def build_driver_pod(
     store_cluster_name: str | None = None,
     default_durable_storage: DurableStorageSpec | None = None,
     log_format: LogFormat = LogFormat.TEXT,
+    image_pull_secrets: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Returns the driver Pod of one execution.
 
@@ -200,6 +233,8 @@ def build_driver_pod(
         default_durable_storage: The installation's durable storage, for a spec without
             ``durableStorage``.
         log_format: The driver's log format, the operator's own.
+        image_pull_secrets: The installation's image pull Secrets, for the driver Pod (after
+            its pod templates' ones) and its executors (:func:`driver_spark_conf`).
     """
     metadata = _metadata(job, create.pod_name, "driver")
     metadata["labels"][LABEL_EXECUTION_ID] = create.execution_id
@@ -228,14 +263,14 @@ def build_driver_pod(
                 "value": f"{restore.accept_snapshot_id}:{restore.instead_of_snapshot_id}",
             }
         )
-    conf = driver_spark_conf(job, spec, create.pod_name)
+    conf = driver_spark_conf(job, spec, create.pod_name, image_pull_secrets)
     driver = spec.spark.driver
     overhead_mib = (
         None if driver.memory_overhead is None else spark_memory_mib(driver.memory_overhead)
     )
     memory = f"{container_memory_mib(spark_memory_mib(driver.memory), overhead_mib)}Mi"
     cores = driver.cores_request or str(driver.cores)
-    pod = {
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": metadata,
@@ -275,7 +310,16 @@ def build_driver_pod(
             ],
         },
     }
-    return pod_template.merge(pod, spec.pod_template, driver.pod_template)
+    if image_pull_secrets:
+        pod["spec"]["imagePullSecrets"] = [{"name": name} for name in image_pull_secrets]
+    merged = pod_template.merge(pod, spec.pod_template, driver.pod_template)
+    if image_pull_secrets:
+        # The templates' Secrets come first; one named twice is listed once.
+        by_name: dict[Any, Any] = {}
+        for item in merged["spec"]["imagePullSecrets"]:
+            by_name.setdefault(item.get("name"), item)
+        merged["spec"]["imagePullSecrets"] = list(by_name.values())
+    return merged
 
 
 def durable_storage_env(storage: DurableStorageSpec | None) -> list[dict[str, Any]]:

@@ -53,6 +53,9 @@ class OperatorSettings:
         metrics_port: The port of the operator's metrics endpoint; None for no endpoint.
         durable_storage: The installation's durable storage, for jobs without
             ``spec.durableStorage``; None when there is none.
+        job_image_pull_secrets: Names of the Secrets every job's driver and executor Pods
+            pull their images with, besides their pod templates'; each must exist in the
+            job's namespace.
     """
 
     namespaces: tuple[str, ...] = ()
@@ -73,6 +76,7 @@ class OperatorSettings:
     log_format: LogFormat = LogFormat.TEXT
     metrics_port: int | None = None
     durable_storage: DurableStorageSpec | None = None
+    job_image_pull_secrets: tuple[str, ...] = ()
 
     @property
     def store_address(self) -> str | None:
@@ -220,6 +224,13 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="Serve Prometheus metrics on this port at /metrics; none if not set (env "
         "SJ_OPERATOR_METRICS_PORT)",
     )
+    parser.add_argument(
+        "--job-image-pull-secrets",
+        default=default("JOB_IMAGE_PULL_SECRETS"),
+        help="Secrets the driver and executor Pods pull their images with, comma-separated, "
+        "added to those of the job's pod template; each must exist in the job's namespace "
+        "(env SJ_OPERATOR_JOB_IMAGE_PULL_SECRETS)",
+    )
     durable = parser.add_argument_group(
         "durable storage",
         "The default of spec.durableStorage: an S3 bucket that keeps verified copies of every "
@@ -303,4 +314,5 @@ def parse_settings(
         log_format=LogFormat(args.log_format),
         metrics_port=args.metrics_port,
         durable_storage=durable_storage,
+        job_image_pull_secrets=_split(args.job_image_pull_secrets),
     )
