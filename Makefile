@@ -11,7 +11,8 @@ MYPY_CACHE_DIR ?= $(HOME)/.cache/snapshotjob/mypy
 PACKAGES := snapshotjob_contract snapshot_protocol snapshot_store operator/snapshot_operator spark_runtime
 
 .PHONY: help install demo demo-local demo-down test test-unit test-integration test-e2e test-slow \
-        check lint format typecheck contracts docs-check crds docs bench run-operator clean
+        check lint format typecheck contracts docs-check crds docs bench run-operator clean \
+        release release-dry-run
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -88,6 +89,12 @@ crds: install ## Render the SnapshotJob CRD (crds/ and the chart) from the API m
 
 docs: install ## Render the generated reference pages (docs/reference: exit codes, conditions and Events, CLI) from the code
 	@$(PY) hack/render_reference_docs.py
+
+release: install ## Cut release VERSION=x.y.z: stamp, CHANGELOG, image, chart, commit, tag
+	@$(PY) hack/release.py release $(or $(VERSION),$(error Usage: make release VERSION=x.y.z))
+
+release-dry-run: install ## The same release in a temporary clone: nothing committed or tagged
+	@$(PY) hack/release.py release --dry-run $(or $(VERSION),$(error Usage: make release-dry-run VERSION=x.y.z))
 
 clean: ## Remove the virtualenv and caches inside the repository
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
