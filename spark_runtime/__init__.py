@@ -4,5 +4,3 @@ with Hazelcast Jet's non-corruptible snapshot protocol.
 The pure protocol core lives in :mod:`snapshot_protocol` and imports no I/O library;
 adapters for Hazelcast, Kubernetes and PostgreSQL sit beside it.
 """
-
-__version__ = "0.1.0"

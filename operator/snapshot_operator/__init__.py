@@ -3,5 +3,3 @@
 This folder's parent, ``operator/``, is deliberately not a package: a package named
 ``operator`` would shadow the standard library module of the same name.
 """
-
-__version__ = "0.1.0"
