@@ -9,7 +9,7 @@ port named :data:`SPARK_UI_PORT_NAME`; both sides take these from here.
 from __future__ import annotations
 
 import enum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field
 
@@ -94,6 +94,25 @@ class SparkUiSpec(ApiModel):
     """Labels of the Service, beside the operator's own."""
     ingress: SparkUiIngressSpec | None = None
     """An Ingress to the Service; none when unset."""
+
+
+def driver_ui_conf(settings: SparkUiSpec) -> dict[str, str]:
+    """Returns the Spark settings that make the driver serve its UI; none when it must not.
+
+    The operator pins them over ``spec.spark.conf`` in the driver's ``--conf`` arguments
+    (every Spark session of the runtime starts with its UI off otherwise): the Service
+    targets this port.
+    """
+    if not settings.enabled:
+        return {}
+    return {"spark.ui.enabled": "true", "spark.ui.port": str(SPARK_UI_PORT)}
+
+
+def driver_ui_ports(settings: SparkUiSpec) -> list[dict[str, Any]]:
+    """Returns the driver container's UI port, named for the Service; none without a UI."""
+    if not settings.enabled:
+        return []
+    return [{"name": SPARK_UI_PORT_NAME, "containerPort": SPARK_UI_PORT, "protocol": "TCP"}]
 
 
 class SparkUiStatus(ApiModel):

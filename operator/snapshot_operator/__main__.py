@@ -48,7 +48,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if settings.durable_storage is not None
         else None
     )
-    services = Services(kube=kube, store=store, settings=settings, durable=durable, metrics=metrics)
+    services = Services(
+        kube=kube, store=store, settings=settings, durable=durable, metrics=metrics, spark_ui=kube
+    )
     priority = settings.priority
     if priority is None:
         priority = 1 + secrets.randbelow(_PRIORITY_RANGE)

@@ -54,6 +54,7 @@ from snapshot_operator.reconcile import (
 from snapshot_operator.reconcile.actions import acts_beyond_the_status, status_writes
 from snapshot_operator.reconcile.exports import with_requested_export
 from snapshot_operator.settings import OperatorSettings
+from snapshot_operator.spark_ui_executing import SparkUiGateway, reconcile_spark_ui
 from snapshotjob_contract import (
     DurableStorageSpec,
     ExportedSnapshot,
@@ -93,6 +94,8 @@ class Services:
         durable: The installation's durable storage, for disposing of exports' copies; None
             without one.
         metrics: The operator's metrics, which each reconcile reports to.
+        spark_ui: The Spark UI's calls (:mod:`snapshot_operator.spark_ui_executing`); None
+            to leave the UI objects alone.
     """
 
     kube: KubernetesGateway
@@ -101,6 +104,7 @@ class Services:
     clock: Callable[[], datetime] = _utc_now
     durable: DurableGateway | None = None
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    spark_ui: SparkUiGateway | None = None
 
 
 @dataclass(frozen=True)
@@ -356,6 +360,11 @@ def _reconcile_once(
             (decided - read) * 1000,
             (time.perf_counter() - decided) * 1000,
         )
+    if services.spark_ui is not None:
+        version = reconcile_spark_ui(
+            services.spark_ui, services.kube, observation, status, outcome.resource_version
+        )
+        outcome = dataclasses.replace(outcome, resource_version=version)
     seen = _seen(uid, status, members, outcome.resource_version)
     if seen.driver_pod is not None and not _acts_on_pods(actions):
         seen = dataclasses.replace(seen, driver_pod_version=_pod_version(pods, seen.driver_pod))

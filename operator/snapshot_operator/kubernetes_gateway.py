@@ -20,7 +20,15 @@ from typing import Any, TypeVar
 import urllib3
 from kubernetes import client
 
-from snapshot_operator import creating, deleting, eventing, fetching, patching, restarting
+from snapshot_operator import (
+    creating,
+    deleting,
+    eventing,
+    exposing,
+    fetching,
+    patching,
+    restarting,
+)
 from snapshot_operator.gateways import CreateFailed
 from snapshot_operator.reconcile import EmitEvent, JobRef
 from snapshotjob_contract.exports import EXPORT_PLURAL
@@ -79,6 +87,22 @@ class ClientKubernetesGateway:
         """See :meth:`snapshot_operator.gateways.KubernetesGateway.list_driver_pods`."""
         return self._call(
             "list_driver_pods", fetching.list_driver_pods, namespace, job_uid, cached=cached
+        )
+
+    def list_spark_ui_objects(self, namespace: str, job_uid: str) -> list[dict[str, Any]]:
+        """See :class:`snapshot_operator.spark_ui_executing.SparkUiGateway`."""
+        return self._call(
+            "list_spark_ui_objects", exposing.list_spark_ui_objects, namespace, job_uid
+        )
+
+    def apply_spark_ui_object(self, manifest: dict[str, Any]) -> None:
+        """See :class:`snapshot_operator.spark_ui_executing.SparkUiGateway`."""
+        self._call("apply_spark_ui_object", exposing.apply_spark_ui_object, manifest)
+
+    def delete_spark_ui_object(self, namespace: str, kind: str, name: str) -> bool:
+        """See :class:`snapshot_operator.spark_ui_executing.SparkUiGateway`."""
+        return self._call(
+            "delete_spark_ui_object", exposing.delete_spark_ui_object, namespace, kind, name
         )
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:

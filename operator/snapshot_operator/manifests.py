@@ -61,6 +61,7 @@ from snapshotjob_contract.pods import (
 )
 from snapshotjob_contract.resource import GROUP, KIND, PLURAL, VERSION
 from snapshotjob_contract.spark import PROACTIVE_REPLICATION_CONF, STATE_REPLICAS_CONF
+from snapshotjob_contract.spark_ui import driver_ui_conf, driver_ui_ports
 from snapshotjob_contract.spec import DurableStorageSpec
 
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
@@ -189,7 +190,8 @@ def driver_spark_conf(
         f"spark.kubernetes.executor.label.{LABEL_COMPONENT}": "executor",
         f"spark.kubernetes.executor.label.{LABEL_MANAGED_BY}": MANAGED_BY,
     }
-    conf = derived | dict(spec.spark.conf) | pinned
+    # The driver's UI when asked for, on the port its Service targets (spec.sparkUi).
+    conf = derived | dict(spec.spark.conf) | pinned | driver_ui_conf(spec.spark_ui)
     if spec.spark.master == "k8s" and image_pull_secrets:
         templated = _pull_secret_names(spec.pod_template, executor.pod_template)
         given = [name.strip() for name in conf.get(PULL_SECRETS_CONF, "").split(",")]
@@ -294,7 +296,8 @@ def build_driver_pod(
                             "name": METRICS_PORT_NAME,
                             "containerPort": DRIVER_METRICS_PORT,
                             "protocol": "TCP",
-                        }
+                        },
+                        *driver_ui_ports(spec.spark_ui),
                     ],
                     # The driver names its failure there before it exits; without a message
                     # (a crash) the kubelet takes the log's last lines instead.
