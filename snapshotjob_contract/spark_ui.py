@@ -25,7 +25,15 @@ HOST_TEMPLATE_PATTERN = (
 )
 """A DNS name in lower case, in which ``{name}`` and ``{namespace}`` stand for the job's."""
 
-HostTemplate = Annotated[str, Field(min_length=1, max_length=253, pattern=HOST_TEMPLATE_PATTERN)]
+HostTemplate = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=253,
+        pattern=HOST_TEMPLATE_PATTERN,
+        description="A DNS name; {name} and {namespace} stand for the job's.",
+    ),
+]
 """An Ingress host as the spec gives it, placeholders and all."""
 
 

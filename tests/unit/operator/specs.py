@@ -157,4 +157,24 @@ INVALID_SPECS = (
         "spec.durableRestore",
         "durableRestore.acceptSnapshotId must be older (lower) than insteadOfSnapshotId",
     ),
+    InvalidSpecCase(
+        "spark-ui-ingress-without-host",
+        {"sparkUi": {"enabled": True, "ingress": {"ingressClassName": "nginx"}}},
+        "spec.sparkUi.ingress.host",
+    ),
+    InvalidSpecCase(
+        "spark-ui-ingress-host-with-an-unknown-placeholder",
+        {"sparkUi": {"enabled": True, "ingress": {"host": "{job}.example.com"}}},
+        "spec.sparkUi.ingress.host",
+    ),
+    InvalidSpecCase(
+        "spark-ui-unknown-service-type",
+        {"sparkUi": {"enabled": True, "serviceType": "ExternalName"}},
+        "spec.sparkUi.serviceType",
+    ),
+    InvalidSpecCase(
+        "spark-ui-service-port-out-of-range",
+        {"sparkUi": {"enabled": True, "servicePort": 70000}},
+        "spec.sparkUi.servicePort",
+    ),
 )
