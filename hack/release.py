@@ -209,11 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     cut.add_argument("version")
     cut.add_argument("--dry-run", action="store_true", help="in a temporary clone; no commit")
     cut.add_argument("--work-dir", help="where a dry run clones (default: a new temp dir)")
-    cut.add_argument("--skip-images", action="store_true", help="no image build (for tests)")
+    cut.add_argument("--skip-images", action="store_true", help="no image (tests; --dry-run only)")
     cut.add_argument("--repo", default=str(REPO), help="the repository (default: this one)")
     cut.add_argument("--helm", help="the helm binary (default: $HELM, PATH, the test bed's)")
     cut.add_argument("--date", help="the CHANGELOG's release date (default: today, UTC)")
     args = parser.parse_args(argv)
+    if args.command == "release" and args.skip_images and not args.dry_run:
+        parser.error("--skip-images only with --dry-run: a release without its image is none")
     try:
         if args.command == "check":
             print(check(REPO))
