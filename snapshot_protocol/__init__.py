@@ -66,6 +66,7 @@ from snapshot_protocol.ports import (
     SnapshotStore,
     StoreMembership,
 )
+from snapshot_protocol.states import ExportIdentity
 from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
 from snapshotjob_contract.record import (
     NO_SNAPSHOT,
@@ -93,6 +94,7 @@ __all__ = [
     "CoordinatorState",
     "ExecutionEnd",
     "ExecutionRecord",
+    "ExportIdentity",
     "Failpoint",
     "FailpointAction",
     "FailpointCrash",

@@ -555,6 +555,16 @@ def discarded_keys(
     )
 
 
+def keys_of_snapshots(keys: Iterable[str], snapshot_ids: Iterable[int]) -> list[str]:
+    """The keys of a map that belong to the given snapshots (records and chunks), in order.
+
+    For :meth:`~snapshot_protocol.ports.SnapshotStore.discard_snapshots` in an export map, where
+    no snapshot lists another's chunks. Keys without a snapshot id stay.
+    """
+    doomed = set(snapshot_ids)
+    return sorted(key for key in keys if snapshot_id_of_key(key) in doomed)
+
+
 def chain_problem(record: ValidationRecord) -> str | None:
     """Says what is wrong with the chains a record lists, or None if nothing is.
 

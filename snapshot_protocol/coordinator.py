@@ -45,6 +45,11 @@ from snapshot_protocol.errors import (
     SnapshotUnusable,
     ZombieExecution,
 )
+from snapshot_protocol.export_names import (
+    discard_other_jobs_exports,
+    find_export,
+    others_under,
+)
 from snapshot_protocol.failpoints import RESTORE, TAKE, Failpoints, failpoint_name
 from snapshot_protocol.ports import Clock, Participant, RecordStore, SnapshotStore
 from snapshot_protocol.states import (
@@ -351,6 +356,8 @@ class SnapshotCoordinator:
     def _validate_initial(self, map_name: str, name: str) -> ValidationRecord:
         """Restore step 4 for the initial snapshot, whose id only its validation records know.
 
+        The name resolves to the export its SnapshotJobExport recorded when the config names
+        that identity, else to the highest id (:mod:`snapshot_protocol.export_names`, rule 2).
         An export the store does not hold (the store was re-created since) is looked for in
         durable storage, and if found there copied back into the store, verified chunk by chunk
         and validated again, before the restore reads it like any other.
@@ -360,26 +367,35 @@ class SnapshotCoordinator:
             SnapshotCorrupted: If the export, or its durable copy, fails validation.
             SnapshotStoreError: If the store or durable storage could not be read.
         """
-        snapshot_id = self._snapshots.latest_snapshot_id(map_name)
-        if snapshot_id is None and self._durable is not None:
-            snapshot_id = self._durable.latest_snapshot_id(map_name)
-            if snapshot_id is not None:
+        identity = self._config.initial_snapshot_identity
+        durable = self._durable
+        found = find_export(self._snapshots, map_name, identity)
+        if found is None and durable is not None:
+            found = find_export(durable, map_name, identity)
+            if found is not None:
                 _log.info(
                     "Copying initial snapshot from durable storage name=%s map=%s snapshotId=%d",
                     name,
                     map_name,
-                    snapshot_id,
+                    found.snapshot_id,
                 )
-                transfer_snapshot(self._durable, map_name, self._snapshots, map_name, snapshot_id)
-        if snapshot_id is None:
-            raise SnapshotNotFound(map_name, name, durable_searched=self._durable is not None)
+                transfer_snapshot(durable, map_name, self._snapshots, map_name, found.snapshot_id)
+        if found is None:
+            raise SnapshotNotFound(
+                map_name,
+                name,
+                durable_searched=durable is not None,
+                expected=identity,
+                found=others_under(self._snapshots, map_name) if identity is not None else "",
+            )
         _log.info(
-            "Restoring from initial snapshot name=%s map=%s snapshotId=%d",
+            "Restoring from initial snapshot name=%s map=%s snapshotId=%d jobUid=%s",
             name,
             map_name,
-            snapshot_id,
+            found.snapshot_id,
+            found.job_uid,
         )
-        return validate_snapshot(self._snapshots, map_name, snapshot_id)
+        return validate_snapshot(self._snapshots, map_name, found.snapshot_id)
 
     def _fail_restore(self, unusable: SnapshotUnusable) -> None:
         _log.error(
@@ -579,6 +595,10 @@ class SnapshotCoordinator:
                 # Older snapshots' entries only: a newer execution's all have higher ids. In a
                 # chain map the restore point's chains stay, being older.
                 self._snapshots.discard(map_name, snapshot_id - 1, self._kept(map_name))
+                if export_name is not None:
+                    # Another job's export under a reused name, whatever its ids: an export
+                    # name holds one export (snapshot_protocol.export_names, rule 1).
+                    discard_other_jobs_exports(self._snapshots, map_name, self._config.job.uid)
         except ZombieExecution:
             self._transition(_S.FENCED)
             raise

@@ -183,17 +183,39 @@ class SnapshotNotFound(SnapshotUnusable):
         map_name: The export map looked in.
         name: The export name.
         durable_searched: Whether durable storage was searched too.
+        expected: The export the name must resolve to (its SnapshotJobExport's identity), if
+            known; its ``str`` names it.
+        found: What the map holds instead, when ``expected`` is not there.
     """
 
-    def __init__(self, map_name: str, name: str, *, durable_searched: bool = False) -> None:
+    def __init__(
+        self,
+        map_name: str,
+        name: str,
+        *,
+        durable_searched: bool = False,
+        expected: object | None = None,
+        found: str = "",
+    ) -> None:
         where = " in the store or in durable storage" if durable_searched else ""
+        if expected is None:
+            problem = f"no validation record in map '{map_name}'"
+            detail = f"map '{map_name}' holds no complete snapshot{where}"
+        else:
+            problem = f"no validation record of {expected} in map '{map_name}'"
+            instead = f"; the name holds {found} instead" if found else ""
+            detail = (
+                f"its SnapshotJobExport completed as {expected}, which map '{map_name}' does "
+                f"not hold{where}{instead}. The name was reused, or the export's data was "
+                "disposed of; another export's data is never restored in its place"
+            )
         super().__init__(
             map_name,
             -1,
-            f"no validation record in map '{map_name}'",
-            f"The initial snapshot '{name}' does not exist: map '{map_name}' holds no complete "
-            f"snapshot{where}. Set spec.initialSnapshotName to an export listed in "
-            "status.exportedSnapshots of a SnapshotJob in this namespace",
+            problem,
+            f"The initial snapshot '{name}' does not exist: {detail}. Set "
+            "spec.initialSnapshotName to an export listed in status.exportedSnapshots of a "
+            "SnapshotJob in this namespace",
         )
 
 

@@ -118,6 +118,18 @@ class SnapshotStore(ChunkReader, Protocol):
         """
         ...
 
+    def discard_snapshots(self, map_name: str, snapshot_ids: Sequence[int]) -> None:
+        """Removes every entry of the named snapshots (validation records and chunks).
+
+        Only for export maps, whose snapshots stand alone (no chunk of one is listed by
+        another): the snapshots another job wrote under a reused export name
+        (:mod:`snapshot_protocol.export_names`). Not fail-on-indeterminate.
+
+        Raises:
+            SnapshotStoreError: If the removal failed.
+        """
+        ...
+
     def put_chunk(self, map_name: str, key: ChunkKey, data: bytes) -> None:
         """Stores one chunk with a single-key put.
 
@@ -165,6 +177,14 @@ class SnapshotStore(ChunkReader, Protocol):
 
         Used for an exported snapshot named by ``initialSnapshotName``, whose id no execution
         record holds: the export's newest writer has the highest id.
+
+        Raises:
+            SnapshotStoreError: If the map could not be read.
+        """
+        ...
+
+    def snapshot_ids(self, map_name: str) -> list[int]:
+        """Returns every snapshot id with a validation record in the map, ascending.
 
         Raises:
             SnapshotStoreError: If the map could not be read.

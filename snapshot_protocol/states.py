@@ -86,6 +86,22 @@ STOPPED_BY_ACTION = {
 
 
 @dataclass(frozen=True)
+class ExportIdentity:
+    """Which export a name must resolve to, as its SnapshotJobExport recorded it.
+
+    Attributes:
+        job_uid: The uid of the job that took the export (its validation record's ``job_uid``).
+        snapshot_id: The export's snapshot id.
+    """
+
+    job_uid: str
+    snapshot_id: int
+
+    def __str__(self) -> str:
+        return f"snapshot {self.snapshot_id} of job uid {self.job_uid}"
+
+
+@dataclass(frozen=True)
 class CoordinatorConfig:
     """What the coordinator needs to know about the job.
 
@@ -108,6 +124,9 @@ class CoordinatorConfig:
         accepted_older_copy: ``(copy, record)`` snapshot ids: the user accepts restoring the
             durable copy of snapshot ``copy`` while the record's snapshot ``record`` is lost
             from the store (``spec.durableRestore``), and so repeating the output since.
+        initial_snapshot_identity: The export ``initial_snapshot_name`` must resolve to, as its
+            SnapshotJobExport recorded it; None to take the name's highest snapshot id
+            (:mod:`snapshot_protocol.export_names`).
     """
 
     job: JobIdentity
@@ -118,6 +137,7 @@ class CoordinatorConfig:
     split_brain_protection: bool = False
     store_lost_ms: int = 30_000
     accepted_older_copy: tuple[int, int] | None = None
+    initial_snapshot_identity: ExportIdentity | None = None
 
 
 @dataclass(frozen=True)

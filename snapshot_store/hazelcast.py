@@ -32,6 +32,7 @@ from snapshot_protocol.chunks import (
     ChunkKey,
     ValidationRecord,
     discarded_keys,
+    keys_of_snapshots,
     parse_validation_record,
     validate_snapshot,
     validation_record_id,
@@ -191,6 +192,14 @@ class HazelcastSnapshotStore:
         with _translated(map_name, "list keys"):
             keys = [str(key) for key in target.key_set().result()]
         doomed = discarded_keys(keys, through_snapshot_id, keep)
+        self._run_windowed(map_name, "delete", ((key, target.delete(key)) for key in doomed))
+
+    def discard_snapshots(self, map_name: str, snapshot_ids: Sequence[int]) -> None:
+        """Remove every entry of the named snapshots, with single-key deletes (export maps)."""
+        target = self._map(map_name)
+        with _translated(map_name, "list keys"):
+            keys = [str(key) for key in target.key_set().result()]
+        doomed = keys_of_snapshots(keys, snapshot_ids)
         self._run_windowed(map_name, "delete", ((key, target.delete(key)) for key in doomed))
 
     def put_chunk(self, map_name: str, key: ChunkKey, data: bytes | bytearray) -> None:

@@ -38,6 +38,7 @@ from snapshot_protocol.chunks import (
     ChunkKey,
     ValidationRecord,
     discarded_keys,
+    keys_of_snapshots,
     parse_validation_record,
     validation_record_id,
     validation_record_key,
@@ -172,6 +173,32 @@ class S3SnapshotStore:
             SnapshotStoreError: If the listing or a deletion failed.
         """
         doomed = discarded_keys(self._keys(map_name), through_snapshot_id, keep)
+        self._delete(map_name, doomed)
+        log.info(
+            "Discarded snapshots bucket=%s map=%s throughSnapshotId=%d objects=%d",
+            self.bucket,
+            map_name,
+            through_snapshot_id,
+            len(doomed),
+        )
+
+    def discard_snapshots(self, map_name: str, snapshot_ids: Sequence[int]) -> None:
+        """Deletes every object of the named snapshots from the map's prefix (export maps).
+
+        Raises:
+            SnapshotStoreError: If the listing or a deletion failed.
+        """
+        doomed = keys_of_snapshots(self._keys(map_name), snapshot_ids)
+        self._delete(map_name, doomed)
+        log.info(
+            "Discarded snapshots bucket=%s map=%s snapshotIds=%s objects=%d",
+            self.bucket,
+            map_name,
+            ",".join(str(snapshot_id) for snapshot_id in snapshot_ids),
+            len(doomed),
+        )
+
+    def _delete(self, map_name: str, doomed: Sequence[str]) -> None:
         for start in range(0, len(doomed), _DELETE_BATCH):
             batch = doomed[start : start + _DELETE_BATCH]
             objects: list[ObjectIdentifierTypeDef] = [
@@ -189,13 +216,6 @@ class S3SnapshotStore:
                     f"{self.bucket}, e.g. '{first.get('Key')}': {first.get('Code')} "
                     f"{first.get('Message')}"
                 )
-        log.info(
-            "Discarded snapshots bucket=%s map=%s throughSnapshotId=%d objects=%d",
-            self.bucket,
-            map_name,
-            through_snapshot_id,
-            len(doomed),
-        )
 
     # --- reads --------------------------------------------------------------------------------
 

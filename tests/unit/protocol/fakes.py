@@ -23,6 +23,7 @@ from snapshot_protocol import (
     ChunkWriter,
     CoordinatorConfig,
     ExecutionRecord,
+    ExportIdentity,
     Failpoints,
     IndeterminateChunkWrite,
     IndeterminateRecordWrite,
@@ -37,6 +38,7 @@ from snapshot_protocol import (
 )
 from snapshot_protocol.chunks import (
     discarded_keys,
+    keys_of_snapshots,
     snapshot_id_of_key,
     validation_record_id,
     validation_record_key,
@@ -190,6 +192,19 @@ class FakeSnapshotStore:
         # Not replicated to a backup that later took over: every other entry comes back.
         for key in doomed if fault is None else doomed[1::2]:
             del entries[key]
+
+    def discard_snapshots(self, map_name: str, snapshot_ids: Sequence[int]) -> None:
+        self.before_write(f"discard {map_name} snapshots {list(snapshot_ids)}")
+        entries = self.maps.setdefault(map_name, {})
+        for key in keys_of_snapshots(entries, snapshot_ids):
+            del entries[key]
+
+    def snapshot_ids(self, map_name: str) -> list[int]:
+        return sorted(
+            found
+            for key in self.maps.get(map_name, {})
+            if (found := validation_record_id(key)) is not None
+        )
 
     def _put(self, op: Op, map_name: str, key: str, value: bytes | ValidationRecord) -> None:
         self.before_write(f"{op.value} {key}")
@@ -610,6 +625,7 @@ class Cluster:
         split_brain_protection: bool = False,
         durable: FakeSnapshotStore | None = None,
         accepted_older_copy: tuple[int, int] | None = None,
+        initial_snapshot_identity: ExportIdentity | None = None,
     ) -> Driver:
         """Starts a new execution (a new driver process), fencing off the previous ones."""
         pipeline = Pipeline(self.snapshots, self.database, self.export_only_snapshots)
@@ -623,6 +639,7 @@ class Cluster:
                 shape,
                 split_brain_protection,
                 accepted_older_copy=accepted_older_copy,
+                initial_snapshot_identity=initial_snapshot_identity,
             ),
             records,
             self.snapshots,
