@@ -130,8 +130,18 @@ build_runc_capfilter() {
 }
 
 build_helm() {
-  build_one helm "${HERE}/modules/helm" helm.sh/helm/v3/cmd/helm \
-    "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}"
+  # As helm's own Makefile: the Kubernetes version helm assumes without a cluster (helm
+  # template, helm lint; checked against a chart's kubeVersion) is its client-go's, v0.N ->
+  # 1.N. Unset, it would be 1.20.
+  local dir="${HERE}/modules/helm" client_go major minor flags pkg
+  client_go="$(cd "${dir}" && go list -f '{{.Version}}' -m k8s.io/client-go)"
+  client_go="${client_go#v}"
+  major=$(( ${client_go%%.*} + 1 )); minor="${client_go#*.}"; minor="${minor%%.*}"
+  flags="-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}"
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    flags+=" -X ${pkg}.k8sVersionMajor=${major} -X ${pkg}.k8sVersionMinor=${minor}"
+  done
+  build_one helm "${dir}" helm.sh/helm/v3/cmd/helm "${flags}"
 }
 
 build_kind() {
