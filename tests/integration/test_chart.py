@@ -49,39 +49,25 @@ from snapshotjob_contract.observability import (
 from snapshotjob_contract.pods import LABEL_COMPONENT, LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY
 from tests.e2e import release as e2e_release
 from tests.fixtures.kube import binary
+from tests.integration.chart_render import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    REPO,
+    by_kind,
+    helm,
+    operator,
+    pod_specs,
+    render,
+    run_helm,
+)
+from tests.integration.chart_render import values_file as _values_file
 
 pytestmark = pytest.mark.helm
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "snapshotjob-operator"
 KIND_VALUES = REPO / "examples" / "kubernetes" / "values-kind.yaml"
 LOCAL_VALUES = CHART / "values-local.yaml"
-RELEASE = "sj"
-NAMESPACE = "snapshots"
-
-
-def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
-    """Runs the built helm binary."""
-    return subprocess.run(
-        [str(binary("helm")), *args], capture_output=True, text=True, timeout=60, check=False
-    )
-
-
-def helm(*args: str) -> str:
-    """Runs the built helm binary; fails the test with helm's message if it fails."""
-    result = run_helm(*args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-def render(*sets: str, values: tuple[Path, ...] = (), chart: Path = CHART) -> list[dict[str, Any]]:
-    """Renders the chart's templates (the test hook included) with values files and ``--set``."""
-    args = ["template", RELEASE, str(chart), "--namespace", NAMESPACE]
-    for path in values:
-        args += ["--values", str(path)]
-    for value in sets:
-        args += ["--set", value]
-    return [doc for doc in yaml.safe_load_all(helm(*args)) if doc]
+APP_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
 
 
 def named(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -91,11 +77,6 @@ def named(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]
 
 
 HAZELCAST_SERVICE = f"{RELEASE}-snapshotjob-operator-hazelcast"
-
-
-def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    """The rendered objects of one kind."""
-    return [obj for obj in objects if obj["kind"] == kind]
 
 
 def covers(rules: list[dict[str, Any]], wanted: dict[str, Any]) -> bool:
@@ -277,8 +258,11 @@ def test_a_chart_version_bump_leaves_the_member_template_alone(tmp_path: Path) -
     meta = yaml.safe_load((bumped / "Chart.yaml").read_text())
     meta["version"], meta["appVersion"] = "99.1.0", "99.1.0"
     (bumped / "Chart.yaml").write_text(yaml.safe_dump(meta))
+    # An install names its image's tag; an empty one is the appVersion's image, whose new
+    # image is what should restart the members (below).
+    tag = "hazelcast.image.tag=1.0.0"
 
-    before, after = render(), render(chart=bumped)
+    before, after = render(tag), render(tag, chart=bumped)
 
     (old_members,) = by_kind(before, "StatefulSet")
     (new_members,) = by_kind(after, "StatefulSet")
@@ -286,8 +270,17 @@ def test_a_chart_version_bump_leaves_the_member_template_alone(tmp_path: Path) -
     assert new_members["metadata"]["labels"] != old_members["metadata"]["labels"]
     old_operator, new_operator = operator(before), operator(after)
     assert new_operator["spec"]["template"] != old_operator["spec"]["template"]
-    (reconfigured,) = by_kind(render("hazelcast.clusterName=other", chart=bumped), "StatefulSet")
+    (reconfigured,) = by_kind(
+        render(tag, "hazelcast.clusterName=other", chart=bumped), "StatefulSet"
+    )
     assert reconfigured["spec"]["template"] != new_members["spec"]["template"]
+    # With the default tag the image follows the appVersion, and nothing else changes.
+    (default_before,) = by_kind(render(), "StatefulSet")
+    (default_after,) = by_kind(render(chart=bumped), "StatefulSet")
+    old_pod, new_pod = default_before["spec"]["template"], default_after["spec"]["template"]
+    assert new_pod["spec"]["containers"][0].pop("image") == "snapshotjob/runtime:99.1.0"
+    old_pod["spec"]["containers"][0].pop("image")
+    assert new_pod == old_pod
 
 
 def test_hazelcast_member_config() -> None:
@@ -348,11 +341,13 @@ def test_without_peering_the_operator_runs_standalone() -> None:
 
 
 def test_the_default_images_are_the_ones_make_builds() -> None:
-    """``make images-app`` builds ``snapshotjob/runtime:dev`` (hack/images/build.sh): the
-    operator, the members (with the image's launcher) and the test Pod default to it."""
+    """The operator, the members (with the image's launcher) and the test Pod default to the
+    project image tagged with the chart's appVersion, which ``make release`` builds;
+    values-local.yaml sets ``dev``, the tag ``make images-app`` builds (hack/images/build.sh)."""
     build = (REPO / "hack" / "images" / "build.sh").read_text()
     built = re.search(r'APP_IMAGE="\$\{APP_IMAGE:-(?P<image>[^}]+)\}"', build)
     assert built is not None
+    assert built["image"] == "snapshotjob/runtime:dev"
     objects = render()
     operator_pod = operator(objects)["spec"]["template"]["spec"]
     member_pod = by_kind(objects, "StatefulSet")[0]["spec"]["template"]["spec"]
@@ -362,7 +357,7 @@ def test_the_default_images_are_the_ones_make_builds() -> None:
         member_pod["containers"][0],
         test_pod["spec"]["containers"][0],
     ):
-        assert container["image"] == built["image"] == "snapshotjob/runtime:dev"
+        assert container["image"] == f"snapshotjob/runtime:{APP_VERSION}"
         assert container["imagePullPolicy"] == "IfNotPresent"
     assert member_pod["containers"][0]["command"] == ["hazelcast-member"]
     assert (REPO / "hack" / "images" / "hazelcast-member").exists()
@@ -370,10 +365,7 @@ def test_the_default_images_are_the_ones_make_builds() -> None:
     local = render(values=(LOCAL_VALUES,))
     for workload in (operator(local), by_kind(local, "StatefulSet")[0]):
         container = workload["spec"]["template"]["spec"]["containers"][0]
-        assert (container["image"], container["imagePullPolicy"]) == (
-            "snapshotjob/runtime:dev",
-            "Never",
-        )
+        assert (container["image"], container["imagePullPolicy"]) == (built["image"], "Never")
 
 
 def test_hazelcast_members_may_run_another_image_with_its_launcher() -> None:
@@ -532,19 +524,7 @@ def test_durable_storage_without_its_credentials_secret_is_refused() -> None:
     assert "durableStorage.credentialsSecret names the Secret" in result.stderr
 
 
-def operator(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    """The operator's Deployment."""
-    [deployment] = by_kind(objects, "Deployment")
-    return deployment
-
-
 # --- Values schema ---------------------------------------------------------------------------
-
-
-def _values_file(tmp_path: Path, name: str, values: dict[str, Any]) -> Path:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(values))
-    return path
 
 
 def test_every_values_the_project_installs_with_meet_the_schema(tmp_path: Path) -> None:
@@ -677,7 +657,8 @@ def test_the_install_notes_name_the_releases_objects(tmp_path: Path) -> None:
         "examples/kubernetes/snapshotjob.yaml",
         "examples/kubernetes/postgres.yaml",
         "values-local.yaml",
-        "kind load docker-image snapshotjob/runtime:dev",
+        f"kind load docker-image snapshotjob/runtime:{APP_VERSION}",
+        "make images-app",
         "docs/reference/operator.md",
         "charts/snapshotjob-operator/README.md",
     ):
@@ -692,6 +673,7 @@ def test_the_install_notes_name_the_releases_objects(tmp_path: Path) -> None:
         tmp_path, "operator.image.repository=registry.example/sj", "hazelcast.enabled=false"
     )
     assert "kind load" not in elsewhere
+    assert "kind load" not in notes(tmp_path, "global.imageRegistry=registry.example")
     assert "spec.hazelcast.address" in elsewhere
 
 
@@ -1002,15 +984,6 @@ def test_the_helm_test_script_passes_on_a_healthy_installation_and_names_each_pr
 # --- Knobs for real clusters -----------------------------------------------------------------
 
 FULLNAME = f"{RELEASE}-snapshotjob-operator"
-
-
-def pod_specs(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The Pod templates of the operator's Deployment and of the members' StatefulSet."""
-    (statefulset,) = by_kind(objects, "StatefulSet")
-    return {
-        "operator": operator(objects)["spec"]["template"],
-        "hazelcast": statefulset["spec"]["template"],
-    }
 
 
 def test_the_new_knobs_leave_the_default_rendering_as_it_was() -> None:

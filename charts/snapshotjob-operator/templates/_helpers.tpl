@@ -70,9 +70,24 @@ split-brain-protection-ref: {{ include "sj.splitBrainProtection" .root }}
 {{- end }}
 {{- end -}}
 
-{{/* An image reference from an image value: repository:tag, the tag defaulting to appVersion. */}}
+{{/* An image reference from an image value: [global.imageRegistry/]repository, then
+     @digest if one is given, else :tag, the tag defaulting to appVersion. */}}
 {{- define "sj.image" -}}
-{{- printf "%s:%s" .image.repository (.image.tag | default .root.Chart.AppVersion) -}}
+{{- $repository := .image.repository -}}
+{{- with (.root.Values.global).imageRegistry -}}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository -}}
+{{- end -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" $repository .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (.image.tag | default .root.Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The member attribute Hazelcast's NODE_AWARE partition group reads (PartitionGroupMetaData
+     .PARTITION_GROUP_NODE), set as a system property from the Pod's node name. */}}
+{{- define "sj.hazelcast.nodeAttribute" -}}
+-Dhazelcast.member.attribute.hazelcast.partition.group.node=$(SJ_NODE_NAME)
 {{- end -}}
 
 {{/* The headless Service of the operator Pods: `helm test` asks each one's /healthz. */}}
@@ -101,4 +116,11 @@ split-brain-protection-ref: {{ include "sj.splitBrainProtection" .root }}
 {{- end }}
 {{- end }}
 {{- toYaml .labels }}
+{{- end -}}
+
+{{/* The names of a list of image pull Secrets ([{name: ...}]), comma-separated. */}}
+{{- define "sj.secretNames" -}}
+{{- $names := list -}}
+{{- range . }}{{ $names = append $names .name }}{{ end -}}
+{{- join "," $names -}}
 {{- end -}}
