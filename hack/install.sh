@@ -11,7 +11,11 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${VENV:-$REPO/.venv}
 PYTHON=${PYTHON:-python3.11}
 CACHE=${SJ_CACHE:-$HOME/.cache/snapshotjob}
-HAZELCAST_VERSION=${HAZELCAST_VERSION:-5.6.0}
+# SPARK_VERSION and HAZELCAST_VERSION, written in this one file (tests/unit/test_versions.py
+# checks that pyproject.toml, requirements.lock and jvm/pom.xml agree with it).
+# shellcheck source=hack/versions.env
+source "$REPO/hack/versions.env"
+LOCK=$REPO/requirements.lock
 HAZELCAST_JAR=$CACHE/jars/hazelcast-$HAZELCAST_VERSION.jar
 
 step() { printf '==> %s\n' "$*"; }
@@ -42,18 +46,24 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV" || fail "could not create $VENV (is python3.11-venv installed?)"
 fi
 stamp=$VENV/.snapshotjob-installed
-want=$(sha256sum "$REPO/pyproject.toml" | cut -d' ' -f1)
+want=$(cat "$REPO/pyproject.toml" "$LOCK" | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    step "Installing Python dependencies into $VENV (pip install -e '.[dev]')"
+    # Every third-party package at the version requirements.lock pins (hack/lock.sh writes it),
+    # so this machine, CI and the images run the same ones.
+    step "Installing Python dependencies into $VENV (pip install -c requirements.lock -e '.[dev]')"
     log=$VENV/pip-install.log
     { "$VENV/bin/pip" install --upgrade pip setuptools wheel \
-        && "$VENV/bin/pip" install --no-compile -e "$REPO[dev]"; } >"$log" 2>&1 \
+        && "$VENV/bin/pip" install --no-compile -c "$LOCK" -e "$REPO[dev]"; } >"$log" 2>&1 \
         || { tail -n 30 "$log" >&2; fail "pip install failed; full log in $log"; }
     echo "$want" > "$stamp"
     installed=1
 else
     step "Python dependencies are up to date in $VENV"
 fi
+pyspark_version=$("$VENV/bin/python" -c 'from importlib.metadata import version; print(version("pyspark"))')
+[ "$pyspark_version" = "$SPARK_VERSION" ] \
+    || fail "PySpark $pyspark_version in $VENV, but SPARK_VERSION is $SPARK_VERSION (hack/versions.env): run hack/lock.sh"
+step "PySpark $pyspark_version"
 
 # The installed packages must be byte-compiled: every driver, Python worker and test process
 # imports PySpark, pandas and pyarrow, and where PYTHONDONTWRITEBYTECODE is set (this
@@ -123,9 +133,8 @@ fetch_maven_deps() {
 }
 
 # Spark's own Kafka connector, for the runtime's KafkaSource: the connector and the three jars
-# it needs that PySpark does not ship. Maven Central serves no 4.3 connector yet; the 4.2 one
-# runs on PySpark 4.3 (tests/integration/test_kafka_source.py).
-SPARK_KAFKA_VERSION=${SPARK_KAFKA_VERSION:-4.2.0}
+# it needs that PySpark does not ship, at PySpark's own version.
+SPARK_KAFKA_VERSION=$SPARK_VERSION
 SPARK_KAFKA_DIR=$CACHE/jars/spark-kafka-$SPARK_KAFKA_VERSION
 fetch_maven_deps "$SPARK_KAFKA_DIR" "org.apache.spark:spark-sql-kafka-0-10_2.13:$SPARK_KAFKA_VERSION" \
     -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 <<DEPS
@@ -134,31 +143,39 @@ DEPS
 step "Spark Kafka connector $SPARK_KAFKA_VERSION in $SPARK_KAFKA_DIR"
 
 # --- The executors' chunk writer and reader (jvm/, spark_runtime/jvm_chunks.py) -----------
-# Compiled here against PySpark's own jars and the Hazelcast jar, into one directory with the
-# two jars it needs at run time (the Hazelcast client and zero-allocation-hashing's xxh3), which
-# spark_session() puts on every session's classpath and the image ships. Rebuilt whenever the
-# sources, PySpark or those jars change: .complete holds the hash of what it was built from.
-ZAH_VERSION=${ZAH_VERSION:-0.16}
+# jvm/ is a Maven module (jvm/pom.xml): Spark $SPARK_VERSION and Hazelcast are provided
+# dependencies, its JUnit tests run in every build. The first build after the POM changes runs
+# online once, which puts every jar and plugin it needs into Maven's local repository
+# (~/.m2/repository): `dependency:go-offline` alone misses some (the test provider of surefire,
+# a dependency version Spark's POM manages). Every build then runs offline (`mvn -o`). The jar
+# goes into one directory with the two jars it needs at run time (the Hazelcast client and
+# zero-allocation-hashing's xxh3), which spark_session() puts on every session's classpath and
+# the image ships. Rebuilt whenever jvm/ or the Hazelcast jar change: .complete holds the hash
+# of what it was built from.
 CHUNKS_DIR=$CACHE/jars/snapshotjob-chunks
 if ! command -v javac >/dev/null 2>&1; then
     apt_install openjdk-17-jdk-headless
 fi
-pyspark_jars=$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
-chunks_inputs=$( { (cd "$REPO" && find jvm/src -name '*.java' | LC_ALL=C sort | xargs sha256sum); \
-    ls "$pyspark_jars"; echo "$HAZELCAST_JAR $ZAH_VERSION"; } | sha256sum | cut -d' ' -f1)
+jvm_files() { (cd "$REPO" && find jvm -path jvm/target -prune -o -type f -print | LC_ALL=C sort); }
+chunks_inputs=$( { (cd "$REPO" && jvm_files | xargs sha256sum); echo "$HAZELCAST_JAR"; } \
+    | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$CHUNKS_DIR/.complete" 2>/dev/null)" != "$chunks_inputs" ]; then
-    step "Building the executors' chunk writer and reader into $CHUNKS_DIR"
+    resolved=$CACHE/jars/.snapshotjob-chunks-resolved
+    pom_hash=$(sha256sum "$REPO/jvm/pom.xml" | cut -d' ' -f1)
+    log=$CACHE/jars/snapshotjob-chunks-build.log
+    if [ "$(cat "$resolved" 2>/dev/null)" != "$pom_hash" ]; then
+        step "Resolving jvm/'s dependencies and plugins into Maven's local repository (online, once)"
+        (cd "$REPO/jvm" && mvn -B -q dependency:go-offline package) >"$log" 2>&1 \
+            || { tail -n 40 "$log" >&2; fail "Maven could not resolve or build jvm/; full log in $log"; }
+        echo "$pom_hash" >"$resolved"
+    fi
+    step "Building jvm/ offline and running its JUnit tests into $CHUNKS_DIR (mvn -o package)"
     scratch=$(mktemp -d "$CACHE/jars/.snapshotjob-chunks-XXXXXX")
-    (cd "$CACHE" && mvn -q -B dependency:copy \
-        "-Dartifact=net.openhft:zero-allocation-hashing:$ZAH_VERSION:jar" \
-        "-DoutputDirectory=$scratch/out") || { rm -rf "$scratch"; fail "Maven could not fetch zero-allocation-hashing"; }
-    cp "$HAZELCAST_JAR" "$scratch/out/"
-    mkdir -p "$scratch/classes"
-    javac -nowarn --release 17 -d "$scratch/classes" \
-        -cp "$pyspark_jars/*:$scratch/out/*" $(find "$REPO/jvm/src" -name '*.java') \
-        || { rm -rf "$scratch"; fail "javac could not compile jvm/src"; }
-    jar cf "$scratch/out/snapshotjob-chunks.jar" -C "$scratch/classes" . \
-        || { rm -rf "$scratch"; fail "jar could not package jvm/src's classes"; }
+    { (cd "$REPO/jvm" && mvn -B -q -o package \
+        && mvn -B -q -o dependency:copy-dependencies -DincludeScope=runtime \
+            "-DoutputDirectory=$scratch/out"); } >"$log" 2>&1 \
+        || { rm -rf "$scratch"; tail -n 40 "$log" >&2; fail "mvn -o package failed in jvm/; full log in $log"; }
+    cp "$REPO/jvm/target/snapshotjob-chunks.jar" "$HAZELCAST_JAR" "$scratch/out/"
     echo "$chunks_inputs" >"$scratch/out/.complete"
     rm -rf "$CHUNKS_DIR" && mv "$scratch/out" "$CHUNKS_DIR" && rm -rf "$scratch"
 fi

@@ -24,7 +24,7 @@ from py4j.java_gateway import JavaClass  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey
+from snapshot_protocol.chunks import DELTA_MARK, ChunkDescriptor, ChunkKey
 from snapshot_store.hazelcast import DEFAULT_WINDOW
 from snapshotjob_contract.spark import JVM_CHUNKS_CONF
 from spark_runtime.chunk_io import CHUNK_TARGET_BYTES, READ_WINDOW_CHUNKS, StoreAddress
@@ -33,7 +33,7 @@ from spark_runtime.lineage import storage_level
 _log = logging.getLogger(__name__)
 
 STATE_CHUNKS_CLASS = "io.snapshotjob.chunks.StateChunks"
-"""The JVM side's entry point (``jvm/src``)."""
+"""The JVM side's entry point (``jvm/src/main/java``)."""
 
 _missing_logged: set[int] = set()
 
@@ -115,6 +115,15 @@ def write_state(
     return written
 
 
+def chunk_line(chunk: ChunkDescriptor) -> str:
+    """One chunk as :func:`read_state` hands it to the JVM: ``key, numBytes, numKeys,
+    checksum`` tab-separated, then ``delta`` for a delta's chunk (``ChunkDescriptor.parse`` in
+    ``jvm/``; ``jvm/src/test/resources/io/snapshotjob/chunks/`` holds one such line)."""
+    return f"{chunk.key}\t{chunk.num_bytes}\t{chunk.num_keys}\t{chunk.checksum}" + (
+        f"\t{DELTA_MARK}" if chunk.delta else ""
+    )
+
+
 def read_state(
     chunks: Any,
     spark: SparkSession,
@@ -147,13 +156,7 @@ def read_state(
             :func:`~spark_runtime.lineage.adopt`): the JVM stores each row as it decodes it,
             where a checkpoint of the lazy frame would copy every row twice more.
     """
-    listed = [
-        "\n".join(
-            f"{c.key}\t{c.num_bytes}\t{c.num_keys}\t{c.checksum}" + ("\tdelta" if c.delta else "")
-            for c in partition
-        )
-        for partition in partitions
-    ]
+    listed = ["\n".join(chunk_line(c) for c in partition) for partition in partitions]
     level = storage_level(spark) if checkpointed else None
     frame = chunks.read(
         spark._jsparkSession,

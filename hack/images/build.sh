@@ -10,7 +10,7 @@
 # Images (one image serves the operator, the Spark driver and the Hazelcast members):
 #   snapshotjob/runtime-system:bookworm  debian-base + python3, python3-venv, Java 17 JRE
 #   snapshotjob/runtime-deps:bookworm    + /opt/venv with the third-party wheels of
-#                                         .[operator,runtime] (versions pinned to .venv's)
+#                                         .[operator,runtime] (versions of requirements.lock)
 #   snapshotjob/runtime:dev              + this repository's package, examples/, the
 #                                         Hazelcast jar, the `hazelcast-member` launcher,
 #                                         `executor` (Spark's executor Pods run it) and
@@ -34,10 +34,14 @@ REPO_ROOT="$(cd "${IMAGES_DIR}/../.." && pwd)"
 source "${REPO_ROOT}/hack/kube/lib.sh"
 
 SJ_CACHE="${SJ_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/snapshotjob}"
-HAZELCAST_VERSION="${HAZELCAST_VERSION:-5.6.0}"
+# SPARK_VERSION and HAZELCAST_VERSION, as hack/install.sh fetched them.
+# shellcheck source=hack/versions.env
+source "${REPO_ROOT}/hack/versions.env"
+# The exact versions of every third-party package (hack/lock.sh), as in `make install`.
+LOCK_FILE="${REPO_ROOT}/requirements.lock"
 HAZELCAST_JAR="${SJ_HAZELCAST_JAR:-${SJ_CACHE}/jars/hazelcast-${HAZELCAST_VERSION}.jar}"
 # Spark's Kafka connector for the drivers' KafkaSource (fetched by hack/install.sh).
-SPARK_KAFKA_DIR="${SJ_CACHE}/jars/spark-kafka-${SPARK_KAFKA_VERSION:-4.2.0}"
+SPARK_KAFKA_DIR="${SJ_CACHE}/jars/spark-kafka-${SPARK_VERSION}"
 # The executors' chunk writer and reader, built from jvm/ by hack/install.sh.
 CHUNKS_DIR="${SJ_CACHE}/jars/snapshotjob-chunks"
 # The Kafka broker's jars for the `kafka-broker` launcher (fetched by hack/install.sh).
@@ -118,12 +122,12 @@ build_system() {
   log "Built image=${SYSTEM_IMAGE}"
 }
 
-# The third-party wheels, pinned to the versions installed in the repository's .venv (the
-# versions every test ran with), built with the host's pip cache: warm, this takes seconds.
+# The third-party wheels, pinned by requirements.lock (the versions `make install` put into
+# .venv, which every test ran with), built with the host's pip cache: warm, this takes seconds.
 wheelhouse() {
   local constraints hash dir
   [[ -x "${VENV_PY}" ]] || die "No virtualenv at ${VENV_PY}: run 'make install'"
-  constraints="$("${VENV_PY}" -m pip freeze --exclude-editable | grep -v '^snapshotjob' || true)"
+  constraints="$(grep -v '^#' "${LOCK_FILE}")"
   hash="$(printf '%s\n%s' "${constraints}" "$(cat "${REPO_ROOT}/pyproject.toml")" \
     | sha256sum | cut -c1-16)"
   dir="${WHEEL_ROOT}/${hash}"

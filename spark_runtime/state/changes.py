@@ -10,7 +10,7 @@ names (windows closed by the watermark, timeouts) keep no log, and their snapsho
 
 :func:`newest_rows` is the other side: a restore that reads a chain through Python (the
 driver, or Python workers) applies its deltas with it; the executors' JVMs do the same in
-``jvm/src/io/snapshotjob/chunks/ChainRows.java``.
+``jvm/src/main/java/io/snapshotjob/chunks/ChainRows.java``.
 """
 
 from __future__ import annotations
