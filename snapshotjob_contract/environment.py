@@ -21,6 +21,12 @@ ENV_HAZELCAST_CLUSTER = "SJ_HAZELCAST_CLUSTER"
 """Cluster name of the installation's Hazelcast cluster."""
 ENV_INITIAL_SNAPSHOT_NAME = "SJ_INITIAL_SNAPSHOT_NAME"
 """Set only when the execution starts from ``spec.initialSnapshotName``."""
+ENV_INITIAL_SNAPSHOT_JOB_UID = "SJ_INITIAL_SNAPSHOT_JOB_UID"
+"""With ``SJ_INITIAL_SNAPSHOT_ID``: the export the name must resolve to, as its
+SnapshotJobExport recorded it when it completed (the uid of the job that took it); unset when no
+completed SnapshotJobExport has the name, and the name's highest snapshot id is taken."""
+ENV_INITIAL_SNAPSHOT_ID = "SJ_INITIAL_SNAPSHOT_ID"
+"""The snapshot id of that export (see ``SJ_INITIAL_SNAPSHOT_JOB_UID``)."""
 
 # Durable storage (spec.durableStorage, or the operator's default): the operator resolves which
 # applies and sets all of it, so the driver never merges two sources.

@@ -208,6 +208,7 @@ class Driver:
                 self._settings.split_brain_protection,
                 int(self._settings.store_lost_s * 1000),
                 self._settings.durable_restore,
+                self._settings.initial_snapshot_identity,
             ),
             self._records,
             self._snapshots,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Protocol, runtime_checkable
 
-from snapshot_protocol import JobIdentity, TerminationRequest
+from snapshot_protocol import ExportIdentity, JobIdentity, TerminationRequest
 from snapshot_protocol.incremental import ChainPolicy
 from snapshotjob_contract.exits import EXIT_REPORT_AFTER_SIGNAL_SECONDS
 from snapshotjob_contract.spec import ProcessingGuarantee, SnapshotChainsSpec
@@ -77,6 +77,8 @@ class DriverSettings:
         suspend_on_failure: Suspend instead of failing (``spec.suspendOnFailure``).
         initial_snapshot_name: Restore from this exported snapshot while the job has no
             snapshot of its own (``spec.initialSnapshotName``).
+        initial_snapshot_identity: The export that name must resolve to, as its
+            SnapshotJobExport recorded it; None to take the name's highest snapshot id.
         split_brain_protection: Run only while the store members the driver reaches are a
             quorum (``spec.splitBrainProtection``).
         store_lost_s: Stop after reaching no store member for this long.
@@ -103,6 +105,7 @@ class DriverSettings:
     durable_storage: DurableStorage | None = None
     durable_restore: tuple[int, int] | None = None
     chain_policy: ChainPolicy = field(default_factory=ChainPolicy)
+    initial_snapshot_identity: ExportIdentity | None = None
 
 
 def chain_policy(chains: SnapshotChainsSpec | None) -> ChainPolicy:
@@ -205,3 +208,21 @@ class StopSignals:
     def received(self) -> bool:
         """Whether a stop signal arrived."""
         return self._event.is_set()
+
+
+def initial_snapshot_identity(
+    job_uid: str | None, snapshot_id: str | None
+) -> ExportIdentity | None:
+    """The export ``initialSnapshotName`` must resolve to, from the operator's two variables.
+
+    Raises:
+        ValueError: If only one is set, or the id is not a positive integer.
+    """
+    if not job_uid and not snapshot_id:
+        return None
+    if not job_uid or not snapshot_id or not snapshot_id.isdigit() or int(snapshot_id) < 1:
+        raise ValueError(
+            "SJ_INITIAL_SNAPSHOT_JOB_UID and SJ_INITIAL_SNAPSHOT_ID must both be set, the id a "
+            f"positive integer; got jobUid={job_uid!r} snapshotId={snapshot_id!r}"
+        )
+    return ExportIdentity(job_uid, int(snapshot_id))

@@ -28,6 +28,7 @@ from snapshot_protocol import (
     SnapshotUnusable,
     ValidationRecord,
 )
+from snapshot_protocol.export_names import discard_other_jobs_exports
 from snapshot_protocol.transfer import transfer_snapshot
 from snapshotjob_contract.environment import (
     ENV_DURABLE_ACCESS_KEY_ID,
@@ -164,13 +165,26 @@ class DurableCopies:
     ) -> str | None:
         """Copies export ``name`` (snapshot ``snapshot_id`` of ``map_name``), verified.
 
-        Once the copy validated, older copies of the same export are deleted: an export name
-        holds one snapshot, in object storage as in Hazelcast.
+        Once the copy validated, older copies of the same export, and copies other jobs made
+        under the name, are deleted: an export name holds one snapshot, in object storage as
+        in Hazelcast.
 
         Returns:
             The copy's location, or None if it could not be made (logged with the reason).
         """
-        return self._copy(name, source, map_name, snapshot_id, map_name, COPY_ATTEMPTS)
+        location = self._copy(name, source, map_name, snapshot_id, map_name, COPY_ATTEMPTS)
+        if location is not None:
+            try:
+                # Nor another job's, whatever its ids: a reused name (export_names, rule 1).
+                copy = self.store.get_validation_record(map_name, snapshot_id)
+                if copy is not None:
+                    discard_other_jobs_exports(self.store, map_name, copy.job_uid)
+            except (SnapshotStoreError, ValueError) as error:
+                # The restore checks the export's identity: only space is lost.
+                _log.warning(
+                    "Could not delete other jobs' durable copies map=%s error=%s", map_name, error
+                )
+        return location
 
     def _copy(
         self,

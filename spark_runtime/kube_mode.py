@@ -37,6 +37,8 @@ from snapshotjob_contract.environment import (
     ENV_DURABLE_RESTORE,
     ENV_HAZELCAST_ADDRESS,
     ENV_HAZELCAST_CLUSTER,
+    ENV_INITIAL_SNAPSHOT_ID,
+    ENV_INITIAL_SNAPSHOT_JOB_UID,
     ENV_INITIAL_SNAPSHOT_NAME,
 )
 from snapshotjob_contract.pods import EXECUTOR_POD_TEMPLATE_CONF, executor_pod_template
@@ -51,7 +53,7 @@ from spark_runtime.driver import (
     PublishExport,
     TerminationPoll,
 )
-from spark_runtime.driver_settings import chain_policy
+from spark_runtime.driver_settings import chain_policy, initial_snapshot_identity
 from spark_runtime.durable import DurableStorage
 from spark_runtime.execution import BadInput, JobConfig
 from spark_runtime.kube_record_store import KubernetesRecordStore
@@ -157,6 +159,12 @@ def kubernetes_config(
             f"No Hazelcast address: set spec.hazelcast.address or {ENV_HAZELCAST_ADDRESS}"
         )
     cluster = spec.hazelcast.cluster_name or os.environ.get(ENV_HAZELCAST_CLUSTER, "dev")
+    try:
+        identity = initial_snapshot_identity(
+            os.environ.get(ENV_INITIAL_SNAPSHOT_JOB_UID), os.environ.get(ENV_INITIAL_SNAPSHOT_ID)
+        )
+    except ValueError as error:
+        raise BadInput(str(error)) from error
     settings = DriverSettings(
         job=JobIdentity(
             str(metadata["uid"]),
@@ -170,6 +178,7 @@ def kubernetes_config(
         store=StoreAddress(tuple(address.split(",")), cluster),
         suspend_on_failure=spec.suspend_on_failure,
         initial_snapshot_name=os.environ.get(ENV_INITIAL_SNAPSHOT_NAME) or None,
+        initial_snapshot_identity=identity,
         split_brain_protection=spec.split_brain_protection,
         store_lost_s=store_lost_s,
         durable_storage=DurableStorage.from_environment(os.environ),

@@ -20,6 +20,7 @@ from typing import Any
 from snapshot_operator.gateways import StoreOperationFailed
 from snapshot_operator.snapshot_maps import SnapshotMaps
 from snapshot_protocol import SnapshotStoreError, SnapshotUnusable
+from snapshot_protocol.export_names import discard_other_jobs_exports
 from snapshot_store.s3 import S3SnapshotStore, connect_s3
 from snapshotjob_contract import DurableStorageSpec
 
@@ -82,6 +83,9 @@ class S3DurableGateway:
             if snapshot_id > 0 and copy is not None:
                 # An export name holds one snapshot, whose chains may reach back to older ids.
                 bucket.discard(map_name, snapshot_id - 1, [copy])
+            if copy is not None:
+                # Nor another job's, whatever its ids (a reused name).
+                discard_other_jobs_exports(bucket, map_name, copy.job_uid)
         except (SnapshotStoreError, SnapshotUnusable) as error:
             raise StoreOperationFailed(type(error).__name__, str(error)) from error
         parts = [self._storage.bucket, self._storage.prefix, map_name, str(snapshot_id)]

@@ -52,6 +52,7 @@ from snapshot_operator.reconcile import (
     parse_spec,
 )
 from snapshot_operator.reconcile.actions import acts_beyond_the_status, status_writes
+from snapshot_operator.reconcile.export_model import parse_export
 from snapshot_operator.reconcile.exports import with_requested_export
 from snapshot_operator.settings import OperatorSettings
 from snapshot_operator.spark_ui_executing import SparkUiGateway, reconcile_spark_ui
@@ -62,6 +63,7 @@ from snapshotjob_contract import (
     SnapshotJobSpec,
     StartFailureStatus,
 )
+from snapshotjob_contract.exports import ExportPhase
 from snapshotjob_contract.pods import LABEL_JOB_UID
 
 log = logging.getLogger(__name__)
@@ -389,6 +391,30 @@ def _acts_on_pods(actions: Sequence[Action]) -> bool:
     return any(isinstance(action, CreateDriverPod | DeleteDriverPod) for action in actions)
 
 
+def _completed_export(
+    services: Services, namespace: str, name: str | None
+) -> tuple[str, int] | None:
+    """``(job uid, snapshot id)`` of the completed SnapshotJobExport called ``name``, if any.
+
+    The identity the new driver's restore checks, so that a reused export name never restores
+    another export's data (snapshot_protocol.export_names).
+    """
+    if name is None:
+        return None
+    for raw in services.kube.list_exports(namespace, cached=True):
+        export = parse_export(raw)
+        if export is None or export.name != name:
+            continue
+        status = export.status
+        if (
+            status.phase is ExportPhase.COMPLETED
+            and status.job_uid is not None
+            and status.snapshot_id is not None
+        ):
+            return status.job_uid, status.snapshot_id
+    return None
+
+
 def _pod_version(pods: Sequence[Mapping[str, Any]], name: str) -> str | None:
     """The version of the named Pod in the list the decision was made on, if it is there."""
     for pod in pods:
@@ -493,6 +519,9 @@ def _perform(
                     default_durable_storage=services.settings.durable_storage,
                     log_format=services.settings.log_format,
                     image_pull_secrets=services.settings.job_image_pull_secrets,
+                    initial_export=_completed_export(
+                        services, job.namespace, action.initial_snapshot_name
+                    ),
                 )
                 try:
                     kube.ensure_driver_identity(job)

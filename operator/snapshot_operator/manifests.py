@@ -38,6 +38,8 @@ from snapshotjob_contract.environment import (
     ENV_EXECUTION_ID,
     ENV_HAZELCAST_ADDRESS,
     ENV_HAZELCAST_CLUSTER,
+    ENV_INITIAL_SNAPSHOT_ID,
+    ENV_INITIAL_SNAPSHOT_JOB_UID,
     ENV_INITIAL_SNAPSHOT_NAME,
     ENV_JOB_NAME,
     ENV_NAMESPACE,
@@ -222,6 +224,7 @@ def build_driver_pod(
     default_durable_storage: DurableStorageSpec | None = None,
     log_format: LogFormat = LogFormat.TEXT,
     image_pull_secrets: Sequence[str] = (),
+    initial_export: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
     """Returns the driver Pod of one execution.
 
@@ -237,6 +240,9 @@ def build_driver_pod(
         log_format: The driver's log format, the operator's own.
         image_pull_secrets: The installation's image pull Secrets, for the driver Pod (after
             its pod templates' ones) and its executors (:func:`driver_spark_conf`).
+        initial_export: ``(job uid, snapshot id)`` of the completed SnapshotJobExport named
+            by ``create.initial_snapshot_name``, which the restore must find under the name;
+            None if no completed SnapshotJobExport has that name.
     """
     metadata = _metadata(job, create.pod_name, "driver")
     metadata["labels"][LABEL_EXECUTION_ID] = create.execution_id
@@ -256,6 +262,9 @@ def build_driver_pod(
             env.append({"name": ENV_HAZELCAST_CLUSTER, "value": store_cluster_name})
     if create.initial_snapshot_name is not None:
         env.append({"name": ENV_INITIAL_SNAPSHOT_NAME, "value": create.initial_snapshot_name})
+        if initial_export is not None:
+            env.append({"name": ENV_INITIAL_SNAPSHOT_JOB_UID, "value": initial_export[0]})
+            env.append({"name": ENV_INITIAL_SNAPSHOT_ID, "value": str(initial_export[1])})
     env += durable_storage_env(spec.durable_storage or default_durable_storage)
     if spec.durable_restore is not None:
         restore = spec.durable_restore

@@ -31,6 +31,8 @@ from snapshot_store.s3 import S3SnapshotStore
 from snapshotjob_contract.environment import (
     ENV_DURABLE_PREFIX,
     ENV_DURABLE_REGION,
+    ENV_INITIAL_SNAPSHOT_ID,
+    ENV_INITIAL_SNAPSHOT_JOB_UID,
 )
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
@@ -190,7 +192,15 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
     work_2 = tmp_path / "job-2"
     name_2 = create_driver_job(api, healthy_hazelcast, work_2, "exec-a")
     allow(work_2, FENCED_AT)
-    third = drivers.start(name_2, "exec-a", initial_snapshot=export, extra_env=durable_env)
+    # With the export's identity, as the operator hands it from the SnapshotJobExport: the
+    # restore takes exactly that snapshot of that job (snapshot_protocol/export_names.py).
+    identity_env = {
+        ENV_INITIAL_SNAPSHOT_JOB_UID: validation.job_uid,
+        ENV_INITIAL_SNAPSHOT_ID: str(entry["snapshotId"]),
+    }
+    third = drivers.start(
+        name_2, "exec-a", initial_snapshot=export, extra_env={**durable_env, **identity_env}
+    )
 
     def caught_up() -> bool:
         drivers.alive(third)
@@ -203,6 +213,7 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
         assert count > exported_counts[key][0], f"row {key=} {count=} ignores the export"
     assert int(execution_record(api, name_2)["snapshotId"]) >= 0
     assert "Copying initial snapshot from durable storage" in drivers.log(third)
+    assert f"snapshotId={entry['snapshotId']} jobUid={validation.job_uid}" in drivers.log(third)
     assert validate_snapshot(store, export_map, entry["snapshotId"]) == validation  # back
 
     # The operator starts another execution: the old driver is a zombie and must stop.

@@ -18,6 +18,7 @@ import pytest
 from snapshot_protocol import (
     ChunkKey,
     ChunkWriter,
+    ExportIdentity,
     PipelineShape,
     SnapshotCorrupted,
     SnapshotRef,
@@ -25,6 +26,7 @@ from snapshot_protocol import (
     validate_snapshot,
 )
 from snapshot_protocol.errors import SnapshotStoreError
+from snapshot_protocol.export_names import discard_other_jobs_exports, find_export
 from snapshot_protocol.transfer import transfer_snapshot
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from snapshot_store.s3 import S3SnapshotStore
@@ -50,7 +52,7 @@ def durable(s3: S3Server, s3_bucket: str) -> S3SnapshotStore:
 
 
 def _write_snapshot(
-    store: HazelcastSnapshotStore, map_name: str, snapshot_id: int
+    store: HazelcastSnapshotStore, map_name: str, snapshot_id: int, job_uid: str = "job-uid"
 ) -> ValidationRecord:
     """A snapshot of 4 state partitions of 3 random chunks each, plus a driver-side chunk."""
     state = ChunkWriter(store, map_name, snapshot_id, "state")
@@ -68,11 +70,47 @@ def _write_snapshot(
         sum(chunk.num_bytes for chunk in chunks),
         sum(chunk.num_keys for chunk in chunks),
         1_700_000_000_000,
-        "job-uid",
+        job_uid,
         SHAPE,
     )
     store.put_validation_record(map_name, record)
     return record
+
+
+def test_a_reused_export_name_resolves_to_the_new_export_in_the_store_and_the_bucket(
+    hazelcast: HazelcastSnapshotStore, durable: S3SnapshotStore
+) -> None:
+    """The old export (job "old", snapshot 9) outlived its name; the new one is snapshot 2.
+
+    Both stores dispose of the old export the way the coordinator (taking step 3) and the
+    durable copy do; a bucket that still holds it (a disposal that failed) resolves the name to
+    the new export when given its identity. The coordinator's use of these rules is in
+    ``tests/unit/protocol/test_export_names.py``.
+    """
+    export = f"__sj.test.{uuid.uuid4().hex[:8]}.golden"
+    old = _write_snapshot(hazelcast, export, 9, "old")
+    transfer_snapshot(hazelcast, export, durable, export, 9)
+
+    # The new job's export: other jobs' snapshots go before its own are written.
+    assert discard_other_jobs_exports(hazelcast, export, "new") == [9]
+    new = _write_snapshot(hazelcast, export, 2, "new")
+    assert hazelcast.snapshot_ids(export) == [2]
+    assert hazelcast.missing_chunks(export, list(old.chunk_keys)) == list(old.chunk_keys)
+    assert find_export(hazelcast, export, None) == new
+
+    # The bucket, before the new export's copy disposes of the old one: only the identity
+    # keeps the restore from the old export's state.
+    transfer_snapshot(hazelcast, export, durable, export, 2)
+    assert durable.snapshot_ids(export) == [2, 9]
+    assert find_export(durable, export, None) == old
+    assert find_export(durable, export, ExportIdentity("new", 2)) == new
+    assert find_export(durable, export, ExportIdentity("old", 2)) is None
+
+    assert discard_other_jobs_exports(durable, export, "new") == [9]
+    assert durable.snapshot_ids(export) == [2]
+    assert durable.missing_chunks(export, list(old.chunk_keys)) == list(old.chunk_keys)
+    assert find_export(durable, export, None) == new
+    assert validate_snapshot(durable, export, 2) == new
 
 
 def test_a_snapshot_copied_to_s3_and_back_validates_and_reads_the_same(

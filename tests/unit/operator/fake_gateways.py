@@ -64,6 +64,7 @@ class FakeKubernetes:
             "spec": dict(spec or {}),
         }
         self.pods: dict[str, dict[str, Any]] = {}
+        self.exports: list[dict[str, Any]] = []
         # What a list from the API server's watch cache shows, when it is behind (None: it
         # is not, and shows :attr:`pods`).
         self.cached_pods: dict[str, dict[str, Any]] | None = None
@@ -130,8 +131,8 @@ class FakeKubernetes:
         return copy.deepcopy(self.pods.get(name))
 
     def list_exports(self, namespace: str, *, cached: bool = False) -> list[dict[str, Any]]:
-        """Returns no SnapshotJobExport: the executor's tests have none."""
-        return []
+        """Returns copies of :attr:`exports` (none unless a test puts some there)."""
+        return copy.deepcopy(self.exports)
 
     def patch_status(
         self, namespace: str, name: str, resource_version: str, patch: Mapping[str, Any]

@@ -605,3 +605,36 @@ def test_a_watched_pod_the_last_reconcile_did_not_name_is_not_taken(
     assert early is not None and early.driver is not None
     assert early.driver.result() == kube.pods[pod]
     assert kube.pod_reads == [pod]
+
+
+def _export(name: str, phase: str, job_uid: str, snapshot_id: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"{name}-uid",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {"jobName": "other", "origin": "User"},
+        "status": {"phase": phase, "jobUid": job_uid, "snapshotId": snapshot_id},
+    }
+
+
+@pytest.mark.parametrize(
+    ("phase", "identity"),
+    [("Completed", ("0b5e-uid", "7")), ("InProgress", (None, None))],
+    ids=["completed", "in-progress"],
+)
+def test_a_start_from_an_export_hands_the_driver_the_export_s_identity(
+    store: FakeStore, phase: str, identity: tuple[str | None, str | None]
+) -> None:
+    kube = FakeKubernetes({**VALID_SPEC, "initialSnapshotName": "golden"})
+    kube.exports = [_export("golden", phase, "0b5e-uid", 7), _export("other", "Completed", "x", 9)]
+    settings = OperatorSettings(namespaces=("default",), store_members=("hz-0:5701",))
+    run(Services(kube=kube, store=store, settings=settings))
+    (pod,) = kube.pods.values()
+    env = {item["name"]: item.get("value") for item in pod["spec"]["containers"][0]["env"]}
+    assert env["SJ_INITIAL_SNAPSHOT_NAME"] == "golden"
+    # Only a completed export has an identity the restore can check; without one the driver
+    # takes the name's highest snapshot id (snapshot_protocol/export_names.py).
+    assert (env.get("SJ_INITIAL_SNAPSHOT_JOB_UID"), env.get("SJ_INITIAL_SNAPSHOT_ID")) == identity

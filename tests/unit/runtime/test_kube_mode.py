@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import pytest
 
-from snapshot_protocol import TerminationMode
+from snapshot_protocol import ExportIdentity, TerminationMode
 from snapshot_protocol.incremental import ChainPolicy
 from snapshotjob_contract.spec import DEFAULT_STATE_PARTITIONS, ProcessingGuarantee
 from snapshotjob_contract.status import ExportedSnapshot
@@ -77,6 +77,24 @@ def test_initial_snapshot_name_comes_from_the_operator_env(monkeypatch: pytest.M
     assert kubernetes_config(_job()).settings.initial_snapshot_name is None
     monkeypatch.setenv(ENV_INITIAL_SNAPSHOT_NAME, "golden")
     assert kubernetes_config(_job()).settings.initial_snapshot_name == "golden"
+    assert kubernetes_config(_job()).settings.initial_snapshot_identity is None
+    monkeypatch.setenv("SJ_INITIAL_SNAPSHOT_JOB_UID", "0b5e-uid")
+    monkeypatch.setenv("SJ_INITIAL_SNAPSHOT_ID", "7")
+    identity = kubernetes_config(_job()).settings.initial_snapshot_identity
+    assert identity == ExportIdentity("0b5e-uid", 7)
+
+
+@pytest.mark.parametrize(
+    ("job_uid", "snapshot_id"), [("0b5e-uid", ""), ("", "7"), ("0b5e-uid", "seven")]
+)
+def test_a_half_or_malformed_export_identity_is_bad_input(
+    monkeypatch: pytest.MonkeyPatch, job_uid: str, snapshot_id: str
+) -> None:
+    monkeypatch.setenv("SJ_HAZELCAST_ADDRESS", "hz:5701")
+    monkeypatch.setenv("SJ_INITIAL_SNAPSHOT_JOB_UID", job_uid)
+    monkeypatch.setenv("SJ_INITIAL_SNAPSHOT_ID", snapshot_id)
+    with pytest.raises(BadInput, match="SJ_INITIAL_SNAPSHOT_ID must both be set"):
+        kubernetes_config(_job())
 
 
 def test_durable_storage_and_consent_come_from_the_operator_env(
