@@ -1,8 +1,9 @@
 """The release's pure logic: versions, where they are written, the CHANGELOG cut, the manifest.
 
 No I/O: every function takes text and returns text or data. ``hack/release.py`` (the adapter)
-reads and writes the files and runs git, docker and helm; ``tests/unit/test_versioning.py``
-checks this module, ``tests/unit/test_version.py`` that the repository's versions agree.
+reads and writes the files and runs git, docker and helm. ``tests/unit/test_versioning.py``
+checks this module; ``tests/unit/test_product_version.py`` checks that the repository's
+versions agree.
 
 The product's version is written once, in :data:`VERSION_MODULE`; ``pyproject.toml`` reads it
 from there. The chart's ``version`` and ``appVersion`` are stamped to the same value, so one
