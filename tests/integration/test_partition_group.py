@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hazelcast.proxy.map import BlockingMap
 
 from snapshotjob_contract import snapshot_map_name
 from testbed.hazelcast import HazelcastCluster
@@ -69,7 +70,7 @@ def test_losing_every_member_of_one_node_loses_no_entry(
     cluster = members_on_two_nodes
     client = cluster.client()
     name = snapshot_map_name(uuid.uuid4().hex[:8], 0, 1)
-    entries = client.get_map(name).blocking()
+    entries: BlockingMap[int, bytes] = client.get_map(name).blocking()
     for key in range(ENTRIES):
         entries.set(key, b"x")
     cluster.wait_cluster_safe(expected_size=len(NODES))
