@@ -11,7 +11,7 @@
 #
 # Usage: hack/kube/build.sh [GROUP...]
 #        GROUP in: kubernetes etcd coredns pause runc-capfilter crictl helm kind flannel
-#        prometheus (no GROUP = all but prometheus, which only the dashboard and alert-rule
+#        registry prometheus (no GROUP = all but prometheus, which only the dashboard and alert-rule
 #        tests use: their marker builds it). KUBE_BIN_DIR=<dir> overrides the cache directory.
 #        hack/kube/build.sh --print-bin-dir   prints the bin dir and exits.
 set -euo pipefail
@@ -157,6 +157,14 @@ build_flannel() {
     "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=${FLANNEL_VERSION} -extldflags -static"
 }
 
+build_registry() {
+  # The test bed's OCI registry (hack/kube/registry.sh): the cluster tier pushes its images
+  # and the packaged chart there and installs from it. A wrapper module (see its main.go):
+  # upstream's cmd/registry with the filesystem and in-memory storage drivers only.
+  build_one registry "${HERE}/modules/registry" . \
+    "-s -w -X github.com/distribution/distribution/v3/version.version=${REGISTRY_VERSION} -X github.com/distribution/distribution/v3/version.revision=module-${REGISTRY_VERSION}"
+}
+
 build_prometheus() {
   # Prometheus and promtool: the dashboard is rendered from a real Prometheus' query API and
   # the chart's alert rules are checked and unit-tested with promtool (docs/reference/metrics.md).
@@ -181,12 +189,12 @@ build_prometheus() {
 
 groups=("$@")
 if [[ ${#groups[@]} -eq 0 ]]; then
-  groups=(kubernetes etcd coredns pause runc-capfilter crictl helm kind flannel)
+  groups=(kubernetes etcd coredns pause runc-capfilter crictl helm kind flannel registry)
 fi
 total_start=$(date +%s)
 for g in "${groups[@]}"; do
   case "${g}" in
-    kubernetes|etcd|coredns|crictl|pause|helm|kind|flannel|prometheus) "build_${g}" ;;
+    kubernetes|etcd|coredns|crictl|pause|helm|kind|flannel|registry|prometheus) "build_${g}" ;;
     runc-capfilter) build_runc_capfilter ;;
     *) echo "ERROR: unknown group=${g}" >&2; exit 2 ;;
   esac

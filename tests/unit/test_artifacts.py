@@ -90,7 +90,8 @@ def test_every_needed_artifact_has_a_producer_that_makes_it(artifact: Artifact) 
 
 def test_the_cluster_scripts_need_no_binary_the_cluster_marker_leaves_out() -> None:
     declared, _ = artifacts.binaries_of(["cluster"])
-    for script in ("hack/kube/cluster.sh", "hack/kube/node-image.sh", "hack/kube/images.sh"):
+    scripts = ("cluster.sh", "node-image.sh", "images.sh", "registry.sh")
+    for script in (f"hack/kube/{name}" for name in scripts):
         text = (REPO / script).read_text().replace("\\\n", " ")
         for line in re.findall(r"^\s*need_bins (.*)$", text, re.M):
             missing = set(line.split()) - set(declared)
