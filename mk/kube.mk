@@ -7,9 +7,9 @@
 KUBE_HACK := hack/kube
 
 .PHONY: kube-binaries control-plane-up control-plane-down control-plane-status \
-	cluster-up cluster-down cluster-check node-image images
+	cluster-up cluster-down cluster-check node-image images registry-up registry-down
 
-kube-binaries: ## build Kubernetes, etcd, CoreDNS, pause, kind, helm and flanneld from the Go module proxy
+kube-binaries: ## build Kubernetes, etcd, CoreDNS, pause, kind, helm, flanneld and the registry from the Go module proxy
 	bash $(KUBE_HACK)/build.sh
 
 control-plane-up: kube-binaries ## etcd + kube-apiserver + controller-manager + scheduler on 127.0.0.1
@@ -32,6 +32,13 @@ cluster-check: ## check the kind cluster's Pod network: Pod to Pod across nodes,
 
 cluster-down: ## delete the kind cluster
 	bash $(KUBE_HACK)/cluster.sh down
+
+registry-up: kube-binaries ## the test bed's OCI registry (TLS, basic auth) on 127.0.0.1:5000; trusted by the kind cluster's nodes if one runs
+	bash $(KUBE_HACK)/registry.sh up
+	if bash $(KUBE_HACK)/cluster.sh status; then bash $(KUBE_HACK)/registry.sh connect; fi
+
+registry-down: ## remove the registry's container (its storage and credentials stay cached)
+	bash $(KUBE_HACK)/registry.sh down
 
 images: ## debootstrap base image for the project's own images, plus the cluster-test image
 	bash $(KUBE_HACK)/images.sh base testbox

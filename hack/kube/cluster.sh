@@ -118,6 +118,12 @@ apiVersion: kind.x-k8s.io/v1alpha4
 networking:
   apiServerAddress: "127.0.0.1"
   podSubnet: "10.244.0.0/16"
+# Per-registry hosts.toml files: hack/kube/registry.sh connect puts the test bed registry's CA
+# there (the node image's containerd config has no config_path of its own).
+containerdConfigPatches:
+  - |-
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      config_path = "/etc/containerd/certs.d"
 nodes:
   - role: control-plane
 EOF

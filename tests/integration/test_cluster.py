@@ -7,8 +7,10 @@ name, rather than as a confusing operator-test failure.
 * ``kube`` (control plane, no kubelet): CRD status subresource + optimistic concurrency
   (a stale ``resourceVersion`` is refused with 409), and owner-reference garbage collection.
 * ``cluster`` (kind): a locally built image runs and logs, cluster DNS resolves a headless
-  Service, StatefulSet ordering and identity, garbage collection, the CRD/409 check, and
-  Pods on two worker nodes reaching each other (the Pod network spans nodes).
+  Service, StatefulSet ordering and identity, garbage collection, the CRD/409 check,
+  Pods on two worker nodes reaching each other (the Pod network spans nodes), and the test
+  bed's registry: an image pushed there is pulled with a pull Secret, and a wrong Secret's
+  pull fails with the registry's 401.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from testbed.controlplane import KubeAPI
 from testbed.kind import KindCluster
 from testbed.kube_binaries import HACK_KUBE
+from testbed.registry import Registry
 
 T = TypeVar("T")
 
@@ -519,5 +522,60 @@ def test_cluster_pods_on_two_workers_reach_each_other_and_cluster_dns(
         assert "server" in logs.splitlines()[0], logs
         service_ip = core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
         assert service_ip in logs, logs
+    finally:
+        core.delete_namespace(namespace)
+
+
+def _waiting(core: Any, namespace: str, pod: str) -> Any:
+    statuses = core.read_namespaced_pod(pod, namespace).status.container_statuses or []
+    return statuses[0].state.waiting if statuses else None
+
+
+@pytest.mark.integration
+@pytest.mark.cluster
+def test_cluster_pulls_from_the_registry_with_the_pull_secret_and_a_wrong_one_is_refused(
+    cluster_client: Any, image_registry: Registry
+) -> None:
+    """The test bed's registry as the cluster tier uses it: an image pushed from this machine
+    is pulled by a node (TLS from the registry's CA, which containerd trusts; credentials from
+    the Pod's ``imagePullSecrets`` only), and a Secret with a wrong password gets the
+    registry's ``401 Unauthorized`` in the container's waiting message."""
+    subprocess.run(["bash", str(HACK_KUBE / "images.sh"), "testbox"], check=True, timeout=600)
+    ref = image_registry.push(TESTBOX_IMAGE)[TESTBOX_IMAGE]
+    assert ref.startswith(f"{image_registry.pull_host}/snapshotjob/testbox@sha256:")
+    core = k8s.CoreV1Api(cluster_client)
+    namespace = _namespace(cluster_client, "registry")
+    try:
+        for name, password in (("right", None), ("wrong", "not-the-password")):
+            secret = image_registry.pull_secret(namespace, name=f"pull-{name}", password=password)
+            core.create_namespaced_secret(namespace, secret)
+            # Always: a node that holds the image from an earlier pull still asks the registry.
+            container = k8s.V1Container(
+                name="box", image=ref, image_pull_policy="Always", command=["sleep", "600"]
+            )
+            spec = k8s.V1PodSpec(
+                containers=[container],
+                image_pull_secrets=[k8s.V1LocalObjectReference(name=f"pull-{name}")],
+                termination_grace_period_seconds=0,
+            )
+            core.create_namespaced_pod(
+                namespace, k8s.V1Pod(metadata=k8s.V1ObjectMeta(name=name), spec=spec)
+            )
+        wait_for(
+            "the Pod with the right pull Secret running",
+            lambda: core.read_namespaced_pod("right", namespace).status.phase == "Running",
+            timeout=180,
+        )
+        waiting = wait_for(
+            "the Pod with the wrong pull Secret failing to pull",
+            lambda: (
+                (w := _waiting(core, namespace, "wrong"))
+                and w.reason in {"ErrImagePull", "ImagePullBackOff"}
+                and w
+            ),
+            timeout=180,
+        )
+        assert "401 Unauthorized" in waiting.message, waiting.message
+        assert core.read_namespaced_pod("wrong", namespace).status.phase == "Pending"
     finally:
         core.delete_namespace(namespace)
