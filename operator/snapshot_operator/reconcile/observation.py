@@ -38,11 +38,17 @@ class PodProblem:
             ``OOMKilled``.
         message: The scheduler's or kubelet's message, on one line and cut to fit an Event.
         scheduling: Whether the Pod cannot be scheduled (rather than its container started).
+        image: The image the kubelet cannot pull (``ErrImagePull``, ``ImagePullBackOff``),
+            as the container names it; None for other problems.
+        pull_secrets: The names of the Pod's ``imagePullSecrets`` when its image cannot be
+            pulled: a wrong or missing one is the usual cause of a ``401 Unauthorized``.
     """
 
     reason: str
     message: str
     scheduling: bool = False
+    image: str | None = None
+    pull_secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,9 @@ most): with the operator's own text it still fits an Event's note, which the API
 MAX_POD_MESSAGE = 300
 """The longest scheduler or kubelet message about a Pod that cannot start the operator passes
 on, for the same reason."""
+MAX_IMAGE = 200
+"""The longest image reference the operator names in a problem (a digest reference is about
+100 characters)."""
 LABEL_COMPONENT = "app.kubernetes.io/component"
 """Spark's executor Pods carry ``executor`` in it (``manifests.driver_spark_conf``)."""
 EXECUTOR_COMPONENT = "executor"
@@ -59,6 +62,9 @@ WAITING_PROBLEMS = frozenset(
 )
 """Reasons of a waiting container that mean it will not start without a change (the kubelet
 may retry, but the image, its command or its config is wrong)."""
+PULL_PROBLEMS = frozenset({"ErrImagePull", "ImagePullBackOff"})
+"""Reasons of a waiting container whose image the kubelet could not pull: the image's name,
+the registry, or the Pod's pull Secrets are wrong."""
 _PLAIN_TERMINATION_REASONS = frozenset({"Error", "Completed"})
 """Terminated reasons that say nothing the exit code does not."""
 
@@ -109,7 +115,11 @@ def parse_driver_pod(raw: Mapping[str, Any]) -> DriverPod | None:
         deleting=metadata.get("deletionTimestamp") is not None,
         termination_message=message,
         termination_reason=reason,
-        problem=None if phase.is_terminal else parse_pod_problem(status, terminated_errors=False),
+        problem=None
+        if phase.is_terminal
+        else parse_pod_problem(
+            status, terminated_errors=False, pull_secrets=_pull_secrets(raw.get("spec"))
+        ),
         node_lost_since=parse_node_lost_since(status) if phase is PodPhase.RUNNING else None,
     )
 
@@ -140,17 +150,30 @@ def parse_executor_pod(raw: Mapping[str, Any]) -> ExecutorPod | None:
     return ExecutorPod(
         name=str(metadata["name"]),
         driver_pod=str(owners[0]["name"]) if owners else None,
-        problem=parse_pod_problem(raw.get("status") or {}, terminated_errors=True),
+        problem=parse_pod_problem(
+            raw.get("status") or {},
+            terminated_errors=True,
+            pull_secrets=_pull_secrets(raw.get("spec")),
+        ),
     )
 
 
-def parse_pod_problem(status: Mapping[str, Any], *, terminated_errors: bool) -> PodProblem | None:
+def _pull_secrets(spec: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The names of a Pod's ``imagePullSecrets``, in order."""
+    refs = (spec or {}).get("imagePullSecrets") or ()
+    return tuple(str(ref["name"]) for ref in refs if isinstance(ref, Mapping) and ref.get("name"))
+
+
+def parse_pod_problem(
+    status: Mapping[str, Any], *, terminated_errors: bool, pull_secrets: tuple[str, ...] = ()
+) -> PodProblem | None:
     """Returns why a Pod cannot start, from its ``status``; None if nothing says so.
 
     Args:
         status: The Pod's status.
         terminated_errors: Whether a container that exited with a non-zero code is a problem
             (an executor's is; the driver's exit is its execution's end, told by its code).
+        pull_secrets: The Pod's ``imagePullSecrets`` names, kept with an image pull problem.
     """
     for condition in status.get("conditions") or ():
         if (
@@ -169,6 +192,11 @@ def parse_pod_problem(status: Mapping[str, Any], *, terminated_errors: bool) -> 
         waiting = state.get("waiting") or {}
         if waiting.get("reason") in WAITING_PROBLEMS:
             message = _one_line(waiting.get("message"), MAX_POD_MESSAGE) or ""
+            if waiting["reason"] in PULL_PROBLEMS and container.get("image"):
+                image = _one_line(container["image"], MAX_IMAGE)
+                return PodProblem(
+                    str(waiting["reason"]), message, image=image, pull_secrets=pull_secrets
+                )
             return PodProblem(str(waiting["reason"]), message)
         terminated = state.get("terminated") or {}
         code = terminated.get("exitCode")

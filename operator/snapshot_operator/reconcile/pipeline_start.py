@@ -43,11 +43,11 @@ def start_problem(plan: Plan, pod: DriverPod) -> Problem | None:
             if pod.problem.scheduling
             else ConditionReason.DRIVER_NOT_STARTING
         )
-        what = "cannot be scheduled" if pod.problem.scheduling else "cannot start"
+        what = _what(pod.problem)
         return Problem(reason, _describe(f"Driver Pod {what}", pod.name, pod.problem, context))
     for executor in plan.obs.executors:
         if executor.driver_pod == pod.name and executor.problem is not None:
-            what = "cannot be scheduled" if executor.problem.scheduling else "cannot start"
+            what = _what(executor.problem)
             return Problem(
                 ConditionReason.EXECUTORS_NOT_STARTING,
                 _describe(f"Executor Pod {what}", executor.name, executor.problem, context),
@@ -111,7 +111,25 @@ def announce_pipeline(plan: Plan) -> None:
     )
 
 
+def _what(problem: PodProblem) -> str:
+    """What is wrong with the Pod, in the words its problem's message starts with."""
+    if problem.scheduling:
+        return "cannot be scheduled"
+    if problem.image is not None:
+        return "cannot pull its image"
+    return "cannot start"
+
+
 def _describe(what: str, pod_name: str, problem: PodProblem, context: str) -> str:
-    """Returns a problem's message: the Pod, Kubernetes' reason and message, and the bound."""
+    """Returns a problem's message: the Pod, Kubernetes' reason and message, and the bound.
+
+    An image the kubelet cannot pull is named first, with the Pod's pull Secrets (``-`` for
+    none): the kubelet's message ends with the registry's answer (``401 Unauthorized`` for a
+    wrong Secret, ``not found`` for a wrong name), and the Secrets are what a user checks.
+    """
     message = json.dumps(problem.message, ensure_ascii=False)
-    return f"{what} pod={pod_name} reason={problem.reason} message={message} {context}"
+    pulling = ""
+    if problem.image is not None:
+        secrets = ",".join(problem.pull_secrets) or "-"
+        pulling = f" image={problem.image} pullSecrets={secrets}"
+    return f"{what}{pulling} pod={pod_name} reason={problem.reason} message={message} {context}"

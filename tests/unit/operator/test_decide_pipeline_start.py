@@ -27,6 +27,7 @@ from snapshot_operator.reconcile import (
     PodPhase,
     PodProblem,
     decide,
+    parse_driver_pod,
     parse_executor_pod,
 )
 from snapshotjob_contract import (
@@ -381,3 +382,83 @@ def test_a_driver_that_never_reports_but_takes_snapshots_is_not_ended() -> None:
     assert of_type(old_snapshot, DeleteDriverPod), "a previous execution's snapshot proves nothing"
     assert of_type(new_snapshot, DeleteDriverPod) == []
     assert status_after(observation.status, new_snapshot).phase is Phase.RUNNING
+
+
+PULLED = "sj-registry:5000/snapshotjob/runtime@sha256:" + "c2ca" * 16
+KUBELET_401 = (
+    f'Back-off pulling image "{PULLED}": ErrImagePull: failed to pull and unpack image '
+    f'"{PULLED}": failed to resolve reference "{PULLED}": pulling from host sj-registry:5000 '
+    f"failed with status code [manifests sha256:{'c2ca' * 16}]: 401 Unauthorized"
+)
+"""What the kubelet (containerd 1.6) says of a Pod whose pull Secret has a wrong password."""
+
+
+def test_a_driver_whose_pull_secret_is_wrong_is_degraded_naming_the_image_and_the_401() -> None:
+    """The kubelet's message is longer than an Event allows and repeats the image three
+    times; the condition and the Event still name the image whole, the Pod's pull Secrets,
+    and keep the message's end, where the registry's answer is."""
+    raw = {
+        "metadata": {
+            "name": "wordcount-driver-1",
+            "labels": {"snapshotjob.io/execution-id": "e1"},
+        },
+        "spec": {"imagePullSecrets": [{"name": "sj-registry"}]},
+        "status": {
+            "phase": "Pending",
+            "containerStatuses": [
+                {
+                    "name": "driver",
+                    "image": PULLED,
+                    "state": {"waiting": {"reason": "ImagePullBackOff", "message": KUBELET_401}},
+                }
+            ],
+        },
+    }
+    pod = parse_driver_pod(raw)
+    assert pod is not None and pod.problem is not None
+    assert (pod.problem.image, pod.problem.pull_secrets) == (PULLED, ("sj-registry",))
+    assert pod.problem.message.endswith("401 Unauthorized")
+
+    observation = _starting(pod_phase=PodPhase.PENDING, problem=pod.problem)
+    actions = decide(observation)
+    status = status_after(observation.status, actions)
+
+    degraded = condition(status, ConditionType.DEGRADED)
+    (warning,) = _events(actions, EventReason.DRIVER_NOT_STARTING)
+    assert degraded.reason == ConditionReason.DRIVER_NOT_STARTING
+    for text in (degraded.message, warning.message):
+        assert text.startswith(f"Driver Pod cannot pull its image image={PULLED} ")
+        assert "pullSecrets=sj-registry " in text
+        assert "reason=ImagePullBackOff" in text and '401 Unauthorized"' in text
+    assert len(warning.message.encode()) <= 1024, "an Event's note is at most 1 KiB"
+
+
+def test_an_executor_that_cannot_pull_names_its_image_and_no_pull_secret() -> None:
+    raw = {
+        "metadata": {
+            "name": "wordcount-exec-1",
+            "labels": {"app.kubernetes.io/component": "executor"},
+            "ownerReferences": [{"kind": "Pod", "name": "wordcount-driver-1"}],
+        },
+        "status": {
+            "phase": "Pending",
+            "containerStatuses": [
+                {
+                    "name": "executor",
+                    "image": "my-pipeline:dev",
+                    "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}},
+                }
+            ],
+        },
+    }
+    executor = parse_executor_pod(raw)
+    assert executor is not None and executor.problem is not None
+    observation = _starting(executors=(replace(executor, driver_pod=_starting().pods[0].name),))
+
+    actions = decide(observation)
+
+    (warning,) = _events(actions, EventReason.EXECUTORS_NOT_STARTING)
+    assert warning.message.startswith(
+        "Executor Pod cannot pull its image image=my-pipeline:dev pullSecrets=- "
+        "pod=wordcount-exec-1 reason=ErrImagePull"
+    )
