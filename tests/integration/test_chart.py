@@ -1030,11 +1030,17 @@ def test_the_new_knobs_leave_the_default_rendering_as_it_was() -> None:
         assert [s["name"] for s in binding["subjects"]] == [FULLNAME]
 
 
-def test_image_pull_secrets_reach_the_operator_and_the_members(tmp_path: Path) -> None:
+def test_image_pull_secrets_reach_the_operator_the_members_and_the_test_pod(
+    tmp_path: Path,
+) -> None:
     secrets = [{"name": "registry-a"}, {"name": "registry-b"}]
     objects = render(values=(_values_file(tmp_path, "pull", {"imagePullSecrets": secrets}),))
     for template in pod_specs(objects).values():
         assert template["spec"]["imagePullSecrets"] == secrets
+    # helm test's Pod runs the operator's image, on a node that may not hold it yet.
+    (test_pod,) = by_kind(objects, "Pod")
+    assert test_pod["spec"]["imagePullSecrets"] == secrets
+    assert "imagePullSecrets" not in by_kind(render(), "Pod")[0]["spec"]
 
 
 @pytest.mark.parametrize("component", ["operator", "hazelcast"])
