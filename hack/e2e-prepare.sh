@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Prepares the cluster tier ahead of time: the e2e, PostgreSQL and user (examples/custom-image)
-# images, the kind cluster, the images in its nodes. hack/test.sh (`make test`) starts it in
+# images, the kind cluster, the test bed's registry (hack/kube/registry.sh) with those images
+# and the packaged chart pushed to it. hack/test.sh (`make test`) starts it in
 # the background while the static checks and the earlier tiers run, so these minutes overlap
 # them instead of adding to the run.
 #
 # Every step is one the session fixtures take anyway (tests/fixtures/kube.py,
 # tests/e2e/conftest.py), and they find it done: the images are cached by their inputs'
-# hash, the cluster is up, and `kind load` skips an image its nodes already have. A cluster
-# created here belongs to the test session: its control-plane container's id goes to the
+# hash, the cluster is up, and a push of layers the registry holds is a request each. A
+# cluster created here belongs to the test session: its control-plane container's id goes to the
 # file named by the first argument, and the kind_cluster fixture takes the cluster over
 # (deletes it at the end) when that id matches (testbed/kind.py).
 #
@@ -29,9 +30,10 @@ start=$(date +%s)
 # On a cold machine the test session builds the Kubernetes binaries and the node image
 # itself (tests/fixtures/kube.py, testbed/artifacts.py); building them here at the same time
 # would race it on the same files, so the preparation is then left to the session.
-# The binaries `cluster.sh up` needs (its need_bins, which tests/unit/test_artifacts.py reads).
+# The binaries `cluster.sh up` needs (its need_bins, which tests/unit/test_artifacts.py reads),
+# and the registry's and helm, which registry.sh runs.
 for bin in kind kubectl kubeadm kubelet kube-proxy coredns pause etcd crictl flanneld \
-  runc-capfilter; do
+  runc-capfilter registry helm; do
   if [[ ! -x "${KUBE_BIN_DIR}/${bin}" ]]; then
     echo "==> Cluster tier preparation skipped: ${KUBE_BIN_DIR}/${bin} is not built yet"
     exit 0
@@ -49,10 +51,16 @@ if ! bash hack/kube/cluster.sh status; then
   bash hack/kube/cluster.sh up
   docker inspect --format '{{.Id}}' "${name}-control-plane" >"${owned}"
 else
-  # One left paused by an interrupted make test: images cannot be loaded into frozen nodes.
+  # One left paused by an interrupted make test: frozen nodes cannot be told to trust the
+  # registry.
   bash hack/kube/cluster.sh resume
 fi
-bash hack/kube/cluster.sh load snapshotjob/runtime-e2e:dev snapshotjob/postgres:dev my-pipeline:dev
+# The nodes pull from the registry with the tests' pull Secrets; the session pushes again
+# and finds every layer there.
+bash hack/kube/registry.sh up
+bash hack/kube/registry.sh connect
+bash hack/kube/registry.sh push snapshotjob/runtime-e2e:dev snapshotjob/postgres:dev my-pipeline:dev >/dev/null
+bash hack/kube/registry.sh push-chart charts/snapshotjob-operator >/dev/null
 # Frozen until the cluster tier (see the top). Marked before: a preparation stopped during
 # the pause still leaves its cluster to resume.
 echo "${name}" >"${paused}"

@@ -1,4 +1,5 @@
-"""Fixtures of the end-to-end tests: the project image in kind, one Helm release, PostgreSQL.
+"""Fixtures of the end-to-end tests: the images and the chart in the test bed's registry, one
+Helm release installed from it, PostgreSQL.
 
 One release serves every e2e module of the session (the chart's install and three members'
 start are the slowest fixture); the module that runs last (``test_snapshotjob_kind.py``,
@@ -9,18 +10,23 @@ up whatever a failed test left.
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
 
 from testbed.kind import KindCluster
+from testbed.registry import Registry
 from tests.e2e.release import (
     BUILD_SCRIPT,
     CHART,
     CONTROL_PLANE_NODE,
+    CUSTOM_IMAGE,
     IMAGE,
     REPO_ROOT,
     TIMINGS,
@@ -30,8 +36,6 @@ from tests.e2e.release import (
 )
 
 POSTGRES_IMAGE = "snapshotjob/postgres:dev"
-CUSTOM_IMAGE = "my-pipeline:dev"
-"""The user image of examples/custom-image, the tag its snapshotjob.yaml runs."""
 POSTGRES_MANIFEST = REPO_ROOT / "examples" / "kubernetes" / "postgres.yaml"
 CRD = REPO_ROOT / "crds" / "snapshotjob.yaml"
 
@@ -67,24 +71,32 @@ def _build(target: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def e2e_image(kind_cluster: KindCluster) -> str:
-    """Builds the e2e image (cached by input hash) and loads it into the kind nodes."""
+def e2e_image(image_registry: Registry) -> str:
+    """Builds the e2e image (cached by input hash) and pushes it to the test bed's registry
+    (unchanged layers cost a HEAD request each); returns its pull reference by digest."""
     with Step("image-build"):
         _build("e2e")
-    with Step("image-load"):
-        kind_cluster.load_image(IMAGE)
-    return IMAGE
+    with Step("image-push"):
+        return image_registry.push(IMAGE)[IMAGE]
 
 
 @pytest.fixture(scope="session")
-def custom_image(kind_cluster: KindCluster) -> str:
+def custom_image(image_registry: Registry) -> str:
     """Builds the user image of ``examples/custom-image`` (``hack/images/build.sh custom``:
-    ``docker build`` of its Dockerfile, cached by input hash) and loads it into the nodes."""
+    ``docker build`` of its Dockerfile, cached by input hash) and pushes it to the registry;
+    returns its pull reference by digest."""
     with Step("custom-image-build"):
         _build("custom")
-    with Step("custom-image-load"):
-        kind_cluster.load_image(CUSTOM_IMAGE)
-    return CUSTOM_IMAGE
+    with Step("custom-image-push"):
+        return image_registry.push(CUSTOM_IMAGE)[CUSTOM_IMAGE]
+
+
+@pytest.fixture(scope="session")
+def chart_version(image_registry: Registry) -> str:
+    """Packages the chart and pushes it to ``oci://<registry>/charts`` (``helm push``); the
+    release is installed from there, as users install it."""
+    with Step("chart-push"):
+        return image_registry.push_chart(CHART)
 
 
 NAMESPACE_PREFIX = "sj-e2e-"
@@ -112,11 +124,36 @@ def _remove_stale_releases(cluster: KindCluster) -> None:
         cluster.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
+def _pull_secret_in(cluster: KindCluster, registry: Registry, namespace: str, folder: Path) -> None:
+    """Creates the namespace with the registry's pull Secret, which its default
+    ServiceAccount carries too: the example servers (PostgreSQL, S3, Kafka) run as it."""
+    cluster.kubectl("create", "namespace", namespace)
+    secret = folder / "pull-secret.json"
+    secret.write_text(json.dumps(registry.pull_secret(namespace)))
+    cluster.kubectl("apply", "-f", str(secret))
+    secret.unlink()
+    patch = json.dumps({"imagePullSecrets": [{"name": registry.secret}]})
+    deadline = time.monotonic() + 60
+    while True:  # the controller-manager creates the default ServiceAccount
+        try:
+            cluster.kubectl("-n", namespace, "patch", "serviceaccount", "default", "-p", patch)
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 @pytest.fixture(scope="session")
 def release(
-    kind_cluster: KindCluster, e2e_image: str, tmp_path_factory: pytest.TempPathFactory
+    kind_cluster: KindCluster,
+    image_registry: Registry,
+    e2e_image: str,
+    chart_version: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Release]:
-    """Installs the chart into a fresh namespace, watching only that namespace.
+    """Installs the chart from the test bed's registry into a fresh namespace, watching only
+    that namespace; every image is pulled from the registry with its pull Secret.
 
     Watching one namespace (a Role there, a namespaced KopfPeering) keeps this release from
     handling jobs of any other installation in the same cluster, and vice versa.
@@ -124,13 +161,22 @@ def release(
     _remove_stale_releases(kind_cluster)
     suffix = uuid.uuid4().hex[:6]
     namespace = f"{NAMESPACE_PREFIX}{suffix}"
-    rel = Release(cluster=kind_cluster, name=f"e2e{suffix}", namespace=namespace)
-    values = tmp_path_factory.mktemp("helm") / "values.yaml"
-    settings = chart_values()
+    rel = Release(
+        cluster=kind_cluster,
+        name=f"e2e{suffix}",
+        namespace=namespace,
+        image=e2e_image,
+        chart=image_registry.chart_url,
+        chart_args=("--version", chart_version, *image_registry.helm_args()),
+    )
+    folder = tmp_path_factory.mktemp("helm")
+    values = folder / "values.yaml"
+    settings = chart_values(image_registry, e2e_image)
     settings["operator"] |= {"allNamespaces": False, "namespaces": [rel.namespace]}
     values.write_text(yaml.safe_dump(settings))
     try:
         with Step("helm-install"):
+            _pull_secret_in(kind_cluster, image_registry, namespace, folder)
             # Helm installs a chart's CRDs only if they are missing and never upgrades them: a
             # cluster kept from an older run would silently prune the status fields this
             # operator and its drivers write, as after any operator upgrade without this step.
@@ -140,10 +186,10 @@ def release(
             kind_cluster.helm(
                 "install",
                 rel.name,
-                str(CHART),
+                rel.chart,
+                *rel.chart_args,
                 "--namespace",
                 rel.namespace,
-                "--create-namespace",
                 "--values",
                 str(values),
                 "--wait",
@@ -176,7 +222,7 @@ def release(
 
 
 @pytest.fixture(scope="session")
-def postgres(kind_cluster: KindCluster, release: Release) -> str:
+def postgres(image_registry: Registry, release: Release) -> str:
     """PostgreSQL in the release's namespace (``examples/kubernetes/postgres.yaml``).
 
     Returns:
@@ -184,12 +230,15 @@ def postgres(kind_cluster: KindCluster, release: Release) -> str:
     """
     with Step("postgres-image"):
         _build("postgres")
-        kind_cluster.load_image(POSTGRES_IMAGE)
+        image = image_registry.push(POSTGRES_IMAGE)[POSTGRES_IMAGE]
     with Step("postgres-ready"):
         documents = [doc for doc in yaml.safe_load_all(POSTGRES_MANIFEST.read_text()) if doc]
         for doc in documents:
             if doc["kind"] == "StatefulSet":
-                doc["spec"]["template"]["spec"] |= CONTROL_PLANE_NODE
+                spec = doc["spec"]["template"]["spec"]
+                spec |= CONTROL_PLANE_NODE
+                # From the registry, with the Secret of the namespace's default ServiceAccount.
+                spec["containers"][0] |= {"image": image, "imagePullPolicy": "IfNotPresent"}
         release.apply(yaml.safe_dump_all(documents))
         release.kubectl("rollout", "status", "statefulset/postgres", "--timeout=300s", timeout=320)
     return "postgresql://snapshotjob:snapshotjob@postgres:5432/snapshotjob"

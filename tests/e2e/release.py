@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.jvm import QUICK_JIT_OPTIONS
 from testbed.kind import KindCluster
+from testbed.registry import Registry
 from tests.fixtures.kube import binary
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +31,10 @@ BUILD_SCRIPT = REPO_ROOT / "hack" / "images" / "build.sh"
 IMAGE_REPOSITORY = "snapshotjob/runtime-e2e"
 IMAGE_TAG = "dev"
 IMAGE = f"{IMAGE_REPOSITORY}:{IMAGE_TAG}"
+"""The e2e image as built locally; the tests run it as pushed to the test bed's registry
+(:attr:`Release.image`, by digest)."""
+CUSTOM_IMAGE = "my-pipeline:dev"
+"""The user image of examples/custom-image, the tag its snapshotjob.yaml runs."""
 
 EXECUTORS: dict[str, Any] = {"instances": 2, "cores": 1, "coresRequest": "250m", "memory": "512m"}
 """Two small executors: with a 1-CPU driver they fit two workers of a 2-core machine."""
@@ -61,11 +66,20 @@ class Step:
 
 @dataclass
 class Release:
-    """The Helm release under test and how to reach its pieces."""
+    """The Helm release under test and how to reach its pieces.
+
+    ``image`` is the e2e image's pull reference in the test bed's registry
+    (``sj-registry:5000/snapshotjob/runtime-e2e@sha256:...``): the jobs, the operator and the
+    members run it, pulled with the registry's pull Secret. ``chart`` and ``chart_args`` are
+    where helm finds the chart (``oci://...`` with ``--version`` and the registry's CA).
+    """
 
     cluster: KindCluster
     name: str
     namespace: str
+    image: str = IMAGE
+    chart: str = str(CHART)
+    chart_args: tuple[str, ...] = ()
     installed: bool = True
     jobs: list[str] = field(default_factory=list)
 
@@ -88,7 +102,7 @@ class Release:
     def upgrade(self, *settings: str, wait: bool = False) -> None:
         """``helm upgrade --reuse-values`` of this release with ``--set`` for each setting;
         with ``wait``, until its Deployment and Pods are ready (``--wait``)."""
-        args = ["upgrade", self.name, str(CHART), "--namespace", self.namespace]
+        args = ["upgrade", self.name, self.chart, *self.chart_args, "--namespace", self.namespace]
         args += ["--reuse-values", *(arg for setting in settings for arg in ("--set", setting))]
         if wait:
             args += ["--wait", "--timeout", "5m"]
@@ -181,8 +195,8 @@ class Release:
             "kind": "SnapshotJob",
             "metadata": {"name": name, "namespace": self.namespace},
             "spec": {
-                "image": IMAGE,
-                "imagePullPolicy": "Never",
+                "image": self.image,
+                "imagePullPolicy": "IfNotPresent",
                 "pipeline": {"module": pipeline, "args": args},
                 "spark": spark
                 or {
@@ -363,14 +377,18 @@ QUICK_JIT_CONF = {
 """The jobs' Spark settings for it: the cluster's drivers and executors are as short-lived."""
 
 
-def chart_values() -> dict[str, Any]:
-    """``examples/kubernetes/values-kind.yaml`` with the e2e image and a quicker lost node."""
+def chart_values(registry: Registry, image: str) -> dict[str, Any]:
+    """``examples/kubernetes/values-kind.yaml`` with the e2e image from the test bed's registry
+    (``image``: its pull reference by digest), the registry's pull Secret for the operator, the
+    members and every job's Pods, and a quicker lost node."""
     values: dict[str, Any] = yaml.safe_load(KIND_VALUES.read_text())
-    image = {"repository": IMAGE_REPOSITORY, "tag": IMAGE_TAG, "pullPolicy": "Never"}
-    values["hazelcast"]["image"] = image
+    values |= registry.chart_values()
+    repository, digest = registry.repository(image)
+    image_values = {"repository": repository, "digest": digest, "pullPolicy": "IfNotPresent"}
+    values["hazelcast"]["image"] = image_values
     # The lost-node test waits this long after the node controller marks the driver's Pod
     # not Ready; the chart's 60 s would only make the test slower.
-    values["operator"] |= {"image": image, "driverLostSeconds": 20}
+    values["operator"] |= {"image": image_values, "driverLostSeconds": 20}
     return values
 
 
@@ -549,8 +567,10 @@ def deploy_example(release: Release, manifest: Path, statefulset: str) -> None:
         if doc["kind"] == "StatefulSet":
             spec = doc["spec"]["template"]["spec"]
             spec |= CONTROL_PLANE_NODE
-            # The e2e image is the project image plus the tests' pipelines.
-            spec["containers"][0]["image"] = IMAGE
+            # The e2e image is the project image plus the tests' pipelines. Pulled with the
+            # registry's Secret, which the namespace's default ServiceAccount carries.
+            spec["containers"][0]["image"] = release.image
+            spec["containers"][0]["imagePullPolicy"] = "IfNotPresent"
     release.apply(yaml.safe_dump_all(documents))
     release.kubectl(
         "rollout", "status", f"statefulset/{statefulset}", "--timeout=300s", timeout=320

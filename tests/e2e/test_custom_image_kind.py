@@ -1,15 +1,16 @@
-"""A user's own image on kind: ``examples/custom-image`` built, loaded and run as documented.
+"""A user's own image on kind: ``examples/custom-image`` built, pushed and run as documented.
 
 Why this test exists: ``docs/getting-started/your-pipeline.md`` promises a path from a pipeline
 module to a running SnapshotJob (a Dockerfile ``FROM`` the runtime image, a dependency the runtime
 image does not have, the manifest with its DSN from a Secret). This test walks it: the
 ``custom_image`` fixture builds ``examples/custom-image/Dockerfile`` with ``docker build``
 (``hack/images/build.sh custom``, cached by input hash, and done ahead by the cluster tier's
-preparation) and loads it into the kind nodes; the test creates the Secret the manifest names,
-applies ``examples/custom-image/snapshotjob.yaml`` (only the input made shorter and the
-namespace the release's), and checks both PostgreSQL tables against the result computed here
-with the example's own ``release_line``: the ``packaging`` dependency ran in the executors'
-Python workers, which only the user image has.
+preparation) and pushes it to the test bed's registry; the test creates the Secret the manifest
+names, applies ``examples/custom-image/snapshotjob.yaml`` (only the input made shorter, the
+namespace the release's and the image the pushed one, which the job's Pods pull with the
+chart's ``jobs.imagePullSecrets``), and checks both PostgreSQL tables against the result
+computed here with the example's own ``release_line``: the ``packaging`` dependency ran in the
+executors' Python workers, which only the user image has.
 
 The build installs the dependency from the wheels ``make install`` downloaded, with the
 Dockerfile's documented ``PIP_INSTALL_ARGS``: the build container here does not trust the
@@ -25,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.release import Release, Step, psql, wait_phase
+from tests.e2e.release import CUSTOM_IMAGE, Release, Step, psql, wait_phase
 from tests.script_modules import load_script
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -45,7 +46,9 @@ def test_the_documented_user_image_runs_its_own_dependency_on_the_executors(
 ) -> None:
     manifest = yaml.safe_load((EXAMPLE / "snapshotjob.yaml").read_text())
     job = manifest["metadata"]["name"]
-    assert manifest["spec"]["image"] == custom_image
+    assert manifest["spec"]["image"] == CUSTOM_IMAGE
+    # As pushed to the test bed's registry; the chart gives the job's Pods its pull Secret.
+    manifest["spec"] |= {"image": custom_image, "imagePullPolicy": "IfNotPresent"}
     args = manifest["spec"]["pipeline"]["args"]
     assert args["dsn"] == "$(PG_DSN)", "the example keeps its credentials in a Secret"
     args |= {"end": END, "rows_per_second": RATE, "installs": INSTALLS}

@@ -2,7 +2,8 @@
 
 Why this test exists: every other tier stops at a boundary (the decision function, a fake
 driver, a control plane without kubelet). Here the project image (built locally by
-``hack/images/build.sh``, no registry) runs the operator, three Hazelcast members and the
+``hack/images/build.sh`` and pulled from the test bed's registry with a pull Secret, the chart
+installed from there too) runs the operator, three Hazelcast members and the
 Spark drivers the operator creates and the executor Pods the drivers create, spread over the
 cluster's worker nodes, so the chart, the image, RBAC, DNS discovery, the driver's status
 writes and the snapshot protocol meet for real.
@@ -11,9 +12,9 @@ The pipeline (``tests/e2e/pipelines/sequence_map_sum.py``) sums a bounded sequen
 into a map of the installation's Hazelcast cluster; its exact result is known in closed form
 and is read back with ``kubectl exec`` into a member (the members run the same image, which
 has the Python client). The tests share the session's Helm release (``conftest.py``) and
-run in file order: complete, delete, uninstall, after the failure tests of
-``test_executors_kind.py`` and the suspend/export/resume/upgrade test of
-``test_lifecycle_kind.py``. Each step's duration is
+run in file order: complete, ``helm test`` and JSON logs, a wrong pull Secret, delete,
+uninstall, after the failure tests of ``test_executors_kind.py`` and the
+suspend/export/resume/upgrade test of ``test_lifecycle_kind.py``. Each step's duration is
 printed at the end of the session (``E2E timing ...`` lines).
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 
 from snapshotjob_contract.spark import DRIVER_SNAPSHOT_MAX_BYTES_CONF
+from testbed.registry import Registry
 from tests.e2e.pipelines.sequence_map_sum import expected_sums
 from tests.e2e.release import Release, Step, snapshot_id, wait_for, wait_phase
 
@@ -168,6 +170,63 @@ def _json_lines(log: str) -> list[dict[str, Any]]:
         if line.startswith("{"):
             parsed.append(json.loads(line))
     return parsed
+
+
+def _degraded_by_the_registry(release: Release, job: str) -> dict[str, Any] | None:
+    """The job's Degraded condition once it reports a driver that cannot pull (401)."""
+    obj = release.job(job) or {}
+    for found in (obj.get("status") or {}).get("conditions") or ():
+        if (
+            found.get("type") == "Degraded"
+            and found.get("reason") == "DriverNotStarting"
+            and "401 Unauthorized" in found.get("message", "")
+        ):
+            return dict(found)
+    return None
+
+
+def test_a_wrong_pull_secret_is_reported_with_the_image_and_the_registry_s_401(
+    release: Release, image_registry: Registry
+) -> None:
+    """The namespace's pull Secret (the one the chart's ``jobs.imagePullSecrets`` names) with a
+    wrong password: a job's driver Pod cannot pull its image (``imagePullPolicy: Always``, so
+    the node's copy does not hide it), and the job says so at once, naming the image, the
+    Pod's pull Secrets and the registry's answer, instead of waiting in STARTING without a
+    word. The right Secret is put back before anything else pulls."""
+    job = "sum-wrong-secret"
+    with Step("wrong-pull-secret"):
+        release.apply(image_registry.pull_secret(release.namespace, password="not-the-password"))
+        try:
+            release.apply_job(job, {"map": job, "keys": KEYS, "end": 10}, imagePullPolicy="Always")
+            degraded = wait_for(
+                release,
+                f"job={job} Degraded by a 401 from the registry",
+                lambda: _degraded_by_the_registry(release, job),
+                timeout=120,
+            )
+        finally:
+            release.apply(image_registry.pull_secret(release.namespace))
+    print(f"E2E wrong pull Secret: condition message={degraded['message']!r}")
+    assert degraded["message"].startswith(
+        f"Driver Pod cannot pull its image image={release.image} "
+        f"pullSecrets={image_registry.secret} "
+    ), degraded["message"]
+    events = json.loads(
+        release.kubectl(
+            "get",
+            "events",
+            "--field-selector",
+            f"involvedObject.name={job},reason=DriverNotStarting",
+            "-o",
+            "json",
+        )
+    )["items"]
+    assert any(e["type"] == "Warning" and "401 Unauthorized" in e["message"] for e in events), (
+        events
+    )
+    obj = release.job(job)
+    assert obj is not None and obj["status"]["phase"] == "STARTING"
+    release.kubectl("delete", "snapshotjob", job, "--wait=false")
 
 
 def test_deleting_a_job_removes_its_driver_and_finalizer(release: Release) -> None:
