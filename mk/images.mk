@@ -14,5 +14,5 @@ images-app: ## the project image snapshotjob/runtime:dev (operator, Spark driver
 images-e2e: ## snapshotjob/runtime-e2e:dev: the project image plus the e2e tests' pipelines
 	bash $(IMAGES_HACK)/build.sh e2e
 
-e2e-images: images-e2e ## load the e2e image into the kind cluster (make cluster-up first)
-	bash hack/kube/cluster.sh load snapshotjob/runtime-e2e:dev
+e2e-images: images-e2e ## push the e2e image to the test bed's registry (make registry-up first)
+	bash hack/kube/registry.sh push snapshotjob/runtime-e2e:dev
