@@ -5,7 +5,10 @@ on a cluster: running a job that snapshots, restoring it after its driver Pod is
 suspending and resuming it, and ending with an exactly-once result that is checked, not just
 printed. Everything comes from this machine: the kind cluster (``hack/kube/cluster.sh``), the
 project and PostgreSQL images (``hack/images/build.sh app postgres``), the chart
-(``charts/snapshotjob-operator``) and the manifests in ``examples/kubernetes/``.
+(``charts/snapshotjob-operator``) and the manifests in ``examples/kubernetes/``. As a user
+installs it: the images and the packaged chart are pushed to the test bed's OCI registry
+(``hack/kube/registry.sh``: TLS, basic auth), the chart is installed from there
+(``helm upgrade --install oci://...``) and the nodes pull every image with a pull Secret.
 
 ``python -m examples.demo_cluster`` runs the demo and leaves the cluster up;
 ``python -m examples.demo_cluster down`` uninstalls it and deletes the cluster.
@@ -31,8 +34,10 @@ from typing import Any
 
 import yaml
 
+from testbed import registry
 from testbed.kind import CLUSTER_SCRIPT, KindCluster, cluster_script, use_or_create
 from testbed.kube_binaries import binary_path, default_bin_dir, ensure_binaries
+from testbed.registry import Registry
 
 REPO = Path(__file__).resolve().parent.parent
 MANIFESTS = REPO / "examples" / "kubernetes"
@@ -76,6 +81,7 @@ class Demo:
     def __init__(self, cluster: KindCluster, namespace: str, image: str) -> None:
         self.cluster = cluster
         self.namespace = namespace
+        # The project image's pull reference in the registry (by digest).
         self.image = image
 
     def kubectl(self, *args: str, timeout: float = 300) -> str:
@@ -174,7 +180,9 @@ def job_manifest(demo: Demo) -> dict[str, Any]:
     """``examples/kubernetes/snapshotjob.yaml`` for this cluster: its image and master."""
     manifest: dict[str, Any] = yaml.safe_load((MANIFESTS / "snapshotjob.yaml").read_text())
     spec = manifest["spec"]
+    # As pushed to the registry; the chart gives the job's Pods the pull Secret.
     spec["image"] = demo.image
+    spec["imagePullPolicy"] = "IfNotPresent"
     master = os.environ.get("SNAPSHOTJOB_DEMO_MASTER")
     if master:
         spec["spark"]["master"] = master
@@ -192,11 +200,13 @@ def job_manifest(demo: Demo) -> dict[str, Any]:
     return manifest
 
 
-def chart_values(namespace: str, image: str) -> dict[str, Any]:
-    """``examples/kubernetes/values-kind.yaml``, with the image and the demo's namespace."""
+def chart_values(namespace: str, image: str, images: Registry) -> dict[str, Any]:
+    """``examples/kubernetes/values-kind.yaml``, with the image (its pull reference in the
+    registry), the registry and its pull Secret, and the demo's namespace."""
     values: dict[str, Any] = yaml.safe_load((MANIFESTS / "values-kind.yaml").read_text())
-    repository, tag = image.rsplit(":", 1)
-    image_values = {"repository": repository, "tag": tag, "pullPolicy": "Never"}
+    values |= images.chart_values()
+    repository, digest = images.repository(image)
+    image_values = {"repository": repository, "digest": digest, "pullPolicy": "IfNotPresent"}
     values["hazelcast"]["image"] = image_values
     # Only the demo's namespace: other installations in the cluster keep their jobs.
     values["operator"] |= {"image": image_values, "allNamespaces": False, "namespaces": [namespace]}
@@ -212,18 +222,33 @@ def closed_form(end: int, keys: int) -> dict[int, tuple[int, int]]:
     return result
 
 
-def set_up(demo: Demo, values: Path) -> None:
-    """Installs the chart and PostgreSQL; removes a previous run's job and tables."""
+def set_up(demo: Demo, values: Path, images: Registry, chart_version: str, postgres: str) -> None:
+    """Installs the chart from the registry and PostgreSQL; removes a previous run's job and
+    tables."""
+    with step(f"namespace {demo.namespace} and the registry's pull Secret {images.secret}"):
+        if not demo.cluster.kubectl("get", "namespace", demo.namespace, "--ignore-not-found"):
+            demo.cluster.kubectl("create", "namespace", demo.namespace)
+        demo.apply([images.pull_secret(demo.namespace)])
+        # PostgreSQL runs as the default ServiceAccount: it pulls with the Secret too.
+        wait_default_service_account(demo)
+        demo.kubectl(
+            "patch", "serviceaccount", "default", "-p",
+            json.dumps({"imagePullSecrets": [{"name": images.secret}]}),
+        )  # fmt: skip
     with step("the SnapshotJob CRD (crds/snapshotjob.yaml)"):
         # Helm installs a chart's CRDs only if they are missing and never upgrades them, so a
         # cluster kept from an older run would prune the status fields this operator writes.
         demo.cluster.kubectl(
             "apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE)
         )  # fmt: skip
-    with step(f"helm upgrade --install {RELEASE} (operator + 3 Hazelcast members)"):
+    with step(
+        f"helm upgrade --install {RELEASE} {images.chart_url} --version {chart_version} "
+        "(operator + 3 Hazelcast members)"
+    ):
         demo.cluster.helm(
-            "upgrade", "--install", RELEASE, str(CHART), "--namespace", demo.namespace,
-            "--create-namespace", "--values", str(values), "--wait", "--timeout", "10m",
+            "upgrade", "--install", RELEASE, images.chart_url, "--version", chart_version,
+            *images.helm_args(), "--namespace", demo.namespace, "--values", str(values),
+            "--wait", "--timeout", "10m",
         )  # fmt: skip
         # helm --wait skips StatefulSets with the OnDelete strategy: wait for the members.
         demo.kubectl(
@@ -231,13 +256,27 @@ def set_up(demo: Demo, values: Path) -> None:
             "app.kubernetes.io/component=hazelcast", "--timeout=600s", timeout=620,
         )  # fmt: skip
     with step("PostgreSQL in the cluster (examples/kubernetes/postgres.yaml)"):
-        demo.apply(list(yaml.safe_load_all((MANIFESTS / "postgres.yaml").read_text())))
+        documents = [d for d in yaml.safe_load_all((MANIFESTS / "postgres.yaml").read_text()) if d]
+        for doc in documents:
+            if doc["kind"] == "StatefulSet":
+                container = doc["spec"]["template"]["spec"]["containers"][0]
+                container |= {"image": postgres, "imagePullPolicy": "IfNotPresent"}
+        demo.apply(documents)
         demo.kubectl("rollout", "status", "statefulset/postgres", "--timeout=300s", timeout=320)
         demo.sql("SELECT 1")
     if demo.job():
         with step(f"removing the previous run's SnapshotJob {JOB} and tables"):
             demo.kubectl("delete", "snapshotjob", JOB, "--wait=true", "--timeout=180s")
             demo.sql("DROP TABLE IF EXISTS sums; DROP TABLE IF EXISTS events")
+
+
+def wait_default_service_account(demo: Demo) -> None:
+    """Waits for the namespace's default ServiceAccount (the controller-manager makes it)."""
+    deadline = time.monotonic() + 60
+    while not demo.kubectl("get", "serviceaccount", "default", "--ignore-not-found").strip():
+        if time.monotonic() > deadline:
+            raise DemoError(f"No default ServiceAccount in namespace {demo.namespace} after 60s")
+        time.sleep(0.5)
 
 
 def run_job(demo: Demo, manifest: dict[str, Any]) -> None:
@@ -388,14 +427,17 @@ def up(cluster_name: str, image: str, namespace: str) -> None:
             env=dict(os.environ, APP_IMAGE=image),
             check=True,
         )
-    for name in (image, POSTGRES_IMAGE):
-        with step(f"loading {name} into the cluster's nodes"):
-            cluster.load_image(name)
-    demo = Demo(cluster, namespace, image)
+    with step("the test bed's registry (hack/kube/registry.sh up; TLS, basic auth)"):
+        images = registry.up(cluster_name)
+    with step(f"pushing {image} and {POSTGRES_IMAGE} to {images.push_host}"):
+        refs = images.push(image, POSTGRES_IMAGE)
+    with step(f"pushing the chart to oci://{images.push_host}/charts (helm package, helm push)"):
+        chart_version = images.push_chart(CHART)
+    demo = Demo(cluster, namespace, refs[image])
     with tempfile.TemporaryDirectory() as tmp:
         values = Path(tmp) / "values.yaml"
-        values.write_text(yaml.safe_dump(chart_values(namespace, image)))
-        set_up(demo, values)
+        values.write_text(yaml.safe_dump(chart_values(namespace, refs[image], images)))
+        set_up(demo, values, images, chart_version, refs[POSTGRES_IMAGE])
     manifest = job_manifest(demo)
     run_job(demo, manifest)
     with step("checking the result in PostgreSQL"):
