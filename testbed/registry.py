@@ -151,7 +151,8 @@ class Registry:
         return name.removeprefix(f"{self.pull_host}/"), digest
 
 
-def _parse_env(text: str) -> Registry:
+def parse_env(text: str) -> Registry:
+    """The registry ``registry.sh env`` describes (its ``KEY=value`` lines)."""
     env = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
     return Registry(
         push_host=env["SJ_REGISTRY_PUSH"],
@@ -169,4 +170,4 @@ def up(cluster: str) -> Registry:
     image if missing) and makes the kind cluster's nodes trust it (``registry.sh connect``)."""
     _run("up")
     _run("connect", cluster=cluster, timeout=300)
-    return _parse_env(_run("env"))
+    return parse_env(_run("env"))
