@@ -6,7 +6,7 @@
 
 IMAGES_HACK := hack/images
 
-.PHONY: images-app images-e2e e2e-images
+.PHONY: images-app images-e2e e2e-images images-split
 
 images-app: ## the project image snapshotjob/runtime:dev (operator, Spark driver, Hazelcast member)
 	bash $(IMAGES_HACK)/build.sh app
@@ -16,3 +16,6 @@ images-e2e: ## snapshotjob/runtime-e2e:dev: the project image plus the e2e tests
 
 e2e-images: images-e2e ## push the e2e image to the test bed's registry (make registry-up first)
 	bash hack/kube/registry.sh push snapshotjob/runtime-e2e:dev
+
+images-split: ## one image per role from hack/images/*.Dockerfile (images.env), SBOMs in dist/sbom
+	bash $(IMAGES_HACK)/build.sh split

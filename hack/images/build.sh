@@ -25,7 +25,13 @@
 #   my-pipeline:dev                      + examples/custom-image: the user image of
 #                                         docs/getting-started/your-pipeline.md (see build_custom)
 #
-# Usage: hack/images/build.sh [app|e2e|postgres|custom]...   (default: app)
+# One image per role, each from a plain multi-stage Dockerfile here (names in images.env; see
+# "The split images" below and docs/development/e2e.md): operator, spark-runtime, member and
+# the test-only test-kafka-broker and test-s3proxy; `split` builds all five, each followed by
+# its size and its SBOM (dist/sbom/<target>.spdx.json; SBOM=0 skips them).
+#
+# Usage: hack/images/build.sh [app|e2e|postgres|custom|split|operator|spark-runtime|member|
+#                              test-kafka-broker|test-s3proxy]...   (default: app)
 # FORCE=1 rebuilds every image whose inputs are hashed (not debian-base).
 set -euo pipefail
 IMAGES_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -124,20 +130,22 @@ build_system() {
 
 # The third-party wheels, pinned by requirements.lock (the versions `make install` put into
 # .venv, which every test ran with), built with the host's pip cache: warm, this takes seconds.
+# wheelhouse [EXTRAS]: the wheels of .[EXTRAS] (default operator,runtime), one folder each.
 wheelhouse() {
-  local constraints hash dir
+  local constraints hash dir extras="${1:-operator,runtime}"
   [[ -x "${VENV_PY}" ]] || die "No virtualenv at ${VENV_PY}: run 'make install'"
   constraints="$(grep -v '^#' "${LOCK_FILE}")"
   hash="$(printf '%s\n%s' "${constraints}" "$(cat "${REPO_ROOT}/pyproject.toml")" \
     | sha256sum | cut -c1-16)"
   dir="${WHEEL_ROOT}/${hash}"
+  [[ "${extras}" == operator,runtime ]] || dir="${dir}-${extras//,/-}"
   if [[ ! -f "${dir}/.complete" ]]; then
     log "Building wheelhouse dir=${dir}"
     rm -rf "${dir}"
     mkdir -p "${dir}/wheels"
     printf '%s\n' "${constraints}" >"${dir}/constraints.txt"
     "${VENV_PY}" -m pip wheel --quiet --wheel-dir "${dir}/wheels" \
-      --constraint "${dir}/constraints.txt" "${REPO_ROOT}[operator,runtime]" >&2 \
+      --constraint "${dir}/constraints.txt" "${REPO_ROOT}[${extras}]" >&2 \
       || die "pip wheel failed"
     # The project itself goes into the top image; only its dependencies stay here.
     rm -f "${dir}"/wheels/snapshotjob-*.whl
@@ -372,6 +380,189 @@ build_postgres() {
   log "Built image=${POSTGRES_IMAGE}"
 }
 
+# ---------------------------------------------------------------------------------------------
+# The split images: one plain multi-stage Dockerfile each (operator.Dockerfile,
+# spark-runtime.Dockerfile, member.Dockerfile and the test-only test-kafka-broker.Dockerfile,
+# test-s3proxy.Dockerfile), built with `docker build` from BASE_IMAGE (this machine's
+# debootstrap base: no registry serves python:3.11-slim-bookworm or debian:bookworm-slim here).
+# Their names are in images.env. Each build context is staged under ${CONTEXT_ROOT}/<target>
+# (hard links into this cache where it can), and each image is cached by its inputs' hash, so
+# a warm run sends nothing to Docker. After a build: its size, and its SBOM (syft, SPDX JSON) in
+# ${SBOM_DIR}.
+# shellcheck source=hack/images/images.env
+source "${IMAGES_DIR}/images.env"
+CONTEXT_ROOT="${SJ_CACHE}/image-contexts"
+SBOM_DIR="${SBOM_DIR:-${REPO_ROOT}/dist/sbom}"
+SYFT_VERSION="${SYFT_VERSION:-v1.57.2}"
+SYFT="${SJ_CACHE}/syft/${SYFT_VERSION}/bin/syft"
+SPLIT_TARGETS=(operator spark-runtime member test-kafka-broker test-s3proxy)
+
+# The OCI labels' values: the product version (snapshotjob_contract/version.py, the one place
+# hack/versioning.py reads it from), the commit, and where the source lives.
+image_version() {
+  sed -n 's/^__version__ = "\(.*\)"$/\1/p' "${REPO_ROOT}/snapshotjob_contract/version.py"
+}
+image_revision() { git -C "${REPO_ROOT}" rev-parse HEAD 2>/dev/null || echo unknown; }
+image_source() {
+  echo "${SJ_IMAGE_SOURCE:-$(git -C "${REPO_ROOT}" remote get-url origin 2>/dev/null || echo unknown)}"
+}
+
+# split_image TARGET : the image name images.env gives TARGET.
+split_image() {
+  case "$1" in
+    operator) echo "${OPERATOR_IMAGE}" ;;
+    spark-runtime) echo "${SPARK_RUNTIME_IMAGE}" ;;
+    member) echo "${MEMBER_IMAGE}" ;;
+    test-kafka-broker) echo "${KAFKA_BROKER_IMAGE}" ;;
+    test-s3proxy) echo "${S3PROXY_IMAGE}" ;;
+    *) die "Unknown split image target=$1" ;;
+  esac
+}
+
+# link_into SRC... DEST_DIR : hard links (same filesystem) or copies.
+link_into() {
+  local dest="${*: -1}"
+  mkdir -p "${dest}"
+  cp -rl "${@:1:$#-1}" "${dest}/" 2>/dev/null || cp -r "${@:1:$#-1}" "${dest}/"
+}
+
+# This project's wheel, built once per run into ${CONTEXT_ROOT}/project.
+PROJECT_WHEEL_DIR=""
+project_wheel() {
+  if [[ -z "${PROJECT_WHEEL_DIR}" ]]; then
+    PROJECT_WHEEL_DIR="${CONTEXT_ROOT}/project"
+    rm -rf "${PROJECT_WHEEL_DIR}" "${REPO_ROOT}/build/lib"
+    mkdir -p "${PROJECT_WHEEL_DIR}"
+    "${VENV_PY}" -m pip wheel --quiet --no-deps --no-build-isolation \
+      --wheel-dir "${PROJECT_WHEEL_DIR}" "${REPO_ROOT}" >&2 || die "pip wheel of the project failed"
+  fi
+  echo "${PROJECT_WHEEL_DIR}"
+}
+
+# stage_context TARGET DIR : fills DIR with TARGET's build context (see each Dockerfile's top).
+stage_context() {
+  local target="$1" ctx="$2" deps
+  rm -rf "${ctx}"
+  mkdir -p "${ctx}/bin"
+  case "${target}" in
+    operator | spark-runtime)
+      if [[ "${target}" == operator ]]; then deps="$(wheelhouse operator)"; else deps="$(wheelhouse runtime)"; fi
+      link_into "${deps}"/wheels/*.whl "${ctx}/deps"
+      cp "${deps}/constraints.txt" "${ctx}/deps/constraints.txt"
+      link_into "$(project_wheel)"/*.whl "${ctx}/project"
+      ;;&
+    spark-runtime)
+      mkdir -p "${ctx}/cds/spark_runtime" "${ctx}/jars"
+      (cd "${REPO_ROOT}" && cp "${CDS_SOURCES[@]}" "${ctx}/cds/spark_runtime/")
+      link_into "${SPARK_KAFKA_DIR}" "${CHUNKS_DIR}" "${ctx}/jars"
+      rm -f "${ctx}"/jars/*/.complete
+      cp "${IMAGES_DIR}/executor" "${ctx}/bin/"
+      ;;
+    member)
+      link_into "${HAZELCAST_JAR}" "${ctx}/jars"
+      mv "${ctx}/jars/${HAZELCAST_JAR##*/}" "${ctx}/jars/hazelcast.jar"
+      cp "${IMAGES_DIR}/hazelcast-member" "${ctx}/bin/"
+      ;;
+    test-kafka-broker)
+      mkdir -p "${ctx}/kafka"
+      link_into "${KAFKA_LIBS}" "${ctx}/kafka"
+      rm -f "${ctx}/kafka/libs/.complete"
+      cp "${IMAGES_DIR}/kafka-broker" "${ctx}/bin/"
+      ;;
+    test-s3proxy)
+      link_into "${S3PROXY_JAR}" "${ctx}"
+      mv "${ctx}/${S3PROXY_JAR##*/}" "${ctx}/s3proxy.jar"
+      cp "${IMAGES_DIR}/s3-server" "${ctx}/bin/"
+      ;;
+  esac
+  cp "${IMAGES_DIR}/${target}.Dockerfile" "${ctx}/Dockerfile"
+}
+
+# context_hash DIR : one hash over every file's path and content in a staged context, with the
+# project's wheel (new bytes on every `pip wheel`: its zip timestamps) replaced by the files it
+# is built from.
+context_hash() {
+  {
+    (cd "$1" && find . -type f -not -path './project/*' | LC_ALL=C sort | xargs sha256sum)
+    if [[ -d "$1/project" ]]; then
+      (cd "${REPO_ROOT}" && find snapshotjob_contract snapshot_protocol snapshot_store \
+        operator/snapshot_operator spark_runtime -type f -not -path '*/__pycache__/*' \
+        -not -name '*.pyc' | LC_ALL=C sort | xargs sha256sum)
+      sha256sum "${REPO_ROOT}/pyproject.toml"
+    fi
+  } | sha256sum | cut -d' ' -f1
+}
+
+# The syft binary, built from the Go module proxy once (like hack/kube/build.sh's binaries).
+ensure_syft() {
+  [[ -x "${SYFT}" ]] && return 0
+  command -v go >/dev/null || die "No go to build syft ${SYFT_VERSION}: install Go, or set SBOM=0"
+  log "Building syft version=${SYFT_VERSION}"
+  GOBIN="$(dirname "${SYFT}")" GOFLAGS=-mod=mod go install \
+    "github.com/anchore/syft/cmd/syft@${SYFT_VERSION}" >&2 || die "go install of syft failed"
+}
+
+# write_sbom TARGET IMAGE : ${SBOM_DIR}/TARGET.spdx.json for IMAGE's current ID (kept while the
+# image is the same).
+write_sbom() {
+  local target="$1" image="$2" id out
+  [[ "${SBOM:-1}" == 1 ]] || return 0
+  ensure_syft
+  id="$(image_id "${image}")"
+  out="${SBOM_DIR}/${target}.spdx.json"
+  mkdir -p "${SBOM_DIR}"
+  if [[ -f "${out}" && "$(cat "${out%.json}.image-id" 2>/dev/null)" == "${id}" ]]; then
+    log "SBOM up to date image=${image} sbom=${out}"
+    return 0
+  fi
+  SYFT_CHECK_FOR_APP_UPDATE=false "${SYFT}" scan --quiet "docker:${image}" \
+    -o "spdx-json=${out}.tmp" >&2 || die "syft failed image=${image}"
+  mv "${out}.tmp" "${out}"
+  echo "${id}" >"${out%.json}.image-id"
+  log "SBOM written image=${image} sbom=${out}"
+}
+
+# print_size IMAGE : the image's size as Docker reports it (docs/development/images.md).
+print_size() {
+  local bytes
+  bytes="$(docker image inspect --format '{{.Size}}' "$1")"
+  log "Image size image=$1 bytes=${bytes} mb=$(( bytes / 1000000 ))"
+}
+
+# build_split TARGET : builds TARGET's image from its Dockerfile (cached by the hash of its
+# staged context, the base image, the labels' values and this code).
+build_split() {
+  local target="$1" image ctx inputs
+  image="$(split_image "${target}")"
+  case "${target}" in
+    spark-runtime)
+      [[ -f "${SPARK_KAFKA_DIR}/.complete" && -f "${CHUNKS_DIR}/.complete" ]] \
+        || die "Spark's Kafka connector or the chunk jars missing: run 'make install'" ;;
+    member) [[ -f "${HAZELCAST_JAR}" ]] || die "Hazelcast jar missing jar=${HAZELCAST_JAR}: run 'make install'" ;;
+    test-kafka-broker) [[ -f "${KAFKA_LIBS}/.complete" ]] || die "Kafka jars missing: run 'make install'" ;;
+    test-s3proxy) [[ -f "${S3PROXY_JAR}" ]] || die "s3proxy jar missing: run 'make install'" ;;
+  esac
+  debootstrap_image "${BASE_IMAGE}" "ca-certificates,tzdata"
+  ctx="${CONTEXT_ROOT}/${target}"
+  stage_context "${target}" "${ctx}"
+  inputs="$(printf '%s\n' "$(context_hash "${ctx}")" "$(image_id "${BASE_IMAGE}")" \
+    "$(image_version)" "$(image_revision)" "$(image_source)" "$(declare -f build_split)" \
+    | sha256sum | cut -d' ' -f1)"
+  if image_fresh "${image}" "${inputs}"; then
+    log "Image up to date image=${image}"
+  else
+    log "Building image=${image} dockerfile=hack/images/${target}.Dockerfile base=${BASE_IMAGE}"
+    docker_build "${image}" "${ctx}" --network host --target "${target}" \
+      --build-arg "BASE_IMAGE=${BASE_IMAGE}" --build-arg "JVM_BASE_IMAGE=${BASE_IMAGE}" \
+      --build-arg "VERSION=$(image_version)" --build-arg "REVISION=$(image_revision)" \
+      --build-arg "SOURCE=$(image_source)" --label "snapshotjob.inputs=${inputs}"
+    log "Built image=${image}"
+  fi
+  rm -rf "${ctx}"
+  print_size "${image}"
+  write_sbom "${target}" "${image}"
+}
+
 main() {
   local targets=("$@") t start
   [[ ${#targets[@]} -gt 0 ]] || targets=(app)
@@ -383,6 +574,9 @@ main() {
       e2e) timed e2e build_e2e ;;
       postgres) timed postgres build_postgres ;;
       custom) timed custom build_custom ;;
+      operator | spark-runtime | member | test-kafka-broker | test-s3proxy)
+        timed "${t}" build_split "${t}" ;;
+      split) for t in "${SPLIT_TARGETS[@]}"; do timed "${t}" build_split "${t}"; done ;;
       *) die "Unknown target=${t}" ;;
     esac
   done
