@@ -24,7 +24,14 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 CODE_SPAN = re.compile(r"`[^`]*`")
 # A path from the repository's root in a code span: one of its top-level folders, then a file
 # with a suffix (a bare folder or a glob is prose's business, not a reference to check).
-TOP_LEVEL = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("."))
+# Not the folders .gitignore names (build/, dist/): what a build leaves there is no repository
+# path, and a page naming one (`dist/release-x.y.z.json`) is not wrong when it is absent.
+IGNORED_FOLDERS = set(re.findall(r"^/?([\w.-]+)/$", (ROOT / ".gitignore").read_text(), re.M))
+TOP_LEVEL = sorted(
+    p.name
+    for p in ROOT.iterdir()
+    if p.is_dir() and not p.name.startswith(".") and p.name not in IGNORED_FOLDERS
+)
 REPO_PATH = re.compile(r"`((?:" + "|".join(map(re.escape, TOP_LEVEL)) + r")/[\w./-]*\.[A-Za-z]+)`")
 
 
