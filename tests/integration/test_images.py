@@ -50,6 +50,21 @@ def built() -> dict[str, str]:
     return images.split_images()
 
 
+IMPORT_ALL = """
+import importlib, pkgutil
+import snapshot_operator, snapshot_protocol, snapshot_store, snapshotjob_contract
+failed = []
+for package in (snapshot_operator, snapshot_protocol, snapshot_store, snapshotjob_contract):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        try:
+            importlib.import_module(module.name)
+        except Exception as error:
+            failed.append((module.name, repr(error)))
+print(failed)
+"""
+"""Imports every module of the operator's packages; prints the ones that failed."""
+
+
 def _labels(image: str) -> dict[str, str]:
     out = _run("docker", "image", "inspect", "--format", "{{json .Config.Labels}}", image)
     assert out.returncode == 0, out.stderr
@@ -87,6 +102,11 @@ def test_the_operator_image_has_no_jvm_and_no_spark(built: dict[str, str]) -> No
         " && ! python -c 'import pyspark' 2>/dev/null && echo ok",
     )  # fmt: skip
     assert probe.stdout.strip() == "ok", probe.stdout + probe.stderr
+    # Every module the operator may load imports without PySpark or a JVM.
+    imports = _run("docker", "run", "--rm", image, "python", "-c", IMPORT_ALL)
+    assert imports.returncode == 0 and imports.stdout.strip() == "[]", (
+        imports.stdout + imports.stderr
+    )
     packages = _sbom_packages("operator")
     assert {"kopf", "kubernetes", "hazelcast-python-client", "boto3"} <= packages
     assert "pyspark" not in packages
