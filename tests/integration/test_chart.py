@@ -47,6 +47,7 @@ from snapshotjob_contract.observability import (
     MetricType,
 )
 from snapshotjob_contract.pods import LABEL_COMPONENT, LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY
+from testbed.registry import Registry
 from tests.e2e import release as e2e_release
 from tests.fixtures.kube import binary
 from tests.integration.chart_render import (
@@ -530,11 +531,27 @@ def test_durable_storage_without_its_credentials_secret_is_refused() -> None:
 def test_every_values_the_project_installs_with_meet_the_schema(tmp_path: Path) -> None:
     """What tests/e2e (conftest's install, the lifecycle test's upgrade), ``make demo``
     (examples/demo_cluster.py) and the values files in the repository give the chart."""
-    e2e = e2e_release.chart_values()
+    # The test bed's registry as the cluster tier and the demo describe it; only its names
+    # reach the values, so none runs here.
+    registry = Registry(
+        push_host="127.0.0.1:5000",
+        pull_host="sj-registry:5000",
+        user="snapshotjob",
+        password_file=tmp_path / "password",
+        ca=tmp_path / "ca.crt",
+        secret="sj-registry",
+        helm_registry_config=tmp_path / "registry.json",
+    )
+    image = "sj-registry:5000/snapshotjob/runtime-e2e@sha256:" + "0" * 64
+    e2e = e2e_release.chart_values(registry, image)
     e2e["operator"] |= {"allNamespaces": False, "namespaces": ["sj-e2e-abc123"]}
     e2e_file = _values_file(tmp_path, "e2e", e2e)
     demo_file = _values_file(
-        tmp_path, "demo", demo_cluster.chart_values("snapshotjob-demo", "snapshotjob/runtime:dev")
+        tmp_path,
+        "demo",
+        demo_cluster.chart_values(
+            "snapshotjob-demo", image.replace("runtime-e2e", "runtime"), registry
+        ),
     )
     for values, sets in (
         ((e2e_file,), ()),
@@ -556,11 +573,13 @@ def test_every_values_the_project_installs_with_meet_the_schema(tmp_path: Path) 
     ):
         objects = render(*sets, values=values)
         assert operator(objects)["spec"]["replicas"] >= 1
-    # The e2e install watches its namespace only and runs its image, never pulled.
+    # The e2e install watches its namespace only and pulls its image from the test bed's
+    # registry, by digest, with the registry's pull Secret.
     e2e_objects = render(values=(e2e_file,))
-    container = operator(e2e_objects)["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] == e2e_release.IMAGE
-    assert container["imagePullPolicy"] == "Never"
+    pod = operator(e2e_objects)["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == image
+    assert pod["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+    assert pod["imagePullSecrets"] == [{"name": "sj-registry"}]
     assert env_of(operator(e2e_objects))["SJ_OPERATOR_NAMESPACES"] == "sj-e2e-abc123"
 
 
