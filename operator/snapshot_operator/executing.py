@@ -397,11 +397,12 @@ def _completed_export(
     """``(job uid, snapshot id)`` of the completed SnapshotJobExport called ``name``, if any.
 
     The identity the new driver's restore checks, so that a reused export name never restores
-    another export's data (snapshot_protocol.export_names).
+    another export's data (snapshot_protocol.export_names). A consistent list, not the watch
+    cache: a stale identity would fail the restore. Only a start from an export pays for it.
     """
     if name is None:
         return None
-    for raw in services.kube.list_exports(namespace, cached=True):
+    for raw in services.kube.list_exports(namespace):
         export = parse_export(raw)
         if export is None or export.name != name:
             continue
