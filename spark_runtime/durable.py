@@ -172,19 +172,7 @@ class DurableCopies:
         Returns:
             The copy's location, or None if it could not be made (logged with the reason).
         """
-        location = self._copy(name, source, map_name, snapshot_id, map_name, COPY_ATTEMPTS)
-        if location is not None:
-            try:
-                # Nor another job's, whatever its ids: a reused name (export_names, rule 1).
-                copy = self.store.get_validation_record(map_name, snapshot_id)
-                if copy is not None:
-                    discard_other_jobs_exports(self.store, map_name, copy.job_uid)
-            except (SnapshotStoreError, ValueError) as error:
-                # The restore checks the export's identity: only space is lost.
-                _log.warning(
-                    "Could not delete other jobs' durable copies map=%s error=%s", map_name, error
-                )
-        return location
+        return self._copy(name, source, map_name, snapshot_id, map_name, COPY_ATTEMPTS, export=True)
 
     def _copy(
         self,
@@ -194,6 +182,8 @@ class DurableCopies:
         snapshot_id: int,
         target_map: str,
         attempts: int,
+        *,
+        export: bool = False,
     ) -> str | None:
         location = self.storage.location(target_map, snapshot_id)
         started = time.monotonic()
@@ -240,16 +230,19 @@ class DurableCopies:
                 len(record.chunks),
                 time.monotonic() - started,
             )
-            self._discard_older(target_map, record)
+            self._discard_older(target_map, record, export=export)
             return location
         return None  # pragma: no cover - the loop returns on its last attempt
 
-    def _discard_older(self, map_name: str, copied: ValidationRecord) -> None:
-        if copied.snapshot_id == 0:
-            return
+    def _discard_older(self, map_name: str, copied: ValidationRecord, *, export: bool) -> None:
         try:
-            # The copy's chains may list chunks of older copies: those stay.
-            self.store.discard(map_name, copied.snapshot_id - 1, [copied])
+            if copied.snapshot_id > 0:
+                # The copy's chains may list chunks of older copies: those stay.
+                self.store.discard(map_name, copied.snapshot_id - 1, [copied])
+            if export:
+                # Nor another job's under an export's name, whatever its ids (a reused name,
+                # snapshot_protocol.export_names rule 1); the restore checks the identity.
+                discard_other_jobs_exports(self.store, map_name, copied.job_uid)
         except SnapshotStoreError as error:
             # Older copies are never read while a newer one has its record: only space is lost.
             _log.warning("Could not delete older durable copies map=%s error=%s", map_name, error)
