@@ -80,3 +80,11 @@ def member_env(objects: list[dict[str, Any]]) -> dict[str, Any]:
     """The member container's environment: a value, or its ``valueFrom``."""
     container = pod_specs(objects)["hazelcast"]["spec"]["containers"][0]
     return {item["name"]: item.get("value", item.get("valueFrom")) for item in container["env"]}
+
+
+def assert_schema_refuses(value: str, wrong: str) -> None:
+    """``helm template --set value`` fails on the values schema, naming ``wrong``."""
+    result = run_helm("template", RELEASE, str(CHART), "--set", value)
+    assert result.returncode != 0, f"{value} was accepted"
+    assert "schema" in result.stderr, result.stderr
+    assert wrong in result.stderr, result.stderr
