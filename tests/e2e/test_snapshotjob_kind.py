@@ -105,14 +105,17 @@ def test_job_runs_to_completion_with_exact_output(release: Release) -> None:
     wait_for(release, f"job={job} executors gone", lambda: not release.executor_pods(job), 120)
 
 
-DELETED_JOB = "sum-delete"
-"""Started by the JSON log test (its driver's lines are checked), deleted by the next test."""
+def _start_long_job(release: Release, job: str) -> None:
+    """Starts a job that runs far longer than any test waits, and waits until it runs.
 
-
-def _start_deleted_job(release: Release) -> None:
-    job = DELETED_JOB
+    Each test starts its own: the ``_delete_the_tests_jobs`` fixture deletes a test's jobs
+    once it ends, so a job shared with the next test could be gone (or going) by then.
+    """
     release.apply_job(job, {"map": job, "keys": KEYS, "end": 100_000, "rows_per_epoch": 10})
     wait_phase(release, job, {"RUNNING"}, timeout=180)
+
+
+JSON_LOG_JOB = "sum-json-logs"
 
 
 def test_helm_test_passes_then_json_logs_reach_the_operator_and_its_drivers(
@@ -131,8 +134,8 @@ def test_helm_test_passes_then_json_logs_reach_the_operator_and_its_drivers(
         release.upgrade("operator.logFormat=json", wait=True)
         release.kubectl("rollout", "status", f"deploy/{release.fullname}", "--timeout=180s")
     with Step("json-logs-driver"):
-        _start_deleted_job(release)
-        driver = release.current_driver(DELETED_JOB)["metadata"]["name"]
+        _start_long_job(release, JSON_LOG_JOB)
+        driver = release.current_driver(JSON_LOG_JOB)["metadata"]["name"]
 
         def serving_metrics() -> dict[str, Any] | None:
             try:
@@ -159,7 +162,7 @@ def test_helm_test_passes_then_json_logs_reach_the_operator_and_its_drivers(
     assert start["level"] == "INFO" and start["namespaces"] == release.namespace, start
     # Each key=value of a message is a field of its own, so a log pipeline can select a job.
     assert any(
-        line.get("event") == "Patched status" and line.get("name") == DELETED_JOB for line in lines
+        line.get("event") == "Patched status" and line.get("name") == JSON_LOG_JOB for line in lines
     ), lines[-20:]
 
 
@@ -230,9 +233,9 @@ def test_a_wrong_pull_secret_is_reported_with_the_image_and_the_registry_s_401(
 
 
 def test_deleting_a_job_removes_its_driver_and_finalizer(release: Release) -> None:
-    job = DELETED_JOB
+    job = "sum-delete"
     with Step("job3-running"):
-        _start_deleted_job(release)
+        _start_long_job(release, job)
         wait_for(
             release,
             f"job={job} driver Pod running",
