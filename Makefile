@@ -90,7 +90,7 @@ crds: install ## Render the SnapshotJob CRD (crds/ and the chart) from the API m
 docs: install ## Render the generated reference pages (docs/reference: exit codes, conditions and Events, CLI) from the code
 	@$(PY) hack/render_reference_docs.py
 
-release: install ## Cut release VERSION=x.y.z: stamp, CHANGELOG, image, chart, commit, tag
+release: install ## Cut release VERSION=x.y.z: stamp, CHANGELOG, images, chart, commit, tag
 	@$(PY) hack/release.py release $(or $(VERSION),$(error Usage: make release VERSION=x.y.z))
 
 release-dry-run: install ## The same release in a temporary clone: nothing committed or tagged

@@ -4,8 +4,9 @@ Why this exists: the product is a Kubernetes operator, so its demo must show it 
 on a cluster: running a job that snapshots, restoring it after its driver Pod is lost,
 suspending and resuming it, and ending with an exactly-once result that is checked, not just
 printed. Everything comes from this machine: the kind cluster (``hack/kube/cluster.sh``), the
-project and PostgreSQL images (``hack/images/build.sh app postgres``), the chart
-(``charts/snapshotjob-operator``) and the manifests in ``examples/kubernetes/``. As a user
+project's images (the operator's, the members', and the job's ``snapshotjob/examples``, built
+FROM ``snapshotjob/spark-runtime``) and PostgreSQL's (``hack/images/build.sh app postgres``),
+the chart (``charts/snapshotjob-operator``) and the manifests in ``examples/kubernetes/``. As a user
 installs it: the images and the packaged chart are pushed to the test bed's OCI registry
 (``hack/kube/registry.sh``: TLS, basic auth), the chart is installed from there
 (``helm upgrade --install oci://...``) and the nodes pull every image with a pull Secret.
@@ -13,9 +14,9 @@ installs it: the images and the packaged chart are pushed to the test bed's OCI 
 ``python -m examples.demo_cluster`` runs the demo and leaves the cluster up;
 ``python -m examples.demo_cluster down`` uninstalls it and deletes the cluster.
 
-Environment: ``KIND_CLUSTER_NAME`` [snapshotjob], ``APP_IMAGE`` [snapshotjob/runtime:dev],
-``SNAPSHOTJOB_DEMO_NAMESPACE`` [snapshotjob-demo], ``SNAPSHOTJOB_DEMO_MASTER`` (overrides the
-manifest's ``spec.spark.master``, e.g. ``local[2]`` on a machine without room for executors).
+Environment: ``KIND_CLUSTER_NAME`` [snapshotjob], ``SNAPSHOTJOB_DEMO_NAMESPACE``
+[snapshotjob-demo], ``SNAPSHOTJOB_DEMO_MASTER`` (overrides the manifest's ``spec.spark.master``,
+e.g. ``local[2]`` on a machine without room for executors).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from testbed import images as project_images
 from testbed import registry
 from testbed.kind import CLUSTER_SCRIPT, KindCluster, cluster_script, use_or_create
 from testbed.kube_binaries import binary_path, default_bin_dir, ensure_binaries
@@ -45,6 +47,8 @@ CHART = REPO / "charts" / "snapshotjob-operator"
 CRD_FILE = REPO / "crds" / "snapshotjob.yaml"
 BUILD_SCRIPT = REPO / "hack" / "images" / "build.sh"
 POSTGRES_IMAGE = "snapshotjob/postgres:dev"
+JOB_IMAGE = "snapshotjob/examples:dev"
+"""The job's image: the Spark runtime image plus examples/ (``hack/images/build.sh examples``)."""
 RELEASE = "snapshotjob-demo"
 JOB = "sequence-sum"
 STARTED = time.monotonic()
@@ -81,7 +85,7 @@ class Demo:
     def __init__(self, cluster: KindCluster, namespace: str, image: str) -> None:
         self.cluster = cluster
         self.namespace = namespace
-        # The project image's pull reference in the registry (by digest).
+        # The job image's pull reference in the registry (by digest).
         self.image = image
 
     def kubectl(self, *args: str, timeout: float = 300) -> str:
@@ -200,16 +204,26 @@ def job_manifest(demo: Demo) -> dict[str, Any]:
     return manifest
 
 
-def chart_values(namespace: str, image: str, images: Registry) -> dict[str, Any]:
-    """``examples/kubernetes/values-kind.yaml``, with the image (its pull reference in the
-    registry), the registry and its pull Secret, and the demo's namespace."""
+def chart_values(
+    namespace: str, operator_image: str, member_image: str, images: Registry
+) -> dict[str, Any]:
+    """``examples/kubernetes/values-kind.yaml``, with the operator's and the members' images
+    (their pull references in the registry), the registry and its pull Secret, and the demo's
+    namespace."""
     values: dict[str, Any] = yaml.safe_load((MANIFESTS / "values-kind.yaml").read_text())
     values |= images.chart_values()
-    repository, digest = images.repository(image)
-    image_values = {"repository": repository, "digest": digest, "pullPolicy": "IfNotPresent"}
-    values["hazelcast"]["image"] = image_values
+
+    def image_values(ref: str) -> dict[str, str]:
+        repository, digest = images.repository(ref)
+        return {"repository": repository, "digest": digest, "pullPolicy": "IfNotPresent"}
+
+    values["hazelcast"]["image"] = image_values(member_image)
     # Only the demo's namespace: other installations in the cluster keep their jobs.
-    values["operator"] |= {"image": image_values, "allNamespaces": False, "namespaces": [namespace]}
+    values["operator"] |= {
+        "image": image_values(operator_image),
+        "allNamespaces": False,
+        "namespaces": [namespace],
+    }
     return values
 
 
@@ -408,7 +422,7 @@ def kubeconfig_path(cluster_name: str) -> Path:
     return default_bin_dir().parent / f"kind-{cluster_name}.kubeconfig"
 
 
-def up(cluster_name: str, image: str, namespace: str) -> None:
+def up(cluster_name: str, namespace: str) -> None:
     """The whole demo; leaves the cluster up."""
     ensure_binaries(["kubectl", "helm", "kind"], ["kubernetes", "helm", "kind"])
     kubeconfig = kubeconfig_path(cluster_name)
@@ -421,22 +435,21 @@ def up(cluster_name: str, image: str, namespace: str) -> None:
             check=True,
         )
         cluster = use_or_create(kubeconfig, cluster_name)
-    with step(f"images {image} and {POSTGRES_IMAGE} (hack/images/build.sh app postgres)"):
-        subprocess.run(
-            ["bash", str(BUILD_SCRIPT), "app", "postgres"],
-            env=dict(os.environ, APP_IMAGE=image),
-            check=True,
-        )
+    split = project_images.split_images()
+    built = [split["operator"], split["member"], JOB_IMAGE, POSTGRES_IMAGE]
+    with step(f"images {', '.join(built)} (hack/images/build.sh app postgres)"):
+        subprocess.run(["bash", str(BUILD_SCRIPT), "app", "postgres"], check=True)
     with step("the test bed's registry (hack/kube/registry.sh up; TLS, basic auth)"):
         images = registry.up(cluster_name)
-    with step(f"pushing {image} and {POSTGRES_IMAGE} to {images.push_host}"):
-        refs = images.push(image, POSTGRES_IMAGE)
+    with step(f"pushing the images to {images.push_host}"):
+        refs = images.push(*built)
     with step(f"pushing the chart to oci://{images.push_host}/charts (helm package, helm push)"):
         chart_version = images.push_chart(CHART)
-    demo = Demo(cluster, namespace, refs[image])
+    demo = Demo(cluster, namespace, refs[JOB_IMAGE])
     with tempfile.TemporaryDirectory() as tmp:
         values = Path(tmp) / "values.yaml"
-        values.write_text(yaml.safe_dump(chart_values(namespace, refs[image], images)))
+        settings = chart_values(namespace, refs[split["operator"]], refs[split["member"]], images)
+        values.write_text(yaml.safe_dump(settings))
         set_up(demo, values, images, chart_version, refs[POSTGRES_IMAGE])
     manifest = job_manifest(demo)
     run_job(demo, manifest)
@@ -475,13 +488,12 @@ def main() -> int:
     options.add_argument("action", nargs="?", choices=["up", "down"], default="up")
     action = options.parse_args().action
     cluster_name = os.environ.get("KIND_CLUSTER_NAME", "snapshotjob")
-    image = os.environ.get("APP_IMAGE", "snapshotjob/runtime:dev")
     namespace = os.environ.get("SNAPSHOTJOB_DEMO_NAMESPACE", "snapshotjob-demo")
     try:
         if action == "down":
             down(cluster_name, namespace)
         else:
-            up(cluster_name, image, namespace)
+            up(cluster_name, namespace)
     except (DemoError, RuntimeError, subprocess.CalledProcessError) as error:
         detail = getattr(error, "stderr", None) or ""
         print(f"\ndemo FAILED: {error}\n{detail}".rstrip(), file=sys.stderr, flush=True)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares the cluster tier ahead of time: the e2e, PostgreSQL and user (examples/custom-image)
-# images, the kind cluster, the test bed's registry (hack/kube/registry.sh) with those images
+# images, the operator's, the members' and the test servers', the kind cluster, the test bed's registry (hack/kube/registry.sh) with those images
 # and the packaged chart pushed to it. hack/test.sh (`make test`) starts it in
 # the background while the static checks and the earlier tiers run, so these minutes overlap
 # them instead of adding to the run.
@@ -44,7 +44,10 @@ if ! docker image inspect "${NODE_IMAGE}" >/dev/null 2>&1; then
   echo "==> Cluster tier preparation skipped: the node image ${NODE_IMAGE} is not built yet"
   exit 0
 fi
-bash hack/images/build.sh e2e postgres custom
+# The jobs' images (e2e, custom), the operator's, the members' and the test servers'; no SBOMs
+# (tests/integration/test_images.py writes those).
+service_images=(operator member test-kafka-broker test-s3proxy)
+SBOM=0 bash hack/images/build.sh e2e postgres custom "${service_images[@]}"
 if ! bash hack/kube/cluster.sh status; then
   # Marked before it exists: a preparation stopped half way still leaves its cluster to delete.
   echo creating >"${owned}"
@@ -59,7 +62,10 @@ fi
 # and finds every layer there.
 bash hack/kube/registry.sh up
 bash hack/kube/registry.sh connect
-bash hack/kube/registry.sh push snapshotjob/runtime-e2e:dev snapshotjob/postgres:dev my-pipeline:dev >/dev/null
+# shellcheck source=hack/images/images.env
+source hack/images/images.env
+bash hack/kube/registry.sh push snapshotjob/runtime-e2e:dev snapshotjob/postgres:dev my-pipeline:dev \
+  "${OPERATOR_IMAGE}" "${MEMBER_IMAGE}" "${KAFKA_BROKER_IMAGE}" "${S3PROXY_IMAGE}" >/dev/null
 bash hack/kube/registry.sh push-chart charts/snapshotjob-operator >/dev/null
 # Frozen until the cluster tier (see the top). Marked before: a preparation stopped during
 # the pause still leaves its cluster to resume.

@@ -11,11 +11,14 @@ Usage::
 and a version that is not semver or not newer than the tree's, the CHANGELOG's and the tags';
 stamps the version (``snapshotjob_contract/version.py``, the chart's ``version`` and
 ``appVersion``); moves the CHANGELOG's Unreleased entries under ``## [X.Y.Z] - <date>``; builds
-``snapshotjob/runtime:X.Y.Z`` with ``hack/images/build.sh`` and checks the package version in
-it; ``helm package``s the chart into ``dist/``; commits "Release X.Y.Z", creates the annotated
-tag ``vX.Y.Z`` and writes ``dist/release-X.Y.Z.json``. ``--dry-run`` does the same in a fresh
+the product images ``snapshotjob/operator:X.Y.Z``, ``snapshotjob/spark-runtime:X.Y.Z`` and
+``snapshotjob/member:X.Y.Z`` (the repositories of ``hack/images/images.env``) with
+``hack/images/build.sh`` and checks the version each carries; ``helm package``s the chart into
+``dist/``; commits "Release X.Y.Z", creates the annotated tag ``vX.Y.Z`` and writes
+``dist/release-X.Y.Z.json``, which lists the images. ``--dry-run`` does the same in a fresh
 clone in a temporary directory (or ``--work-dir``) and commits and tags nothing.
-``--skip-images`` is for tests: it leaves the image out. The logic is in ``hack/versioning.py``.
+``--skip-images`` is for tests: it leaves the images out. The logic is in
+``hack/versioning.py``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ import versioning  # noqa: E402
 from versioning import ReleaseError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+VERSION_LABEL = "org.opencontainers.image.version"
+"""The OCI label ``build.sh`` sets on every image to the version in ``VERSION_MODULE``."""
+WITHOUT_PYTHON = frozenset({"member"})
+"""The released images with no Python (Java and the Hazelcast jar only): only their label can
+say their version."""
 
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -99,33 +107,56 @@ def find_helm(given: str | None) -> str:
 
 
 def refuse_changes(repo: Path) -> None:
-    """Refuses a tree with changes or untracked files: the image is built from the tree."""
+    """Refuses a tree with changes or untracked files: the images are built from the tree."""
     status = run("git", "status", "--porcelain", cwd=repo)
     if status.strip():
         raise ReleaseError(f"the tree has changes or untracked files:\n{status}")
 
 
-def build_image(repo: Path, version: str) -> dict[str, str]:
-    """Builds the product image tagged ``version``; its reference and image ID.
+def build_images(repo: Path, version: str) -> dict[str, str]:
+    """Builds the released images tagged ``version``; each one's reference and image ID.
 
-    Also checks that the package in the image says ``version``.
+    Also checks that each image says ``version``: its ``VERSION_LABEL`` and, where the image
+    has Python, the version of the ``snapshotjob`` package installed in it.
+
+    Raises:
+        ReleaseError: If ``build.sh`` fails or an image says another version.
     """
-    reference = versioning.image_reference(version)
-    env = {**os.environ, "APP_IMAGE": reference}
+    repositories = versioning.released_repositories(
+        (repo / versioning.IMAGES_ENV).read_text(encoding="utf-8")
+    )
+    env = {**os.environ, "SJ_IMAGE_TAG": version}
     if "VENV" not in env and sys.prefix != sys.base_prefix:
-        # build.sh pins the image's wheels to a virtualenv it finds relative to the tree: the
+        # build.sh pins the images' wheels to a virtualenv it finds relative to the tree: the
         # one running this script (a dry run's clone has none of its own).
         env["VENV"] = os.path.relpath(sys.prefix, repo)
-    subprocess.run(["bash", "hack/images/build.sh", "app"], cwd=repo, env=env, check=True)
-    image_id = run("docker", "image", "inspect", "--format", "{{.Id}}", reference, cwd=repo)
-    inside = run(
-        "docker", "run", "--rm", reference, "python", "-c",
-        "import importlib.metadata as m; print(m.version('snapshotjob'))",
-        cwd=repo,
-    ).strip()  # fmt: skip
-    if inside != version:
-        raise ReleaseError(f"the package in {reference} says {inside}, not {version}")
-    return {reference: image_id.strip()}
+    command = ["bash", "hack/images/build.sh", *repositories]
+    # Not run(): the build's progress streams to the terminal, for the minutes it takes.
+    if subprocess.run(command, cwd=repo, env=env, check=False).returncode != 0:
+        raise ReleaseError(f"{' '.join(command)} failed; its output is above")
+    images: dict[str, str] = {}
+    for target, repository in repositories.items():
+        reference = versioning.image_reference(version, repository)
+        image_id = run("docker", "image", "inspect", "--format", "{{.Id}}", reference, cwd=repo)
+        labelled = run(
+            "docker", "image", "inspect", "--format",
+            f'{{{{index .Config.Labels "{VERSION_LABEL}"}}}}', reference,
+            cwd=repo,
+        ).strip()  # fmt: skip
+        if labelled != version:
+            raise ReleaseError(
+                f"{reference}'s {VERSION_LABEL} label says {labelled!r}, not {version}"
+            )
+        if target not in WITHOUT_PYTHON:
+            inside = run(
+                "docker", "run", "--rm", reference, "python", "-c",
+                "import importlib.metadata as m; print(m.version('snapshotjob'))",
+                cwd=repo,
+            ).strip()  # fmt: skip
+            if inside != version:
+                raise ReleaseError(f"the package in {reference} says {inside}, not {version}")
+        images[reference] = image_id.strip()
+    return images
 
 
 def package_chart(repo: Path, helm: str, version: str) -> Path:
@@ -169,7 +200,7 @@ def release(args: argparse.Namespace) -> Path:
     (repo / versioning.CHANGELOG).write_text(new_changelog)
     if check(repo) != version:
         raise ReleaseError(f"stamping left the versions at {read_versions(repo)}")
-    images = {} if args.skip_images else build_image(repo, version)
+    images = {} if args.skip_images else build_images(repo, version)
     archive = package_chart(repo, helm, version)
     if not args.dry_run:
         files = list(versioning.STAMPED_FILES)
@@ -205,17 +236,17 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("check", help="print the version; fail if its sites disagree")
     stamp_cmd = sub.add_parser("stamp", help="write a version into its sites only")
     stamp_cmd.add_argument("version")
-    cut = sub.add_parser("release", help="stamp, CHANGELOG, image, chart, commit and tag")
+    cut = sub.add_parser("release", help="stamp, CHANGELOG, images, chart, commit and tag")
     cut.add_argument("version")
     cut.add_argument("--dry-run", action="store_true", help="in a temporary clone; no commit")
     cut.add_argument("--work-dir", help="where a dry run clones (default: a new temp dir)")
-    cut.add_argument("--skip-images", action="store_true", help="no image (tests; --dry-run only)")
+    cut.add_argument("--skip-images", action="store_true", help="no images (tests; --dry-run only)")
     cut.add_argument("--repo", default=str(REPO), help="the repository (default: this one)")
     cut.add_argument("--helm", help="the helm binary (default: $HELM, PATH, the test bed's)")
     cut.add_argument("--date", help="the CHANGELOG's release date (default: today, UTC)")
     args = parser.parse_args(argv)
     if args.command == "release" and args.skip_images and not args.dry_run:
-        parser.error("--skip-images only with --dry-run: a release without its image is none")
+        parser.error("--skip-images only with --dry-run: a release without its images is none")
     try:
         if args.command == "check":
             print(check(REPO))

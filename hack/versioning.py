@@ -7,7 +7,8 @@ versions agree.
 
 The product's version is written once, in :data:`VERSION_MODULE`; ``pyproject.toml`` reads it
 from there. The chart's ``version`` and ``appVersion`` are stamped to the same value, so one
-number names the wheel, the image tag and the chart.
+number names the wheel, the released images' tag and the chart. The released images' names are
+written once too, in :data:`IMAGES_ENV`; :func:`released_repositories` reads them from its text.
 """
 
 # No `from __future__ import annotations`: tests load this file without registering it in
@@ -23,8 +24,18 @@ CHANGELOG = "CHANGELOG.md"
 STAMPED_FILES = (VERSION_MODULE, CHART_FILE, CHANGELOG)
 """What a release changes and commits: the version's sites and the CHANGELOG."""
 
-IMAGE_REPOSITORY = "snapshotjob/runtime"
-"""The one product image (operator, drivers, executors, store members) a release tags."""
+IMAGES_ENV = "hack/images/images.env"
+"""The images' names, as ``NAME=value`` lines: ``hack/images/build.sh`` sources the file."""
+
+RELEASED_IMAGES = {
+    "OPERATOR_IMAGE": "operator",
+    "SPARK_RUNTIME_IMAGE": "spark-runtime",
+    "MEMBER_IMAGE": "member",
+}
+"""The product images a release builds and tags: :data:`IMAGES_ENV`'s variable -> the
+``build.sh`` target that builds it (the operator; the Spark drivers' and executors' base, which
+users' job images build ``FROM``; the snapshot store's Hazelcast members). The test-only images
+named there are not released."""
 
 # Semantic Versioning 2.0.0 without build metadata: a `+` is not allowed in an image tag.
 _SEMVER = re.compile(
@@ -38,6 +49,7 @@ _HEADING = re.compile(r"^## .*$", re.MULTILINE)
 _UNRELEASED = re.compile(r"^## \[?Unreleased\]?[ \t]*$", re.MULTILINE | re.IGNORECASE)
 _RELEASE_HEADING = re.compile(r"^## \[?(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)\]?", re.MULTILINE)
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_ENV_LINE = re.compile(r"^([A-Z][A-Z0-9_]*)=(\S+)$")
 
 
 class ReleaseError(ValueError):
@@ -193,8 +205,42 @@ def cut_changelog(changelog: str, version: str, date: str) -> str:
     return changelog[: heading.start()] + section + ("\n" + rest if rest else "")
 
 
-def image_reference(version: str, repository: str = IMAGE_REPOSITORY) -> str:
-    """The image a release tags: ``repository:version``."""
+def _untagged(name: str) -> str:
+    # A colon before the last slash is a registry's port, not a tag.
+    repository, colon, tag = name.rpartition(":")
+    return repository if colon and "/" not in tag else name
+
+
+def released_repositories(images_env: str) -> dict[str, str]:
+    """The repositories a release tags, by ``build.sh`` target, in :data:`RELEASED_IMAGES`' order.
+
+    :data:`IMAGES_ENV` names each image with the tag a developer's build gets (``dev``); a
+    release builds the same repositories under its version instead, so only they are kept.
+
+    Args:
+        images_env: The text of :data:`IMAGES_ENV`.
+
+    Raises:
+        ReleaseError: If a line is neither blank, a comment nor ``NAME=value``, or a released
+            image's variable is missing.
+    """
+    names: dict[str, str] = {}
+    for number, line in enumerate(images_env.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _ENV_LINE.match(stripped)
+        if match is None:
+            raise ReleaseError(f"{IMAGES_ENV}:{number}: not NAME=value: {line!r}")
+        names[match.group(1)] = match.group(2)
+    missing = [variable for variable in RELEASED_IMAGES if variable not in names]
+    if missing:
+        raise ReleaseError(f"{IMAGES_ENV} does not name {', '.join(missing)}")
+    return {target: _untagged(names[variable]) for variable, target in RELEASED_IMAGES.items()}
+
+
+def image_reference(version: str, repository: str) -> str:
+    """The image a release tags in ``repository``: ``repository:version``."""
     return f"{repository}:{version}"
 
 
@@ -219,7 +265,8 @@ def release_manifest(
         version: The release's version.
         revision: The git commit the release is (a dry run: the commit it started from).
         date: The release's date, as in the CHANGELOG.
-        images: Each built image's reference and its local image ID; empty when skipped.
+        images: Each released image's reference and its local image ID, in build order;
+            empty when the images were skipped.
         chart_archive: The chart archive's file name in ``dist/``.
         chart_sha256: The archive's SHA-256, hex.
         dry_run: Whether nothing was committed or tagged.

@@ -1,37 +1,32 @@
 #!/usr/bin/env bash
 # Build the project's container images locally, without any container registry.
 #
-# Why this way: the machines this project runs on reach PyPI, Maven Central and Debian's
-# archive but no container registry, so the images start from the debootstrap base image of
-# hack/kube/images.sh and get everything else from those package registries. The slow parts
-# (Debian packages, a 450 MB PySpark wheel) sit in lower images that are cached by the hash
-# of their inputs, so a source change only rebuilds the small top layer.
+# Every role has its own image from a plain multi-stage Dockerfile next to this script (names
+# in images.env; docs/development/e2e.md), built with `docker build` from BASE_IMAGE (this
+# machine's debootstrap base of hack/kube/images.sh: no registry serves a public slim base
+# here). The build contexts hold the third-party wheels (pinned by requirements.lock), this
+# project's wheel and the jars hack/install.sh fetched, so a build reaches no network but Debian's.
 #
-# Images (one image serves the operator, the Spark driver and the Hazelcast members):
-#   snapshotjob/runtime-system:bookworm  debian-base + python3, python3-venv, Java 17 JRE
-#   snapshotjob/runtime-deps:bookworm    + /opt/venv with the third-party wheels of
-#                                         .[operator,runtime] (versions of requirements.lock)
-#   snapshotjob/runtime:dev              + this repository's package, examples/, the
-#                                         Hazelcast jar, the `hazelcast-member` launcher,
-#                                         `executor` (Spark's executor Pods run it) and
-#                                         the executors' chunk writer (jvm/),
-#                                         Kafka's jars with the `kafka-broker` launcher
-#                                         (examples/kubernetes/kafka.yaml), s3proxy's jar
-#                                         with the `s3-server` launcher
-#                                         (examples/kubernetes/s3proxy.yaml)
-#   snapshotjob/runtime-e2e:dev          + tests/e2e/pipelines (the end-to-end tests' code)
-#   snapshotjob/postgres:dev             debian-base + Debian's postgresql, for `make demo`'s
-#                                         in-cluster database (see build_postgres)
-#   my-pipeline:dev                      + examples/custom-image: the user image of
-#                                         docs/getting-started/your-pipeline.md (see build_custom)
+# Product images (what a release tags, SJ_IMAGE_TAG, default dev):
+#   snapshotjob/operator         the operator: Python and its dependencies, no JVM, no Spark
+#   snapshotjob/spark-runtime    the drivers and executors: Java 17, PySpark, the runtime's
+#                                 dependencies, Spark's Kafka connector, the chunk jars (jvm/)
+#   snapshotjob/member           the store's Hazelcast members: Java 17, the Hazelcast jar
+# Built on top of those (never released):
+#   snapshotjob/examples:dev     spark-runtime + examples/ on PYTHONPATH (`make demo`,
+#                                 examples/kubernetes/snapshotjob.yaml)
+#   snapshotjob/runtime-e2e:dev  examples + tests/e2e/pipelines (the end-to-end tests' jobs)
+#   my-pipeline:dev              spark-runtime + examples/custom-image: the user image of
+#                                 docs/getting-started/your-pipeline.md (see build_custom)
+# Test-only servers: snapshotjob/test-kafka-broker:dev (examples/kubernetes/kafka.yaml),
+# snapshotjob/test-s3proxy:dev (examples/kubernetes/s3proxy.yaml), and
+# snapshotjob/postgres:dev, Debian's postgresql for the in-cluster database (build_postgres).
 #
-# One image per role, each from a plain multi-stage Dockerfile here (names in images.env; see
-# "The split images" below and docs/development/e2e.md): operator, spark-runtime, member and
-# the test-only test-kafka-broker and test-s3proxy; `split` builds all five, each followed by
+# `app` builds the product images and examples; `split` the five role images, each followed by
 # its size and its SBOM (dist/sbom/<target>.spdx.json; SBOM=0 skips them).
 #
-# Usage: hack/images/build.sh [app|e2e|postgres|custom|split|operator|spark-runtime|member|
-#                              test-kafka-broker|test-s3proxy]...   (default: app)
+# Usage: hack/images/build.sh [app|e2e|examples|postgres|custom|split|operator|spark-runtime|
+#                              member|test-kafka-broker|test-s3proxy]...   (default: app)
 # FORCE=1 rebuilds every image whose inputs are hashed (not debian-base).
 set -euo pipefail
 IMAGES_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -58,15 +53,18 @@ S3PROXY_JAR="${SJ_CACHE}/jars/s3proxy-${S3PROXY_VERSION}-jar-with-dependencies.j
 WHEEL_ROOT="${SJ_CACHE}/wheels"
 VENV_PY="${REPO_ROOT}/${VENV:-.venv}/bin/python"
 
-SYSTEM_IMAGE="snapshotjob/runtime-system:${DEBIAN_SUITE}"
-DEPS_IMAGE="snapshotjob/runtime-deps:${DEBIAN_SUITE}"
-APP_IMAGE="${APP_IMAGE:-snapshotjob/runtime:dev}"
+# shellcheck source=hack/images/images.env
+source "${IMAGES_DIR}/images.env"
+# The product images' tag: dev here, the version in a release (hack/release.py).
+SJ_IMAGE_TAG="${SJ_IMAGE_TAG:-dev}"
+OPERATOR_IMAGE="${OPERATOR_IMAGE%:*}:${SJ_IMAGE_TAG}"
+SPARK_RUNTIME_IMAGE="${SPARK_RUNTIME_IMAGE%:*}:${SJ_IMAGE_TAG}"
+MEMBER_IMAGE="${MEMBER_IMAGE%:*}:${SJ_IMAGE_TAG}"
+EXAMPLES_IMAGE="${EXAMPLES_IMAGE:-snapshotjob/examples:dev}"
 E2E_IMAGE="${E2E_IMAGE:-snapshotjob/runtime-e2e:dev}"
 POSTGRES_IMAGE="${POSTGRES_IMAGE:-snapshotjob/postgres:dev}"
 CUSTOM_IMAGE="${CUSTOM_IMAGE:-my-pipeline:dev}"
 POSTGRES_UID=10002
-SYSTEM_PACKAGES="python3 python3-venv openjdk-17-jre-headless procps"
-APP_UID=10001
 
 timed() {
   local what="$1" start
@@ -78,67 +76,17 @@ timed() {
 
 image_id() { docker image inspect --format '{{.Id}}' "$1"; }
 
-# run_and_commit TAG FROM INPUTS SCRIPT [DOCKER_RUN_ARGS...] : run SCRIPT (bash) in FROM and
-# commit the container as TAG with the inputs label. Used where a Dockerfile would have to
-# send hundreds of MB of build context: the wheelhouse is bind-mounted instead.
-run_and_commit() {
-  local tag="$1" from="$2" inputs="$3" script="$4" name out
-  shift 4
-  name="sj-image-build-$$"
-  out="$(mktemp)"
-  docker rm -f "${name}" >/dev/null 2>&1 || true
-  if ! docker run --name "${name}" --network host "$@" "${from}" bash -euxc "${script}" \
-      >"${out}" 2>&1; then
-    cat "${out}" >&2
-    rm -f "${out}"
-    docker rm -f "${name}" >/dev/null 2>&1 || true
-    die "Build step failed image=${tag}"
-  fi
-  rm -f "${out}"
-  docker commit -c "LABEL snapshotjob.inputs=${inputs}" -c 'CMD ["/bin/bash"]' \
-    "${name}" "${tag}" >/dev/null
-  docker rm -f "${name}" >/dev/null
-}
-
-# System layer: Debian's Python 3.11 and Java 17 (Spark's JVM and the Hazelcast members).
-build_system() {
-  local inputs
-  debootstrap_image "${BASE_IMAGE}" "ca-certificates,tzdata"
-  inputs="$(printf '%s\n%s\n%s' "$(image_id "${BASE_IMAGE}")" "${SYSTEM_PACKAGES}" \
-    "$(declare -f build_system)" | sha256sum | cut -d' ' -f1)"
-  if image_fresh "${SYSTEM_IMAGE}" "${inputs}"; then
-    log "Image up to date image=${SYSTEM_IMAGE}"
-    return 0
-  fi
-  log "Building image=${SYSTEM_IMAGE} packages='${SYSTEM_PACKAGES}'"
-  run_and_commit "${SYSTEM_IMAGE}" "${BASE_IMAGE}" "${inputs}" "
-    export DEBIAN_FRONTEND=noninteractive
-    # ca-certificates-java's postinst wants this directory on minbase.
-    mkdir -p /usr/share/man/man1
-    apt-get update -q
-    apt-get install -y -q --no-install-recommends ${SYSTEM_PACKAGES}
-    apt-get clean
-    rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log
-    python3 -m venv /opt/venv
-    groupadd --gid ${APP_UID} app
-    useradd --uid ${APP_UID} --gid ${APP_UID} --home-dir /home/app --create-home \
-      --shell /usr/sbin/nologin app
-    java -version
-  "
-  log "Built image=${SYSTEM_IMAGE}"
-}
-
 # The third-party wheels, pinned by requirements.lock (the versions `make install` put into
 # .venv, which every test ran with), built with the host's pip cache: warm, this takes seconds.
-# wheelhouse [EXTRAS]: the wheels of .[EXTRAS] (default operator,runtime), one folder each.
+# wheelhouse EXTRAS: the wheels of .[EXTRAS], one folder each.
 wheelhouse() {
-  local constraints hash dir extras="${1:-operator,runtime}"
+  local constraints hash dir extras="$1"
   [[ -x "${VENV_PY}" ]] || die "No virtualenv at ${VENV_PY}: run 'make install'"
   constraints="$(grep -v '^#' "${LOCK_FILE}")"
   hash="$(printf '%s\n%s' "${constraints}" "$(cat "${REPO_ROOT}/pyproject.toml")" \
     | sha256sum | cut -c1-16)"
   dir="${WHEEL_ROOT}/${hash}"
-  [[ "${extras}" == operator,runtime ]] || dir="${dir}-${extras//,/-}"
+  dir="${dir}-${extras//,/-}"
   if [[ ! -f "${dir}/.complete" ]]; then
     log "Building wheelhouse dir=${dir}"
     rm -rf "${dir}"
@@ -154,139 +102,76 @@ wheelhouse() {
   echo "${dir}"
 }
 
-# The drivers' class data sharing archive (spark_runtime/cds.py) depends only on Java and
-# PySpark, so it is built here, with the two modules that build it mounted from the
-# repository, and kept while those stay the same; SJ_CDS_DIR in runtime.Dockerfile names it.
-CDS_DIR=/opt/snapshotjob/cds
+# The modules that build the drivers' class data sharing archive (spark_runtime/cds.py) in
+# spark-runtime.Dockerfile: that layer depends only on Java, PySpark and these.
 CDS_SOURCES=(spark_runtime/__init__.py spark_runtime/cds.py spark_runtime/session.py)
 
-build_deps() {
-  local dir inputs
-  dir="$(wheelhouse)"
-  inputs="$(printf '%s\n%s\n%s\n%s' "$(image_id "${SYSTEM_IMAGE}")" "${dir##*/}" \
-    "$(declare -f build_deps)" \
-    "$(cd "${REPO_ROOT}" && sha256sum "${CDS_SOURCES[@]}")" | sha256sum | cut -d' ' -f1)"
-  if image_fresh "${DEPS_IMAGE}" "${inputs}"; then
-    log "Image up to date image=${DEPS_IMAGE}"
-    return 0
+# build_on IMAGE INPUTS CONTEXT [DOCKER_BUILD_ARGS...] : builds IMAGE from CONTEXT (which holds
+# its Dockerfile) unless it was built from INPUTS; removes CONTEXT either way.
+build_on() {
+  local image="$1" inputs="$2" ctx="$3"
+  shift 3
+  if image_fresh "${image}" "${inputs}"; then
+    log "Image up to date image=${image}"
+  else
+    docker_build "${image}" "${ctx}" --label "snapshotjob.inputs=${inputs}" "$@"
+    log "Built image=${image}"
   fi
-  log "Building image=${DEPS_IMAGE} wheelhouse=${dir}"
-  run_and_commit "${DEPS_IMAGE}" "${SYSTEM_IMAGE}" "${inputs}" "
-    /opt/venv/bin/pip install --quiet --no-cache-dir --no-index --find-links /wheels \
-      --constraint /wheelhouse/constraints.txt /wheels/*.whl
-    find /opt/venv -name __pycache__ -prune -exec rm -rf {} +
-    /opt/venv/bin/python -m compileall -q /opt/venv/lib >/dev/null || true
-    mkdir -p /cds-src/spark_runtime
-    cp /repo/spark_runtime/__init__.py /repo/spark_runtime/cds.py /repo/spark_runtime/session.py \
-      /cds-src/spark_runtime/
-    SJ_CDS_DIR=${CDS_DIR} PYTHONPATH=/cds-src PYTHONDONTWRITEBYTECODE=1 \
-      /opt/venv/bin/python -m spark_runtime.cds
-    rm -rf /cds-src /tmp/* /root/.cache
-  " -v "${dir}/wheels:/wheels:ro" -v "${dir}:/wheelhouse:ro" \
-    -v "${REPO_ROOT}/spark_runtime:/repo/spark_runtime:ro"
-  log "Built image=${DEPS_IMAGE}"
+  rm -rf "${ctx}"
 }
 
-# What the top image is made from: the package sources, pyproject, examples, the jar, this
-# directory's files and the deps image.
-app_inputs() {
-  {
-    image_id "${DEPS_IMAGE}"
-    (cd "${REPO_ROOT}" && find snapshotjob_contract snapshot_protocol snapshot_store operator/snapshot_operator spark_runtime examples \
-      -name '*.py' -type f | LC_ALL=C sort | xargs sha256sum)
-    sha256sum "${REPO_ROOT}/pyproject.toml" "${HAZELCAST_JAR}" "${IMAGES_DIR}"/* \
-      "${SPARK_KAFKA_DIR}"/*.jar "${KAFKA_LIBS}"/*.jar "${S3PROXY_JAR}" "${CHUNKS_DIR}"/*.jar
-  } | sha256sum | cut -d' ' -f1
-}
-
-build_app() {
+# The examples' job image: spark-runtime plus examples/ on PYTHONPATH (examples.Dockerfile).
+# No SBOM for the runtime underneath: `split` and a release write those.
+build_examples() {
   local inputs ctx
-  [[ -f "${HAZELCAST_JAR}" ]] || die "Hazelcast jar missing jar=${HAZELCAST_JAR}: run 'make install'"
-  [[ -f "${SPARK_KAFKA_DIR}/.complete" ]] \
-    || die "Spark's Kafka connector missing dir=${SPARK_KAFKA_DIR}: run 'make install'"
-  [[ -f "${KAFKA_LIBS}/.complete" ]] \
-    || die "Kafka broker jars missing dir=${KAFKA_LIBS}: run 'make install'"
-  [[ -f "${S3PROXY_JAR}" ]] || die "s3proxy jar missing jar=${S3PROXY_JAR}: run 'make install'"
-  [[ -f "${CHUNKS_DIR}/.complete" ]] \
-    || die "Chunk writer and reader missing dir=${CHUNKS_DIR}: run 'make install'"
-  build_system
-  build_deps
-  inputs="$(app_inputs)"
-  if image_fresh "${APP_IMAGE}" "${inputs}"; then
-    log "Image up to date image=${APP_IMAGE}"
-    return 0
-  fi
+  SBOM=0 build_split spark-runtime
+  inputs="$( { image_id "${SPARK_RUNTIME_IMAGE}"; sha256sum "${IMAGES_DIR}/examples.Dockerfile"
+    (cd "${REPO_ROOT}" && find examples -type f -not -path '*/__pycache__/*' | LC_ALL=C sort \
+      | xargs sha256sum); } | sha256sum | cut -d' ' -f1)"
   ctx="$(mktemp -d)"
-  # setuptools builds in place and never empties build/lib: a module moved or deleted since
-  # the last build would still be shipped in the wheel.
-  rm -rf "${REPO_ROOT}/build/lib"
-  "${VENV_PY}" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "${ctx}" \
-    "${REPO_ROOT}" >&2 || die "pip wheel of the project failed"
   mkdir -p "${ctx}/app"
   cp -r "${REPO_ROOT}/examples" "${ctx}/app/examples"
   find "${ctx}/app" -name __pycache__ -prune -exec rm -rf {} +
-  cp "${HAZELCAST_JAR}" "${ctx}/hazelcast.jar"
-  mkdir -p "${ctx}/jars"
-  cp -r "${SPARK_KAFKA_DIR}" "${ctx}/jars/"
-  cp -r "${CHUNKS_DIR}" "${ctx}/jars/"
-  mkdir -p "${ctx}/kafka"
-  cp -r "${KAFKA_LIBS}" "${ctx}/kafka/libs"
-  rm -f "${ctx}/kafka/libs/.complete"
-  cp "${S3PROXY_JAR}" "${ctx}/s3proxy.jar"
-  cp "${IMAGES_DIR}/hazelcast-member" "${IMAGES_DIR}/executor" "${IMAGES_DIR}/kafka-broker" \
-    "${IMAGES_DIR}/s3-server" "${ctx}/"
-  sed "s/@INPUTS@/${inputs}/; s/@UID@/${APP_UID}/g; s|@DEPS_IMAGE@|${DEPS_IMAGE}|" \
-    "${IMAGES_DIR}/runtime.Dockerfile" >"${ctx}/Dockerfile"
-  docker_build "${APP_IMAGE}" "${ctx}"
-  rm -rf "${ctx}"
-  log "Built image=${APP_IMAGE}"
+  cp "${IMAGES_DIR}/examples.Dockerfile" "${ctx}/Dockerfile"
+  build_on "${EXAMPLES_IMAGE}" "${inputs}" "${ctx}" \
+    --build-arg "RUNTIME_IMAGE=${SPARK_RUNTIME_IMAGE}"
 }
 
-# The e2e image adds the end-to-end tests' pipeline modules; it is the one loaded into kind.
+# The e2e image adds the end-to-end tests' pipeline modules to the examples image; the cluster
+# tier's jobs run it.
 build_e2e() {
   local inputs ctx
-  build_app
-  inputs="$( { image_id "${APP_IMAGE}"; (cd "${REPO_ROOT}" && find tests/e2e/pipelines \
+  build_examples
+  inputs="$( { image_id "${EXAMPLES_IMAGE}"; (cd "${REPO_ROOT}" && find tests/e2e/pipelines \
     -name '*.py' -type f | LC_ALL=C sort | xargs sha256sum); } | sha256sum | cut -d' ' -f1)"
-  if image_fresh "${E2E_IMAGE}" "${inputs}"; then
-    log "Image up to date image=${E2E_IMAGE}"
-    return 0
-  fi
   ctx="$(mktemp -d)"
   mkdir -p "${ctx}/e2e_pipelines"
   cp "${REPO_ROOT}"/tests/e2e/pipelines/*.py "${ctx}/e2e_pipelines/"
   cat >"${ctx}/Dockerfile" <<EOF
-FROM ${APP_IMAGE}
+FROM ${EXAMPLES_IMAGE}
 COPY e2e_pipelines/ /opt/snapshotjob/app/e2e_pipelines/
-LABEL snapshotjob.inputs=${inputs}
 EOF
-  docker_build "${E2E_IMAGE}" "${ctx}"
-  rm -rf "${ctx}"
-  log "Built image=${E2E_IMAGE}"
+  build_on "${E2E_IMAGE}" "${inputs}" "${ctx}"
 }
 
-# The user image of examples/custom-image (docs/getting-started/your-pipeline.md), built as that page says,
-# with its dependencies from the wheels hack/install.sh downloaded: the build container does
-# not trust this machine's egress proxy, and tests/e2e/test_custom_image_kind.py runs it.
+# The user image of examples/custom-image (docs/getting-started/your-pipeline.md), built as that
+# page says (FROM spark-runtime), with its dependencies from the wheels hack/install.sh
+# downloaded: the build container does not trust this machine's egress proxy, and
+# tests/e2e/test_custom_image_kind.py runs it.
 build_custom() {
   local inputs ctx wheels example="${REPO_ROOT}/examples/custom-image"
-  build_app
+  SBOM=0 build_split spark-runtime
   wheels="${WHEEL_ROOT}/custom-image"
   cmp -s "${example}/requirements.txt" "${wheels}/.requirements" \
     || die "No wheels of examples/custom-image/requirements.txt in ${wheels}: run make install"
-  inputs="$( { image_id "${APP_IMAGE}"; (cd "${example}" && find . -type f | LC_ALL=C sort \
-    | xargs sha256sum); (cd "${wheels}" && ls); } | sha256sum | cut -d' ' -f1)"
-  if image_fresh "${CUSTOM_IMAGE}" "${inputs}"; then
-    log "Image up to date image=${CUSTOM_IMAGE}"
-    return 0
-  fi
+  inputs="$( { image_id "${SPARK_RUNTIME_IMAGE}"; (cd "${example}" && find . -type f \
+    | LC_ALL=C sort | xargs sha256sum); (cd "${wheels}" && ls); } | sha256sum | cut -d' ' -f1)"
   ctx="$(mktemp -d)"
   cp -r "${example}/." "${ctx}/"
   cp -r "${wheels}" "${ctx}/wheels"
-  docker_build "${CUSTOM_IMAGE}" "${ctx}" --label "snapshotjob.inputs=${inputs}" \
+  build_on "${CUSTOM_IMAGE}" "${inputs}" "${ctx}" \
+    --build-arg "RUNTIME_IMAGE=${SPARK_RUNTIME_IMAGE}" \
     --build-arg "PIP_INSTALL_ARGS=--no-index --find-links=/tmp/deps"
-  rm -rf "${ctx}"
-  log "Built image=${CUSTOM_IMAGE}"
 }
 
 # The in-cluster PostgreSQL's start script: a first start initialises ${PGDATA} (C.UTF-8,
@@ -389,8 +274,6 @@ build_postgres() {
 # (hard links into this cache where it can), and each image is cached by its inputs' hash, so
 # a warm run sends nothing to Docker. After a build: its size, and its SBOM (syft, SPDX JSON) in
 # ${SBOM_DIR}.
-# shellcheck source=hack/images/images.env
-source "${IMAGES_DIR}/images.env"
 CONTEXT_ROOT="${SJ_CACHE}/image-contexts"
 SBOM_DIR="${SBOM_DIR:-${REPO_ROOT}/dist/sbom}"
 SYFT_VERSION="${SYFT_VERSION:-v1.57.2}"
@@ -522,7 +405,7 @@ write_sbom() {
   log "SBOM written image=${image} sbom=${out}"
 }
 
-# print_size IMAGE : the image's size as Docker reports it (docs/development/images.md).
+# print_size IMAGE : the image's size as Docker reports it (docs/development/e2e.md).
 print_size() {
   local bytes
   bytes="$(docker image inspect --format '{{.Size}}' "$1")"
@@ -567,10 +450,22 @@ main() {
   local targets=("$@") t start
   [[ ${#targets[@]} -gt 0 ]] || targets=(app)
   start=$(date +%s)
+  # One build at a time on this machine: the cluster tier's preparation (hack/e2e-prepare.sh)
+  # runs beside the integration tier's image test, and both stage the same build contexts.
+  mkdir -p "${SJ_CACHE}"
+  exec 9>"${SJ_CACHE}/image-build.lock"
+  if ! flock --nonblock 9; then
+    log "Waiting for another image build lock=${SJ_CACHE}/image-build.lock"
+    flock 9
+  fi
   ensure_docker
   for t in "${targets[@]}"; do
     case "${t}" in
-      app) timed app build_app ;;
+      # The product images and the examples' job image, without SBOMs (`split` writes them).
+      app)
+        for t in operator spark-runtime member; do SBOM=0 timed "${t}" build_split "${t}"; done
+        timed examples build_examples ;;
+      examples) timed examples build_examples ;;
       e2e) timed e2e build_e2e ;;
       postgres) timed postgres build_postgres ;;
       custom) timed custom build_custom ;;

@@ -3,7 +3,7 @@
 # runs; the chart's ConfigMap gives the project's member configuration (-Dhazelcast.config in
 # JAVA_OPTS). The official hazelcast/hazelcast image works too (hazelcast.command: null).
 #
-# Build context (hack/images/build.sh stages it; docs/development/images.md):
+# Build context (hack/images/build.sh stages it; docs/development/e2e.md):
 #   jars/hazelcast.jar   bin/hazelcast-member
 ARG JVM_BASE_IMAGE=debian:bookworm-slim
 

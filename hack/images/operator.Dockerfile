@@ -1,7 +1,7 @@
 # The operator's image: Python, the operator's dependencies (the `operator` extra) and this
 # project's package. No JVM and no Spark.
 #
-# Build context (hack/images/build.sh stages it; docs/development/images.md):
+# Build context (hack/images/build.sh stages it; docs/development/e2e.md):
 #   deps/        the third-party wheels of .[operator] and constraints.txt (requirements.lock)
 #   project/     this project's wheel (snapshotjob-*.whl)
 # Base: any Debian bookworm image; Python 3.11 comes from Debian's packages when the base has

@@ -4,7 +4,7 @@
 # No test servers, no examples: a job's own image starts FROM this one
 # (examples/custom-image).
 #
-# Build context (hack/images/build.sh stages it; docs/development/images.md):
+# Build context (hack/images/build.sh stages it; docs/development/e2e.md):
 #   deps/        the third-party wheels of .[runtime] and constraints.txt (requirements.lock)
 #   project/     this project's wheel (snapshotjob-*.whl)
 #   cds/         spark_runtime/{__init__,cds,session}.py, which build the CDS archive

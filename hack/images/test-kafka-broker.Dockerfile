@@ -2,7 +2,7 @@
 # for examples/kubernetes/kafka.yaml and the end-to-end tests on kind, where no container
 # registry offers one. Not a product image.
 #
-# Build context (hack/images/build.sh stages it; docs/development/images.md):
+# Build context (hack/images/build.sh stages it; docs/development/e2e.md):
 #   kafka/libs/   bin/kafka-broker
 ARG JVM_BASE_IMAGE=debian:bookworm-slim
 

@@ -2,7 +2,7 @@
 # examples/kubernetes/s3proxy.yaml and the end-to-end tests on kind, where no container
 # registry offers one. Not a product image.
 #
-# Build context (hack/images/build.sh stages it; docs/development/images.md):
+# Build context (hack/images/build.sh stages it; docs/development/e2e.md):
 #   s3proxy.jar   bin/s3-server
 ARG JVM_BASE_IMAGE=debian:bookworm-slim
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import time
 import uuid
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testbed import images
 from testbed.kind import KindCluster
 from testbed.registry import Registry
 from tests.e2e.release import (
@@ -36,6 +38,9 @@ from tests.e2e.release import (
 )
 
 POSTGRES_IMAGE = "snapshotjob/postgres:dev"
+SERVICES = ("operator", "member", "test-kafka-broker", "test-s3proxy")
+"""The split images the cluster tier runs besides the jobs' (spark-runtime is under the e2e
+image)."""
 POSTGRES_MANIFEST = REPO_ROOT / "examples" / "kubernetes" / "postgres.yaml"
 CRD = REPO_ROOT / "crds" / "snapshotjob.yaml"
 
@@ -55,9 +60,11 @@ def _print_timings(request: pytest.FixtureRequest) -> Iterator[None]:
             print(f"E2E timing step={step} seconds={seconds:.1f}", flush=True)
 
 
-def _build(target: str) -> None:
+def _build(*targets: str) -> None:
     build = subprocess.run(
-        ["bash", str(BUILD_SCRIPT), target],
+        ["bash", str(BUILD_SCRIPT), *targets],
+        # No SBOMs here: tests/integration/test_images.py writes them.
+        env=dict(os.environ, SBOM="0"),
         capture_output=True,
         text=True,
         timeout=1800,
@@ -65,7 +72,7 @@ def _build(target: str) -> None:
     )
     if build.returncode != 0:
         pytest.fail(
-            f"hack/images/build.sh {target} failed rc={build.returncode}:\n"
+            f"hack/images/build.sh {' '.join(targets)} failed rc={build.returncode}:\n"
             f"{build.stdout[-4000:]}\n{build.stderr[-6000:]}"
         )
 
@@ -78,6 +85,24 @@ def e2e_image(image_registry: Registry) -> str:
         _build("e2e")
     with Step("image-push"):
         return image_registry.push(IMAGE)[IMAGE]
+
+
+@pytest.fixture(scope="session")
+def service_images(image_registry: Registry) -> dict[str, str]:
+    """Builds the operator's, the members' and the test servers' images from their Dockerfiles
+    (``hack/images/build.sh``, cached by input hash; no SBOMs, the integration tier writes
+    those) and pushes them to the registry.
+
+    Returns:
+        ``build.sh`` target (``operator``, ``member``, ``test-kafka-broker``,
+        ``test-s3proxy``) -> its pull reference by digest.
+    """
+    names = {target: name for target, name in images.split_images().items() if target in SERVICES}
+    with Step("service-images-build"):
+        _build(*names)
+    with Step("service-images-push"):
+        refs = image_registry.push(*names.values())
+    return {target: refs[name] for target, name in names.items()}
 
 
 @pytest.fixture(scope="session")
@@ -149,6 +174,7 @@ def release(
     kind_cluster: KindCluster,
     image_registry: Registry,
     e2e_image: str,
+    service_images: dict[str, str],
     chart_version: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Release]:
@@ -171,7 +197,7 @@ def release(
     )
     folder = tmp_path_factory.mktemp("helm")
     values = folder / "values.yaml"
-    settings = chart_values(image_registry, e2e_image)
+    settings = chart_values(image_registry, service_images)
     settings["operator"] |= {"allNamespaces": False, "namespaces": [rel.namespace]}
     values.write_text(yaml.safe_dump(settings))
     try:

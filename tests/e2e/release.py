@@ -68,10 +68,11 @@ class Step:
 class Release:
     """The Helm release under test and how to reach its pieces.
 
-    ``image`` is the e2e image's pull reference in the test bed's registry
-    (``sj-registry:5000/snapshotjob/runtime-e2e@sha256:...``): the jobs, the operator and the
-    members run it, pulled with the registry's pull Secret. ``chart`` and ``chart_args`` are
-    where helm finds the chart (``oci://...`` with ``--version`` and the registry's CA).
+    ``image`` is the e2e job image's pull reference in the test bed's registry
+    (``sj-registry:5000/snapshotjob/runtime-e2e@sha256:...``): the jobs run it, pulled with the
+    registry's pull Secret; the operator and the members run their own images. ``chart`` and
+    ``chart_args`` are where helm finds the chart (``oci://...`` with ``--version`` and the
+    registry's CA).
     """
 
     cluster: KindCluster
@@ -164,15 +165,19 @@ class Release:
         )
 
     def read_map(self, map_name: str) -> dict[str, dict[str, int]]:
-        """The map's entries, read by a Python client inside a member Pod."""
+        """The map's entries, read by a Python client in an operator Pod (the member image has
+        no Python), connected to the members the chart gives the operator."""
         script = (
-            "import json, sys, hazelcast\n"
-            "c = hazelcast.HazelcastClient(cluster_members=['127.0.0.1:5701'],"
-            " cluster_name='snapshotjob', smart_routing=False)\n"
+            "import json, os, sys, hazelcast\n"
+            "c = hazelcast.HazelcastClient("
+            "cluster_members=os.environ['SJ_OPERATOR_STORE_MEMBERS'].split(','),"
+            " cluster_name=os.environ.get('SJ_OPERATOR_STORE_CLUSTER_NAME', 'snapshotjob'))\n"
             "print(json.dumps(dict(c.get_map(sys.argv[1]).blocking().entry_set())))\n"
             "c.shutdown()\n"
         )
-        out = self.kubectl("exec", self.member_pod, "--", "python", "-c", script, map_name)
+        out = self.kubectl(
+            "exec", f"deploy/{self.fullname}", "--", "python", "-c", script, map_name
+        )
         raw: dict[str, str] = json.loads(out.strip().splitlines()[-1])
         return {key: json.loads(value) for key, value in raw.items()}
 
@@ -377,18 +382,22 @@ QUICK_JIT_CONF = {
 """The jobs' Spark settings for it: the cluster's drivers and executors are as short-lived."""
 
 
-def chart_values(registry: Registry, image: str) -> dict[str, Any]:
-    """``examples/kubernetes/values-kind.yaml`` with the e2e image from the test bed's registry
-    (``image``: its pull reference by digest), the registry's pull Secret for the operator, the
-    members and every job's Pods, and a quicker lost node."""
+def chart_values(registry: Registry, service_images: dict[str, str]) -> dict[str, Any]:
+    """``examples/kubernetes/values-kind.yaml`` with the operator's and the members' images from
+    the test bed's registry (``service_images``: ``build.sh`` target -> pull reference by
+    digest), the registry's pull Secret for the operator, the members and every job's Pods,
+    and a quicker lost node."""
     values: dict[str, Any] = yaml.safe_load(KIND_VALUES.read_text())
     values |= registry.chart_values()
-    repository, digest = registry.repository(image)
-    image_values = {"repository": repository, "digest": digest, "pullPolicy": "IfNotPresent"}
-    values["hazelcast"]["image"] = image_values
+
+    def image_values(target: str) -> dict[str, str]:
+        repository, digest = registry.repository(service_images[target])
+        return {"repository": repository, "digest": digest, "pullPolicy": "IfNotPresent"}
+
+    values["hazelcast"]["image"] = image_values("member")
     # The lost-node test waits this long after the node controller marks the driver's Pod
     # not Ready; the chart's 60 s would only make the test slower.
-    values["operator"] |= {"image": image_values, "driverLostSeconds": 20}
+    values["operator"] |= {"image": image_values("operator"), "driverLostSeconds": 20}
     return values
 
 
@@ -559,27 +568,55 @@ DURABLE_STORAGE: dict[str, Any] = {
 """``spec.durableStorage`` on the in-cluster S3 server of :func:`deploy_s3`."""
 
 
-def deploy_example(release: Release, manifest: Path, statefulset: str) -> None:
-    """Applies one of ``examples/kubernetes/`` with the e2e image on the control-plane node,
-    and waits until its StatefulSet's Pod is Ready."""
+CLIENT_CONTAINER = "client"
+"""The container :func:`deploy_example` adds for a test's clients (Python, ``confluent_kafka``):
+the test servers' images hold the server alone."""
+
+
+def deploy_example(
+    release: Release, manifest: Path, statefulset: str, image: str, *, client: bool = False
+) -> None:
+    """Applies one of ``examples/kubernetes/`` on the control-plane node with its test image
+    as pushed to the test bed's registry, and waits until its StatefulSet's Pod is Ready.
+
+    Args:
+        release: The release whose namespace gets the example.
+        manifest: The example's manifest.
+        statefulset: The name of its StatefulSet.
+        image: The server's pull reference, e.g. the test-kafka-broker image's.
+        client: Also run the e2e job image in the Pod, idle, as :data:`CLIENT_CONTAINER`, for
+            ``kubectl exec`` of a test's client scripts.
+    """
     documents = [doc for doc in yaml.safe_load_all(manifest.read_text()) if doc]
     for doc in documents:
         if doc["kind"] == "StatefulSet":
             spec = doc["spec"]["template"]["spec"]
             spec |= CONTROL_PLANE_NODE
-            # The e2e image is the project image plus the tests' pipelines. Pulled with the
-            # registry's Secret, which the namespace's default ServiceAccount carries.
-            spec["containers"][0]["image"] = release.image
-            spec["containers"][0]["imagePullPolicy"] = "IfNotPresent"
+            # Pulled with the registry's Secret, which the namespace's default ServiceAccount
+            # carries.
+            server = spec["containers"][0]
+            server |= {"image": image, "imagePullPolicy": "IfNotPresent"}
+            if client:
+                spec["containers"].append(
+                    {
+                        "name": CLIENT_CONTAINER,
+                        "image": release.image,
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["sleep", "infinity"],
+                        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+                        "securityContext": server.get("securityContext", {}),
+                    }
+                )
     release.apply(yaml.safe_dump_all(documents))
     release.kubectl(
         "rollout", "status", f"statefulset/{statefulset}", "--timeout=300s", timeout=320
     )
 
 
-def deploy_s3(release: Release) -> None:
-    """Runs ``examples/kubernetes/s3proxy.yaml``: its Secret, server and Service."""
-    deploy_example(release, S3_MANIFEST, "s3proxy")
+def deploy_s3(release: Release, image: str) -> None:
+    """Runs ``examples/kubernetes/s3proxy.yaml`` (its Secret, server and Service) with the
+    test-s3proxy image's pull reference ``image``."""
+    deploy_example(release, S3_MANIFEST, "s3proxy", image)
 
 
 def durable_copies(release: Release, uid: str) -> list[int]:

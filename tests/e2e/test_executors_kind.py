@@ -69,12 +69,12 @@ def _sigkill_driver(release: Release, pod: dict[str, Any]) -> None:
 
 
 def test_driver_executor_and_member_failures_and_the_loss_of_the_store_keep_exactly_once(
-    release: Release, postgres: str
+    release: Release, postgres: str, service_images: dict[str, str]
 ) -> None:
     """Executor killed, driver SIGKILLed, member killed, every member restarted: one job, exact.
 
     The job copies its snapshots to an S3-compatible server running as a Pod in the cluster
-    (``examples/kubernetes/s3proxy.yaml``: s3proxy from Maven Central in the project image).
+    (``examples/kubernetes/s3proxy.yaml``: s3proxy from Maven Central in a test-only image).
     Once suspended, its terminal snapshot is copied; then every member Pod is deleted at once
     and the StatefulSet starts three new, empty ones. On resume the driver finds no validation
     record in the store, copies the restore point back from the bucket (verified chunk by
@@ -84,7 +84,7 @@ def test_driver_executor_and_member_failures_and_the_loss_of_the_store_keep_exac
     """
     job = "faults"
     with Step("faults-first-snapshot"):
-        deploy_s3(release)
+        deploy_s3(release, service_images["test-s3proxy"])
         release.apply_job(
             job,
             sequence_sum_args(postgres, job, UNENDING, rate=100, max_rows_per_epoch=CATCH_UP),

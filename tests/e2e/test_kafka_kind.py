@@ -1,15 +1,16 @@
 """End to end with Kafka on kind: a broker Pod, executors reading it, exactly-once out of it.
 
 Why this test: a streaming job on Kubernetes reads Kafka from inside the cluster, with its
-executors fetching their offset ranges in parallel. The broker here is a Pod of the project
-image (``examples/kubernetes/kafka.yaml``, Kafka's jars from Maven Central started by
-``hack/images/kafka-broker``), as no container registry offers one. The job is
-``examples/kafka_sum.py``: Kafka -> running sum per key -> PostgreSQL, plus every event
+executors fetching their offset ranges in parallel. The broker here is a Pod of the test-only
+image ``snapshotjob/test-kafka-broker`` (``examples/kubernetes/kafka.yaml``, Kafka's jars from
+Maven Central started by ``hack/images/kafka-broker``), as no container registry offers one.
+The job is ``examples/kafka_sum.py``: Kafka -> running sum per key -> PostgreSQL, plus every event
 appended to a table without a key (a replay would be an extra row) and to a Kafka topic
 through the transactional sink, read back with ``read_committed``. Its driver Pod is deleted
 after the first snapshot: the next execution must restore it, and the output must hold every
 event exactly once. Records are produced and read back by a Python client run with
-``kubectl exec`` in the broker's Pod (the image has ``confluent_kafka``).
+``kubectl exec`` in a container of the e2e job image beside the broker (it has
+``confluent_kafka``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections import Counter
 import pytest
 
 from tests.e2e.release import (
+    CLIENT_CONTAINER,
     REPO_ROOT,
     SUM_KEYS,
     Release,
@@ -78,26 +80,29 @@ print(json.dumps(values))
 """
 
 
-def _deploy_kafka(release: Release) -> None:
-    deploy_example(release, KAFKA_MANIFEST, "kafka")
+def _deploy_kafka(release: Release, broker_image: str) -> None:
+    deploy_example(release, KAFKA_MANIFEST, "kafka", broker_image, client=True)
 
 
-def _python_in_broker(release: Release, script: str, *args: str) -> str:
+def _python_beside_broker(release: Release, script: str, *args: str) -> str:
     return release.kubectl(
-        "exec", "kafka-0", "--", "python", "-c", script, *args, timeout=180
+        "exec", "kafka-0", "-c", CLIENT_CONTAINER, "--", "python", "-c", script, *args,
+        timeout=180,
     )  # fmt: skip
 
 
 def test_kafka_in_the_cluster_to_postgres_and_kafka_exactly_once_across_a_lost_driver(
-    release: Release, postgres: str
+    release: Release, postgres: str, service_images: dict[str, str]
 ) -> None:
     job = "kafka-sum"
     table = job.replace("-", "_")
     topic, out_topic = f"{table}_in", f"{table}_out"
     with Step("kafka-ready"):
-        _deploy_kafka(release)
+        _deploy_kafka(release, service_images["test-kafka-broker"])
     with Step("kafka-produced"):
-        out = _python_in_broker(release, _PRODUCE, topic, out_topic, str(EVENTS), str(PARTITIONS))
+        out = _python_beside_broker(
+            release, _PRODUCE, topic, out_topic, str(EVENTS), str(PARTITIONS)
+        )
         assert f"produced {EVENTS}" in out, out
 
     with Step("kafka-first-snapshot"):
@@ -133,7 +138,9 @@ def test_kafka_in_the_cluster_to_postgres_and_kafka_exactly_once_across_a_lost_d
         done = wait_phase(release, job, {"COMPLETED"}, timeout=600)
     assert done["status"]["phase"] == "COMPLETED", done["status"]
     assert_exactly_once(release, job, EVENTS)
-    published = json.loads(_python_in_broker(release, _READ_COMMITTED, out_topic).splitlines()[-1])
+    published = json.loads(
+        _python_beside_broker(release, _READ_COMMITTED, out_topic).splitlines()[-1]
+    )
     repeated = {n: c for n, c in Counter(published).items() if c > 1}
     assert sorted(published) == list(range(EVENTS)), (
         f"{len(published)} records, {len(repeated)} repeated (e.g. {list(repeated)[:5]}), "

@@ -47,6 +47,7 @@ from snapshotjob_contract.observability import (
     MetricType,
 )
 from snapshotjob_contract.pods import LABEL_COMPONENT, LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY
+from testbed import images
 from testbed.registry import Registry
 from tests.e2e import release as e2e_release
 from tests.fixtures.kube import binary
@@ -280,7 +281,7 @@ def test_a_chart_version_bump_leaves_the_member_template_alone(tmp_path: Path) -
     (default_before,) = by_kind(render(), "StatefulSet")
     (default_after,) = by_kind(render(chart=bumped), "StatefulSet")
     old_pod, new_pod = default_before["spec"]["template"], default_after["spec"]["template"]
-    assert new_pod["spec"]["containers"][0].pop("image") == "snapshotjob/runtime:99.1.0"
+    assert new_pod["spec"]["containers"][0].pop("image") == "snapshotjob/member:99.1.0"
     old_pod["spec"]["containers"][0].pop("image")
     assert new_pod == old_pod
 
@@ -343,31 +344,38 @@ def test_without_peering_the_operator_runs_standalone() -> None:
 
 
 def test_the_default_images_are_the_ones_make_builds() -> None:
-    """The operator, the members (with the image's launcher) and the test Pod default to the
-    project image tagged with the chart's appVersion, which ``make release`` builds;
-    values-local.yaml sets ``dev``, the tag ``make images-app`` builds (hack/images/build.sh)."""
-    build = (REPO / "hack" / "images" / "build.sh").read_text()
-    built = re.search(r'APP_IMAGE="\$\{APP_IMAGE:-(?P<image>[^}]+)\}"', build)
-    assert built is not None
-    assert built["image"] == "snapshotjob/runtime:dev"
+    """The operator and the test Pod default to the operator image, the members (with the
+    image's launcher) to the member image, each tagged with the chart's appVersion, which
+    ``make release`` builds; values-local.yaml sets ``dev``, the tag ``make images-app`` builds
+    (hack/images/build.sh, the names of hack/images/images.env)."""
+    built = images.split_images()
+    assert built["operator"] == "snapshotjob/operator:dev"
+    assert built["member"] == "snapshotjob/member:dev"
     objects = render()
     operator_pod = operator(objects)["spec"]["template"]["spec"]
     member_pod = by_kind(objects, "StatefulSet")[0]["spec"]["template"]["spec"]
     (test_pod,) = by_kind(objects, "Pod")
-    for container in (
-        operator_pod["containers"][0],
-        member_pod["containers"][0],
-        test_pod["spec"]["containers"][0],
+    for container, target in (
+        (operator_pod["containers"][0], "operator"),
+        (member_pod["containers"][0], "member"),
+        (test_pod["spec"]["containers"][0], "operator"),
     ):
-        assert container["image"] == f"snapshotjob/runtime:{APP_VERSION}"
+        assert container["image"] == built[target].replace(":dev", f":{APP_VERSION}")
         assert container["imagePullPolicy"] == "IfNotPresent"
     assert member_pod["containers"][0]["command"] == ["hazelcast-member"]
     assert (REPO / "hack" / "images" / "hazelcast-member").exists()
-    # values-local.yaml: the same image, never pulled (it only exists where it was loaded).
+    assert (
+        "COPY bin/hazelcast-member /usr/local/bin/hazelcast-member"
+        in (REPO / "hack" / "images" / "member.Dockerfile").read_text()
+    )
+    # values-local.yaml: the same images, never pulled (they only exist where they were loaded).
     local = render(values=(LOCAL_VALUES,))
-    for workload in (operator(local), by_kind(local, "StatefulSet")[0]):
+    for workload, target in (
+        (operator(local), "operator"),
+        (by_kind(local, "StatefulSet")[0], "member"),
+    ):
         container = workload["spec"]["template"]["spec"]["containers"][0]
-        assert (container["image"], container["imagePullPolicy"]) == (built["image"], "Never")
+        assert (container["image"], container["imagePullPolicy"]) == (built[target], "Never")
 
 
 def test_hazelcast_members_may_run_another_image_with_its_launcher() -> None:
@@ -385,7 +393,7 @@ def test_hazelcast_members_may_run_another_image_with_its_launcher() -> None:
         " -XX:G1HeapRegionSize=1m"
     )
     objects = render(
-        "hazelcast.image.repository=snapshotjob/runtime",
+        "hazelcast.image.repository=snapshotjob/member",
         "hazelcast.image.tag=dev",
         "hazelcast.command={hazelcast-member}",
         "hazelcast.args={--verbose}",
@@ -393,7 +401,7 @@ def test_hazelcast_members_may_run_another_image_with_its_launcher() -> None:
         "hazelcast.javaOpts=-XX:+UseSerialGC",
     )
     container = by_kind(objects, "StatefulSet")[0]["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] == "snapshotjob/runtime:dev"
+    assert container["image"] == "snapshotjob/member:dev"
     assert container["command"] == ["hazelcast-member"]
     assert container["args"] == ["--verbose"]
     java_opts = {e["name"]: e["value"] for e in container["env"]}["JAVA_OPTS"]
@@ -543,15 +551,18 @@ def test_every_values_the_project_installs_with_meet_the_schema(tmp_path: Path) 
         secret="sj-registry",
         helm_registry_config=tmp_path / "registry.json",
     )
-    image = "sj-registry:5000/snapshotjob/runtime-e2e@sha256:" + "0" * 64
-    e2e = e2e_release.chart_values(registry, image)
+    service_images = {
+        target: f"sj-registry:5000/snapshotjob/{target}@sha256:" + "0" * 64
+        for target in ("operator", "member")
+    }
+    e2e = e2e_release.chart_values(registry, service_images)
     e2e["operator"] |= {"allNamespaces": False, "namespaces": ["sj-e2e-abc123"]}
     e2e_file = _values_file(tmp_path, "e2e", e2e)
     demo_file = _values_file(
         tmp_path,
         "demo",
         demo_cluster.chart_values(
-            "snapshotjob-demo", image.replace("runtime-e2e", "runtime"), registry
+            "snapshotjob-demo", service_images["operator"], service_images["member"], registry
         ),
     )
     for values, sets in (
@@ -578,8 +589,10 @@ def test_every_values_the_project_installs_with_meet_the_schema(tmp_path: Path) 
     # registry, by digest, with the registry's pull Secret.
     e2e_objects = render(values=(e2e_file,))
     pod = operator(e2e_objects)["spec"]["template"]["spec"]
-    assert pod["containers"][0]["image"] == image
+    assert pod["containers"][0]["image"] == service_images["operator"]
     assert pod["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+    members = by_kind(e2e_objects, "StatefulSet")[0]["spec"]["template"]["spec"]
+    assert members["containers"][0]["image"] == service_images["member"]
     assert pod["imagePullSecrets"] == [{"name": "sj-registry"}]
     assert env_of(operator(e2e_objects))["SJ_OPERATOR_NAMESPACES"] == "sj-e2e-abc123"
 
@@ -677,7 +690,8 @@ def test_the_install_notes_name_the_releases_objects(tmp_path: Path) -> None:
         "examples/kubernetes/snapshotjob.yaml",
         "examples/kubernetes/postgres.yaml",
         "values-local.yaml",
-        f"kind load docker-image snapshotjob/runtime:{APP_VERSION}",
+        f"kind load docker-image snapshotjob/operator:{APP_VERSION} "
+        f"snapshotjob/member:{APP_VERSION}",
         "make images-app",
         "docs/reference/operator.md",
         "charts/snapshotjob-operator/README.md",

@@ -61,11 +61,20 @@ def operator_env(objects: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def test_an_empty_tag_is_the_app_version_and_the_registry_prefixes_every_image() -> None:
-    default = f"snapshotjob/runtime:{APP_VERSION}"
-    assert images(render()) == {"operator": default, "hazelcast": default, "test": default}
+    operator_image = f"snapshotjob/operator:{APP_VERSION}"
+    member_image = f"snapshotjob/member:{APP_VERSION}"
+    assert images(render()) == {
+        "operator": operator_image,
+        "hazelcast": member_image,
+        "test": operator_image,
+    }
     for registry in ("registry.example.com:5000/mirror", "registry.example.com:5000/mirror/"):
-        prefixed = f"registry.example.com:5000/mirror/snapshotjob/runtime:{APP_VERSION}"
-        assert set(images(render(f"global.imageRegistry={registry}")).values()) == {prefixed}
+        mirror = "registry.example.com:5000/mirror"
+        assert images(render(f"global.imageRegistry={registry}")) == {
+            "operator": f"{mirror}/{operator_image}",
+            "hazelcast": f"{mirror}/{member_image}",
+            "test": f"{mirror}/{operator_image}",
+        }
 
 
 def test_a_digest_replaces_the_tag(tmp_path: Path) -> None:
@@ -76,12 +85,12 @@ def test_a_digest_replaces_the_tag(tmp_path: Path) -> None:
     }
     objects = render(values=(values_file(tmp_path, "digest", values),))
     assert images(objects) == {
-        "operator": f"registry.example.com/snapshotjob/runtime@{DIGEST}",
+        "operator": f"registry.example.com/snapshotjob/operator@{DIGEST}",
         "hazelcast": "registry.example.com/hazelcast/hazelcast:5.6.0",
-        "test": f"registry.example.com/snapshotjob/runtime@{DIGEST}",
+        "test": f"registry.example.com/snapshotjob/operator@{DIGEST}",
     }
     members = render(f"hazelcast.image.digest={DIGEST}")
-    assert images(members)["hazelcast"] == f"snapshotjob/runtime@{DIGEST}"
+    assert images(members)["hazelcast"] == f"snapshotjob/member@{DIGEST}"
 
 
 # --- Pull Secrets for the jobs ---------------------------------------------------------------

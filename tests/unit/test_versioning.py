@@ -1,4 +1,5 @@
-"""hack/versioning.py, the release's pure logic: semver order, the stamps, the CHANGELOG cut.
+"""hack/versioning.py, the release's pure logic: semver order, the stamps, the CHANGELOG cut,
+the released images' names.
 
 ``hack/release.py`` only reads and writes what these functions return and runs git, docker
 and helm around them; ``tests/integration/test_release.py`` runs it on a clone.
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testbed import images
 from tests.script_modules import load_script
 
 pytestmark = pytest.mark.unit
@@ -176,7 +178,10 @@ def test_the_manifest_names_the_release_its_images_and_its_chart() -> None:
         version="1.2.0",
         revision="abc",
         date="2026-12-07",
-        images={V.image_reference("1.2.0"): "sha256:00"},
+        images={
+            V.image_reference("1.2.0", "snapshotjob/operator"): "sha256:00",
+            V.image_reference("1.2.0", "snapshotjob/member"): "sha256:11",
+        },
         chart_archive=V.chart_archive_name("snapshotjob-operator", "1.2.0"),
         chart_sha256="ff",
         dry_run=False,
@@ -187,6 +192,41 @@ def test_the_manifest_names_the_release_its_images_and_its_chart() -> None:
         "git_revision": "abc",
         "date": "2026-12-07",
         "dry_run": False,
-        "images": [{"reference": "snapshotjob/runtime:1.2.0", "id": "sha256:00"}],
+        "images": [
+            {"reference": "snapshotjob/operator:1.2.0", "id": "sha256:00"},
+            {"reference": "snapshotjob/member:1.2.0", "id": "sha256:11"},
+        ],
         "chart": {"archive": "snapshotjob-operator-1.2.0.tgz", "sha256": "ff"},
     }
+
+
+def test_a_release_tags_the_three_product_images_of_images_env() -> None:
+    """The operator, the Spark runtime and the member, under images.env's repositories; the
+    test-only images there are not released."""
+    text = (REPO / V.IMAGES_ENV).read_text(encoding="utf-8")
+    released = V.released_repositories(text)
+    assert released == {
+        "operator": "snapshotjob/operator",
+        "spark-runtime": "snapshotjob/spark-runtime",
+        "member": "snapshotjob/member",
+    }
+    product = {t: n for t, n in images.split_images().items() if t not in images.TEST_ONLY}
+    assert released == {target: name.rsplit(":", 1)[0] for target, name in product.items()}
+    assert V.image_reference("1.2.0", released["member"]) == "snapshotjob/member:1.2.0"
+
+
+def test_images_env_without_a_released_image_or_with_a_bad_line_is_refused() -> None:
+    """A tag is dropped, a registry's port kept; a missing name or a non-assignment refuses."""
+    text = (
+        "# names\n\nOPERATOR_IMAGE=registry.local:5000/sj/operator:dev\n"
+        "SPARK_RUNTIME_IMAGE=localhost:5000/sj/spark-runtime\nMEMBER_IMAGE=sj/member:1.0\n"
+    )
+    assert V.released_repositories(text) == {
+        "operator": "registry.local:5000/sj/operator",
+        "spark-runtime": "localhost:5000/sj/spark-runtime",
+        "member": "sj/member",
+    }
+    with pytest.raises(V.ReleaseError, match=r"does not name MEMBER_IMAGE$"):
+        V.released_repositories(text.replace("MEMBER_IMAGE", "# MEMBER_IMAGE"))
+    with pytest.raises(V.ReleaseError, match=re.escape("images.env:6: not NAME=value")):
+        V.released_repositories(text + "export X = y\n")
