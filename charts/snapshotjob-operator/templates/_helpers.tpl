@@ -90,6 +90,58 @@ split-brain-protection-ref: {{ include "sj.splitBrainProtection" .root }}
 -Dhazelcast.member.attribute.hazelcast.partition.group.node=$(SJ_NODE_NAME)
 {{- end -}}
 
+{{/* "true" when the members are grouped by zone (ZONE_AWARE): the chart then renders their
+     ServiceAccount, its read access to nodes and the init container that reads the zone. */}}
+{{- define "sj.hazelcast.zoneAware" -}}
+{{- with .Values.hazelcast -}}
+{{- if and .enabled .partitionGroup.enabled (eq .partitionGroup.type "ZONE_AWARE") -}}
+true
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The members' ServiceAccount under ZONE_AWARE (the operator's is the fullname). */}}
+{{- define "sj.hazelcast.serviceAccountName" -}}
+{{- include "sj.hazelcast.name" . -}}
+{{- end -}}
+
+{{/* Where the zone init container writes the member's JVM option (SJ_JAVA_OPTS_FILE), on an
+     emptyDir the member container mounts. */}}
+{{- define "sj.hazelcast.javaOptsFile" -}}
+/var/run/snapshotjob/java-opts
+{{- end -}}
+
+{{/* The zone init container's program (python -c, in the operator's image: the member image
+     has no Python). It is here rather than in an image so that it goes with the chart that
+     uses it and needs nothing of the operator's package: the standard library's urllib reads
+     the member's Node with the Pod's token and writes the zone attribute Hazelcast's
+     ZONE_AWARE partition group reads (PartitionGroupMetaData.PARTITION_GROUP_ZONE); the
+     kubelet cannot pass a node's label to a Pod. SJ_KUBE_API, SJ_KUBE_TOKEN_FILE and
+     SJ_KUBE_CA_FILE default to the in-cluster API and credentials (a test sets them). */}}
+{{- define "sj.hazelcast.zoneScript" -}}
+import json, os, ssl, sys, urllib.error, urllib.parse, urllib.request
+env = os.environ.get
+secrets = "/var/run/secrets/kubernetes.io/serviceaccount"
+host = env("KUBERNETES_SERVICE_HOST", "")
+api = env("SJ_KUBE_API") or "https://%s:%s" % ("[%s]" % host if ":" in host else host, env("KUBERNETES_SERVICE_PORT"))
+node = env("SJ_NODE_NAME")
+with open(env("SJ_KUBE_TOKEN_FILE") or secrets + "/token") as f:
+    token = f.read().strip()
+request = urllib.request.Request(api + "/api/v1/nodes/" + urllib.parse.quote(node), headers={"Authorization": "Bearer " + token})
+context = ssl.create_default_context(cafile=env("SJ_KUBE_CA_FILE") or secrets + "/ca.crt")
+try:
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        labels = json.load(response)["metadata"].get("labels") or {}
+except urllib.error.HTTPError as error:
+    sys.exit("reading node %s: %s %s" % (node, error.code, error.read().decode(errors="replace")[:500]))
+zone = labels.get("topology.kubernetes.io/zone")
+if not zone:
+    sys.exit("node %s has no topology.kubernetes.io/zone label: ZONE_AWARE needs every member's node labelled" % node)
+with open(env("SJ_JAVA_OPTS_FILE"), "w") as f:
+    f.write("-Dhazelcast.member.attribute.hazelcast.partition.group.zone=%s\n" % zone)
+print("node %s is in zone %s" % (node, zone))
+{{- end -}}
+
 {{/* The headless Service of the operator Pods: `helm test` asks each one's /healthz. */}}
 {{- define "sj.operator.service" -}}
 {{- include "sj.fullname" . -}}
