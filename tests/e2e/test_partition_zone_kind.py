@@ -18,10 +18,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from testbed.registry import Registry
 from tests.e2e.release import CHART, Release, Step, chart_values, wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(600)]
 
 ZONE = "e2e-zone-a"
 ZONE_LABEL = "topology.kubernetes.io/zone"

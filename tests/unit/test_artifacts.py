@@ -127,3 +127,15 @@ def test_the_node_image_carries_the_image_its_default_cni_runs() -> None:
     assert "build_flannel" in _shell_function(images_sh, "build_components")
     declared = {a.name for a in artifacts.MARKER_NEEDS["cluster"]}
     assert "snapshotjob/flannel:{FLANNEL_VERSION}" in declared
+
+
+def test_every_end_to_end_module_is_in_the_cluster_tier() -> None:
+    """A module under tests/e2e without the ``cluster`` marker would run in the first session,
+    beside the integration tier, and start the kind cluster and the release there."""
+    e2e = Path(__file__).resolve().parents[1] / "e2e"
+    unmarked = [
+        module.name
+        for module in sorted(e2e.glob("test_*.py"))
+        if not re.search(r"^pytestmark = \[pytest\.mark\.cluster\b", module.read_text(), re.M)
+    ]
+    assert not unmarked, f"no pytestmark = [pytest.mark.cluster, ...] in {unmarked}"
