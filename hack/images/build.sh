@@ -338,7 +338,8 @@ stage_context() {
       mkdir -p "${ctx}/cds/spark_runtime" "${ctx}/jars"
       (cd "${REPO_ROOT}" && cp "${CDS_SOURCES[@]}" "${ctx}/cds/spark_runtime/")
       link_into "${SPARK_KAFKA_DIR}" "${CHUNKS_DIR}" "${ctx}/jars"
-      rm -f "${ctx}"/jars/*/.complete
+      # Their .complete markers stay: spark_runtime/session.py loads a folder's jars only
+      # when it has one (a half-fetched folder would fail the session's start).
       cp "${IMAGES_DIR}/executor" "${ctx}/bin/"
       ;;
     member)

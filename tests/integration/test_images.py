@@ -132,6 +132,27 @@ def test_the_runtime_image_runs_the_locked_pyspark_on_java_17(built: dict[str, s
     assert {"pyspark", "pyarrow", "openjdk-17-jre-headless", "snapshotjob"} <= packages
 
 
+def test_the_runtime_image_s_sessions_load_the_kafka_connector_and_the_chunk_jars(
+    built: dict[str, str],
+) -> None:
+    """What every driver session puts on its classpath (``spark_runtime.session``) from the
+    image's ``SJ_JARS_DIR``: without the connector no job reads Kafka ("Failed to find data
+    source: kafka"), without the chunk jars executors write through Python workers."""
+    probe = _run(
+        "docker", "run", "--rm", built["spark-runtime"], "python", "-c",
+        "import json; from spark_runtime import session as s;"
+        " print(json.dumps([s.kafka_connector_jars(), s.state_chunk_jars()]))",
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    kafka, chunks = json.loads(probe.stdout.splitlines()[-1])
+    names = {path.rsplit("/", 1)[-1] for path in kafka + chunks}
+    assert any(name.startswith("spark-sql-kafka-0-10_") for name in names), kafka
+    assert any(name.startswith("kafka-clients-") for name in names), kafka
+    assert "snapshotjob-chunks.jar" in names and any(n.startswith("hazelcast-") for n in names), (
+        chunks
+    )
+
+
 def test_the_member_image_holds_hazelcast_and_no_python(built: dict[str, str]) -> None:
     probe = _run(
         "docker", "run", "--rm", built["member"], "sh", "-c",
