@@ -212,15 +212,10 @@ def chart_values(
     namespace."""
     values: dict[str, Any] = yaml.safe_load((MANIFESTS / "values-kind.yaml").read_text())
     values |= images.chart_values()
-
-    def image_values(ref: str) -> dict[str, str]:
-        repository, digest = images.repository(ref)
-        return {"repository": repository, "digest": digest, "pullPolicy": "IfNotPresent"}
-
-    values["hazelcast"]["image"] = image_values(member_image)
+    values["hazelcast"]["image"] = images.image_values(member_image)
     # Only the demo's namespace: other installations in the cluster keep their jobs.
     values["operator"] |= {
-        "image": image_values(operator_image),
+        "image": images.image_values(operator_image),
         "allNamespaces": False,
         "namespaces": [namespace],
     }

@@ -150,6 +150,12 @@ class Registry:
         name, _, digest = ref.partition("@")
         return name.removeprefix(f"{self.pull_host}/"), digest
 
+    def image_values(self, ref: str) -> dict[str, str]:
+        """The chart's values of one image (``operator.image``, ``hazelcast.image``) pulled
+        from this registry by digest: the pull reference ``ref`` split by :meth:`repository`."""
+        repository, digest = self.repository(ref)
+        return {"repository": repository, "digest": digest, "pullPolicy": "IfNotPresent"}
+
 
 def parse_env(text: str) -> Registry:
     """The registry ``registry.sh env`` describes (its ``KEY=value`` lines)."""

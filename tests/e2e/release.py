@@ -389,15 +389,13 @@ def chart_values(registry: Registry, service_images: dict[str, str]) -> dict[str
     and a quicker lost node."""
     values: dict[str, Any] = yaml.safe_load(KIND_VALUES.read_text())
     values |= registry.chart_values()
-
-    def image_values(target: str) -> dict[str, str]:
-        repository, digest = registry.repository(service_images[target])
-        return {"repository": repository, "digest": digest, "pullPolicy": "IfNotPresent"}
-
-    values["hazelcast"]["image"] = image_values("member")
+    values["hazelcast"]["image"] = registry.image_values(service_images["member"])
     # The lost-node test waits this long after the node controller marks the driver's Pod
     # not Ready; the chart's 60 s would only make the test slower.
-    values["operator"] |= {"image": image_values("operator"), "driverLostSeconds": 20}
+    values["operator"] |= {
+        "image": registry.image_values(service_images["operator"]),
+        "driverLostSeconds": 20,
+    }
     return values
 
 
