@@ -12,6 +12,7 @@ stored before a rule existed are never re-admitted, so the operator must catch t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Self
 
@@ -25,6 +26,14 @@ DNS_LABEL_MAX_LENGTH = 63
 
 LABEL_VALUE_MAX_LENGTH = 63
 """The longest Kubernetes label value."""
+
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+"""A Kubernetes label value (empty, or alphanumerics with ``-_.`` inside)."""
+
+
+def is_label_value(text: str) -> bool:
+    """Returns whether ``text`` may be a Kubernetes label's value."""
+    return len(text) <= LABEL_VALUE_MAX_LENGTH and re.match(LABEL_VALUE_PATTERN, text) is not None
 
 
 class CrossFieldRule(NamedTuple):

@@ -21,6 +21,10 @@ spread over nodes by it."""
 LABEL_COMPONENT = "app.kubernetes.io/component"
 """``driver`` or ``executor``."""
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_STORE = f"{GROUP}/store"
+"""On the driver and executor Pods of a job that uses the installation's snapshot store: that
+store's name (the chart's ``sj.store.label``). The store's NetworkPolicy admits the members'
+port only from Pods with it, so no other Pod in the cluster reaches the members."""
 MANAGED_BY = "snapshotjob-operator"
 
 EXECUTOR_CONTAINER = "executor"
@@ -33,13 +37,35 @@ EXECUTOR_START_ARG = "executor"
 """The container argument Spark gives executor Pods; the image has a launcher of that name."""
 
 
+SCRATCH_VOLUME = "sj-tmp"
+"""The driver's and executors' writable ``/tmp`` (an emptyDir): their root file system is
+read-only, and the JVM (its performance data), Python and Spark (the driver's scratch files,
+the executor pod template the driver writes) need one writable directory. Spark gives
+executors their local directories as volumes of its own (``spark-local-dir-*``)."""
+
+SCRATCH_PATH = "/tmp"
+
+
+def scratch_volume() -> dict[str, Any]:
+    """Returns the :data:`SCRATCH_VOLUME` of a driver or executor Pod, a fresh copy."""
+    return {"name": SCRATCH_VOLUME, "emptyDir": {}}
+
+
+def scratch_mount() -> dict[str, Any]:
+    """Returns the main container's mount of :data:`SCRATCH_VOLUME` at :data:`SCRATCH_PATH`."""
+    return {"name": SCRATCH_VOLUME, "mountPath": SCRATCH_PATH}
+
+
 def restricted_container_security_context() -> dict[str, Any]:
     """Returns the security context of every driver and executor container, a fresh copy.
 
-    The image runs as uid 10001, so ``runAsNonRoot`` holds without naming a user.
+    The image runs as uid 10001, so ``runAsNonRoot`` holds without naming a user. The root
+    file system is read-only: what a compromised pipeline could change is its scratch
+    directory (:data:`SCRATCH_PATH`), never the image's code.
     """
     return {
         "runAsNonRoot": True,
+        "readOnlyRootFilesystem": True,
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
@@ -76,10 +102,12 @@ def executor_pod_template() -> dict[str, Any]:
                 "runAsNonRoot": True,
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
+            "volumes": [scratch_volume()],
             "containers": [
                 {
                     "name": EXECUTOR_CONTAINER,
                     "securityContext": restricted_container_security_context(),
+                    "volumeMounts": [scratch_mount()],
                 }
             ],
         },

@@ -517,6 +517,8 @@ def _perform(
                     action,
                     store_address=",".join(members) or None,
                     store_cluster_name=cluster,
+                    store_label=services.settings.store_label,
+                    service_account=services.settings.driver_service_account,
                     default_durable_storage=services.settings.durable_storage,
                     log_format=services.settings.log_format,
                     image_pull_secrets=services.settings.job_image_pull_secrets,
@@ -525,7 +527,8 @@ def _perform(
                     ),
                 )
                 try:
-                    kube.ensure_driver_identity(job)
+                    if services.settings.driver_service_account is None:
+                        kube.ensure_driver_identity(job)
                     created = kube.create_pod(pod)
                 except CreateFailed as error:
                     _start_failed(services, observation, version, status, action, error)

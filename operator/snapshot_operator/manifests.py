@@ -58,8 +58,11 @@ from snapshotjob_contract.pods import (
     LABEL_JOB,
     LABEL_JOB_UID,
     LABEL_MANAGED_BY,
+    LABEL_STORE,
     MANAGED_BY,
     restricted_container_security_context,
+    scratch_mount,
+    scratch_volume,
 )
 from snapshotjob_contract.resource import GROUP, KIND, PLURAL, VERSION
 from snapshotjob_contract.spark import PROACTIVE_REPLICATION_CONF, STATE_REPLICAS_CONF
@@ -134,7 +137,12 @@ def _metadata(job: JobRef, name: str, component: str) -> dict[str, Any]:
 
 
 def driver_spark_conf(
-    job: JobRef, spec: SnapshotJobSpec, pod_name: str, image_pull_secrets: Sequence[str] = ()
+    job: JobRef,
+    spec: SnapshotJobSpec,
+    pod_name: str,
+    image_pull_secrets: Sequence[str] = (),
+    store_label: str | None = None,
+    service_account: str | None = None,
 ) -> dict[str, str]:
     """Returns the Spark configuration the operator derives for a driver Pod.
 
@@ -150,6 +158,10 @@ def driver_spark_conf(
         image_pull_secrets: The installation's pull Secrets for the executors: added to
             :data:`PULL_SECRETS_CONF` of ``spec.spark.conf``, except those the executors'
             pod templates name already (Spark adds the conf's to the template's).
+        store_label: The installation store's :data:`LABEL_STORE` value, for the executors
+            of a job that uses that store; None for no label.
+        service_account: The drivers' ServiceAccount the installation created in advance
+            (the chart's ``jobs.rbac.precreate``); None for the job's own.
     """
     executor = spec.spark.executor
     derived = {
@@ -170,7 +182,7 @@ def driver_spark_conf(
             "spark.kubernetes.container.image": spec.image,
             "spark.kubernetes.container.image.pullPolicy": spec.image_pull_policy.value,
             "spark.kubernetes.authenticate.driver.serviceAccountName": (
-                driver_service_account_name(job)
+                service_account or driver_service_account_name(job)
             ),
             # The driver's Role may not create ConfigMaps.
             "spark.kubernetes.executor.disableConfigMap": "true",
@@ -192,6 +204,8 @@ def driver_spark_conf(
         f"spark.kubernetes.executor.label.{LABEL_COMPONENT}": "executor",
         f"spark.kubernetes.executor.label.{LABEL_MANAGED_BY}": MANAGED_BY,
     }
+    if store_label is not None:
+        pinned[f"spark.kubernetes.executor.label.{LABEL_STORE}"] = store_label
     # The driver's UI when asked for, on the port its Service targets (spec.sparkUi).
     conf = derived | dict(spec.spark.conf) | pinned | driver_ui_conf(spec.spark_ui)
     if spec.spark.master == "k8s" and image_pull_secrets:
@@ -221,6 +235,8 @@ def build_driver_pod(
     *,
     store_address: str | None = None,
     store_cluster_name: str | None = None,
+    store_label: str | None = None,
+    service_account: str | None = None,
     default_durable_storage: DurableStorageSpec | None = None,
     log_format: LogFormat = LogFormat.TEXT,
     image_pull_secrets: Sequence[str] = (),
@@ -235,6 +251,12 @@ def build_driver_pod(
         store_address: Members of the installation's Hazelcast cluster, used when the spec
             names no external cluster.
         store_cluster_name: Cluster name of the installation's Hazelcast cluster.
+        store_label: The installation store's name, the :data:`LABEL_STORE` of the driver and
+            executors of a job that uses that store (the store's NetworkPolicy admits only
+            them); None when the installation names none.
+        service_account: The ServiceAccount every driver runs as, created with its Role by
+            the installation in advance (the chart's ``jobs.rbac.precreate``); None for the
+            job's own, which the operator creates (:func:`build_service_account`).
         default_durable_storage: The installation's durable storage, for a spec without
             ``durableStorage``.
         log_format: The driver's log format, the operator's own.
@@ -246,6 +268,10 @@ def build_driver_pod(
     """
     metadata = _metadata(job, create.pod_name, "driver")
     metadata["labels"][LABEL_EXECUTION_ID] = create.execution_id
+    # A job with an external store (spec.hazelcast.address) never reaches the installation's.
+    uses_installation_store = spec.hazelcast.address is None and store_label is not None
+    if uses_installation_store:
+        metadata["labels"][LABEL_STORE] = store_label
     env: list[dict[str, Any]] = [
         {"name": ENV_NAMESPACE, "value": job.namespace},
         {"name": ENV_JOB_NAME, "value": job.name},
@@ -274,7 +300,14 @@ def build_driver_pod(
                 "value": f"{restore.accept_snapshot_id}:{restore.instead_of_snapshot_id}",
             }
         )
-    conf = driver_spark_conf(job, spec, create.pod_name, image_pull_secrets)
+    conf = driver_spark_conf(
+        job,
+        spec,
+        create.pod_name,
+        image_pull_secrets,
+        store_label=store_label if uses_installation_store else None,
+        service_account=service_account,
+    )
     driver = spec.spark.driver
     overhead_mib = (
         None if driver.memory_overhead is None else spark_memory_mib(driver.memory_overhead)
@@ -288,7 +321,7 @@ def build_driver_pod(
         "spec": {
             # The operator restarts executions (with a new id); the kubelet must not.
             "restartPolicy": "Never",
-            "serviceAccountName": driver_service_account_name(job),
+            "serviceAccountName": service_account or driver_service_account_name(job),
             "enableServiceLinks": False,
             "terminationGracePeriodSeconds": DRIVER_GRACE_SECONDS,
             "containers": [
@@ -318,8 +351,10 @@ def build_driver_pod(
                     },
                     # The executors' template has the same (snapshotjob_contract.pods).
                     "securityContext": restricted_container_security_context(),
+                    "volumeMounts": [scratch_mount()],
                 }
             ],
+            "volumes": [scratch_volume()],
         },
     }
     if image_pull_secrets:

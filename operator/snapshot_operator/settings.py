@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from snapshot_operator.reconcile import DecisionSettings
-from snapshotjob_contract.base import explain
+from snapshotjob_contract.base import explain, is_label_value
 from snapshotjob_contract.observability import LogFormat
 from snapshotjob_contract.spec import DurableStorageSpec
 
@@ -35,7 +35,14 @@ class OperatorSettings:
         store_members: ``host:port`` of the installation's Hazelcast members; the health
             endpoint is served on the same port.
         store_cluster_name: The installation's Hazelcast cluster name.
+        store_label: The installation store's name, set as the ``snapshotjob.io/store`` label
+            of the driver and executor Pods of every job that uses it: the store's
+            NetworkPolicy admits only Pods with it. None for no label.
         health_timeout_seconds: How long one member may take to answer its health endpoint.
+        driver_service_account: The ServiceAccount every driver runs as, which the
+            installation created with its Role in each watched namespace (the chart's
+            ``jobs.rbac.precreate``); None: the operator creates each job's own account, Role
+            and binding when it first starts a driver.
         store_statefulset: Name of the store's StatefulSet whose members the operator
             restarts one at a time after their template changed; None disables that.
         store_namespace: Namespace of that StatefulSet.
@@ -62,6 +69,8 @@ class OperatorSettings:
     all_namespaces: bool = False
     store_members: tuple[str, ...] = ()
     store_cluster_name: str = DEFAULT_CLUSTER_NAME
+    store_label: str | None = None
+    driver_service_account: str | None = None
     health_timeout_seconds: float = 2.0
     store_statefulset: str | None = None
     store_namespace: str | None = None
@@ -136,6 +145,20 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "--store-cluster-name",
         default=default("STORE_CLUSTER_NAME", DEFAULT_CLUSTER_NAME),
         help="Hazelcast cluster name (env SJ_OPERATOR_STORE_CLUSTER_NAME)",
+    )
+    parser.add_argument(
+        "--store-label",
+        default=default("STORE_LABEL"),
+        help="Value of the snapshotjob.io/store label on the drivers and executors of jobs "
+        "that use the installation's store, which its NetworkPolicy admits; none if not set "
+        "(env SJ_OPERATOR_STORE_LABEL)",
+    )
+    parser.add_argument(
+        "--driver-service-account",
+        default=default("DRIVER_SERVICE_ACCOUNT"),
+        help="ServiceAccount of every driver, created in advance with its Role in each "
+        "watched namespace; if not set, the operator creates each job's own account, Role and "
+        "binding (env SJ_OPERATOR_DRIVER_SERVICE_ACCOUNT)",
     )
     parser.add_argument(
         "--store-statefulset",
@@ -275,6 +298,11 @@ def parse_settings(
         parser.error("Give --store-namespace with --store-statefulset")
     if args.store_statefulset and not _split(args.store_members):
         parser.error("Give --store-members with --store-statefulset (its health gates restarts)")
+    if args.store_label and not is_label_value(args.store_label):
+        parser.error(
+            f"--store-label {args.store_label!r} is not a Kubernetes label value: at most 63 "
+            "letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        )
     durable_storage = None
     if args.durable_bucket:
         try:
@@ -295,6 +323,8 @@ def parse_settings(
         all_namespaces=bool(args.all_namespaces) and not namespaces,
         store_members=_split(args.store_members),
         store_cluster_name=args.store_cluster_name,
+        store_label=args.store_label or None,
+        driver_service_account=args.driver_service_account or None,
         store_statefulset=args.store_statefulset or None,
         store_namespace=args.store_namespace or None,
         decision=DecisionSettings(

@@ -118,6 +118,14 @@ class Release:
             if (item.get("status") or {}).get("phase") == phase
         )
 
+    def store_label(self) -> str:
+        """The ``snapshotjob.io/store`` label the operator gives this store's jobs' Pods (its
+        Deployment's ``SJ_OPERATOR_STORE_LABEL``), which the store's NetworkPolicy admits."""
+        deployment = json.loads(self.kubectl("get", "deployment", self.fullname, "-o", "json"))
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        (label,) = [e["value"] for e in container["env"] if e["name"] == "SJ_OPERATOR_STORE_LABEL"]
+        return str(label)
+
     def pods(self, selector: str) -> list[dict[str, Any]]:
         out = self.kubectl("get", "pods", "-l", selector, "-o", "json")
         pods: list[dict[str, Any]] = json.loads(out)["items"]

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from snapshotjob_contract.pods import LABEL_STORE
 from snapshotjob_contract.record import CHAIN_MAP_INDEX
 from snapshotjob_contract.spark import DRIVER_SNAPSHOT_MAX_BYTES_CONF
 from tests.e2e.release import (
@@ -98,6 +99,10 @@ def test_driver_executor_and_member_failures_and_the_loss_of_the_store_keep_exac
         executors = release.executor_pods(job)
         assert len(executors) == 2, [p["metadata"]["name"] for p in executors]
         assert len({p["spec"]["nodeName"] for p in executors}) == 2, "executors share a node"
+        # The store's NetworkPolicy admits exactly the Pods with its label: the job's own.
+        store_label = release.store_label()
+        for pod in [*executors, release.current_driver(job)]:
+            assert pod["metadata"]["labels"].get(LABEL_STORE) == store_label, pod["metadata"]
         victim = executors[0]["metadata"]["name"]
         release.kubectl("delete", "pod", victim, "--grace-period=0", "--force")
         after = wait_snapshot(release, job, snapshot_id(running) + 2)

@@ -40,6 +40,21 @@ def render(*sets: str, values: tuple[Path, ...] = (), chart: Path = CHART) -> li
     return [doc for doc in yaml.safe_load_all(helm(*args)) if doc]
 
 
+def covers(rules: list[dict[str, Any]], wanted: dict[str, Any]) -> bool:
+    """Whether some rule grants every verb of ``wanted`` on each of its resources."""
+    for resource in wanted["resources"]:
+        for verb in wanted["verbs"]:
+            if not any(
+                set(wanted["apiGroups"]) <= set(rule["apiGroups"])
+                and resource in rule["resources"]
+                and verb in rule["verbs"]
+                and "resourceNames" not in rule
+                for rule in rules
+            ):
+                return False
+    return True
+
+
 def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     """The rendered objects of one kind."""
     return [obj for obj in objects if obj["kind"] == kind]

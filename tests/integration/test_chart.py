@@ -58,6 +58,7 @@ from tests.integration.chart_render import (
     REPO,
     assert_schema_refuses,
     by_kind,
+    covers,
     helm,
     operator,
     pod_specs,
@@ -80,21 +81,6 @@ def named(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]
 
 
 HAZELCAST_SERVICE = f"{RELEASE}-snapshotjob-operator-hazelcast"
-
-
-def covers(rules: list[dict[str, Any]], wanted: dict[str, Any]) -> bool:
-    """Whether some rule grants every verb of ``wanted`` on each of its resources."""
-    for resource in wanted["resources"]:
-        for verb in wanted["verbs"]:
-            if not any(
-                set(wanted["apiGroups"]) <= set(rule["apiGroups"])
-                and resource in rule["resources"]
-                and verb in rule["verbs"]
-                and "resourceNames" not in rule
-                for rule in rules
-            ):
-                return False
-    return True
 
 
 def env_of(deployment: dict[str, Any]) -> dict[str, str]:
@@ -1048,8 +1034,14 @@ def test_the_new_knobs_leave_the_default_rendering_as_it_was() -> None:
     }
     assert templates["hazelcast"]["spec"]["containers"][0]["securityContext"] == {
         "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
     }
+    # Least privilege: no API token in a member, /tmp its only writable directory.
+    member_spec = templates["hazelcast"]["spec"]
+    assert member_spec["automountServiceAccountToken"] is False
+    assert {"name": "tmp", "mountPath": "/tmp"} in member_spec["containers"][0]["volumeMounts"]
+    assert {"name": "tmp", "emptyDir": {}} in member_spec["volumes"]
     assert set(templates["hazelcast"]["metadata"]["labels"]) == {
         "app.kubernetes.io/name",
         "app.kubernetes.io/instance",

@@ -25,6 +25,24 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
+{{/* The store's name: the snapshotjob.io/store label the operator gives the drivers and
+     executors of the jobs that use this release's store (SJ_OPERATOR_STORE_LABEL), which the
+     store's NetworkPolicy admits. <namespace>.<store>, or a hash of it past 63 characters
+     (a label value's limit). */}}
+{{- define "sj.store.label" -}}
+{{- $name := printf "%s.%s" .Release.Namespace (include "sj.hazelcast.name" .) -}}
+{{- if le (len $name) 63 -}}
+{{- $name -}}
+{{- else -}}
+{{- printf "store-%s" (sha256sum $name | trunc 40) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The drivers' ServiceAccount of jobs.rbac.precreate, in each watched namespace. */}}
+{{- define "sj.jobs.serviceAccountName" -}}
+{{- printf "%s-driver" (include "sj.fullname" .) -}}
+{{- end -}}
+
 {{- define "sj.operator.selector" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}

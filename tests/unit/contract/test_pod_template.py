@@ -72,7 +72,11 @@ def test_a_driver_takes_secrets_volumes_and_scheduling_from_the_template() -> No
     assert proxy == {"name": "proxy", "image": "proxy:1"}
     assert env_values(main)["PG_DSN"] == DSN_FROM_SECRET["valueFrom"]
     assert main["envFrom"] == [{"secretRef": {"name": "kafka"}}]
-    assert main["volumeMounts"] == [{"name": "certs", "mountPath": "/certs"}]
+    # The template's, then the operator's writable /tmp.
+    assert main["volumeMounts"] == [
+        {"name": "certs", "mountPath": "/certs"},
+        {"name": "sj-tmp", "mountPath": "/tmp"},
+    ]
     assert spec["serviceAccountName"] == "pipelines"
     assert spec["imagePullSecrets"] == [{"name": "registry"}]
     assert spec["nodeSelector"] == {"pool": "spark"}

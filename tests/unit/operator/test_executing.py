@@ -638,3 +638,22 @@ def test_a_start_from_an_export_hands_the_driver_the_export_s_identity(
     # Only a completed export has an identity the restore can check; without one the driver
     # takes the name's highest snapshot id (snapshot_protocol/export_names.py).
     assert (env.get("SJ_INITIAL_SNAPSHOT_JOB_UID"), env.get("SJ_INITIAL_SNAPSHOT_ID")) == identity
+
+
+def test_with_a_precreated_driver_account_no_rbac_is_created_and_pods_run_as_it(
+    kube: FakeKubernetes, store: FakeStore
+) -> None:
+    """The chart's ``jobs.rbac.precreate``: the operator holds no right to create RBAC."""
+    settings = OperatorSettings(
+        namespaces=("default",),
+        store_members=("hz-0:5701",),
+        store_label="sj.store",
+        driver_service_account="sj-driver",
+    )
+    run(Services(kube=kube, store=store, settings=settings))
+    assert "identity" not in kube.kinds()
+    (pod,) = kube.pods.values()
+    assert pod["spec"]["serviceAccountName"] == "sj-driver"
+    assert pod["metadata"]["labels"]["snapshotjob.io/store"] == "sj.store"
+    args = pod["spec"]["containers"][0]["args"]
+    assert "--conf=spark.kubernetes.authenticate.driver.serviceAccountName=sj-driver" in args

@@ -36,6 +36,7 @@ from snapshotjob_contract.pods import (
     LABEL_JOB,
     LABEL_JOB_UID,
     LABEL_MANAGED_BY,
+    LABEL_STORE,
     MANAGED_BY,
     executor_pod_template,
 )
@@ -133,6 +134,39 @@ def test_the_installations_store_is_used_unless_the_spec_names_one() -> None:
         "sj",
     )
     assert "SJ_HAZELCAST_ADDRESS" not in env_of(external)
+
+
+def executor_labels(pod: dict[str, Any]) -> dict[str, str]:
+    return {
+        key.removeprefix("spark.kubernetes.executor.label."): value
+        for key, value in conf_of(pod).items()
+        if key.startswith("spark.kubernetes.executor.label.")
+    }
+
+
+def test_the_driver_and_executors_of_a_job_on_the_installations_store_carry_its_label() -> None:
+    """The store's NetworkPolicy admits exactly these Pods; a user's conf cannot remove it."""
+    own = build_driver_pod(
+        JOB,
+        spec(spark={"conf": {f"spark.kubernetes.executor.label.{LABEL_STORE}": "other"}}),
+        CREATE,
+        store_address="hz:5701",
+        store_label="sj.store",
+    )
+    external = build_driver_pod(
+        JOB,
+        spec(hazelcast={"address": "ext:5701", "clusterName": "ext"}),
+        CREATE,
+        store_address="hz:5701",
+        store_label="sj.store",
+    )
+    unnamed = build_driver_pod(JOB, spec(), CREATE, store_address="hz:5701")
+
+    assert own["metadata"]["labels"][LABEL_STORE] == "sj.store"
+    assert executor_labels(own)[LABEL_STORE] == "sj.store"
+    for pod in (external, unnamed):
+        assert LABEL_STORE not in pod["metadata"]["labels"]
+        assert LABEL_STORE not in executor_labels(pod)
 
 
 def test_durable_storage_is_the_specs_or_else_the_installations_with_secret_credentials() -> None:
@@ -282,10 +316,16 @@ def test_driver_and_executor_containers_run_under_the_same_restricted_context() 
     assert driver["securityContext"] == executor["securityContext"]
     assert driver["securityContext"] == {
         "runAsNonRoot": True,
+        "readOnlyRootFilesystem": True,
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }
+    # The one writable directory of both, a volume of the Pod's own.
+    for pod in (build_driver_pod(JOB, spec(), CREATE), executor_pod_template()):
+        [container] = pod["spec"]["containers"]
+        assert container["volumeMounts"] == [{"name": "sj-tmp", "mountPath": "/tmp"}]
+        assert pod["spec"]["volumes"] == [{"name": "sj-tmp", "emptyDir": {}}]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The operator's settings from flags and the chart's environment: the durable storage default."""
+"""The operator's settings from flags and the chart's environment: durable storage, the store."""
 
 from __future__ import annotations
 
@@ -80,3 +80,18 @@ def test_metrics_and_the_log_format_come_from_flags_or_the_charts_environment() 
 def test_an_unknown_log_format_stops_the_start() -> None:
     with pytest.raises(SystemExit):
         parse_settings([*BASE, "--log-format", "xml"], {})
+
+
+def test_the_store_label_comes_from_the_charts_environment() -> None:
+    assert parse_settings(BASE, {}).store_label is None
+    settings = parse_settings(BASE, {"SJ_OPERATOR_STORE_LABEL": "sj.r-snapshotjob-hazelcast"})
+    assert settings.store_label == "sj.r-snapshotjob-hazelcast"
+
+
+@pytest.mark.parametrize("label", ["-store", "store.", "a/b", "x" * 64])
+def test_a_store_label_kubernetes_would_refuse_stops_the_start(
+    label: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse_settings([*BASE, f"--store-label={label}"], {})
+    assert "is not a Kubernetes label value" in capsys.readouterr().err
