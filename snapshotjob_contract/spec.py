@@ -303,8 +303,12 @@ class DurableStorageSpec(ApiModel):
     """The S3 API's URL, e.g. `http://minio.storage:9000`; empty for AWS S3 itself."""
     region: str = Field(default="us-east-1", min_length=1)
     """The region requests are signed for."""
-    credentials_secret: str = Field(max_length=DNS_LABEL_MAX_LENGTH, pattern=DNS_LABEL_PATTERN)
-    """A Secret in the job's namespace with the keys `accessKeyId` and `secretAccessKey`."""
+    credentials_secret: str | None = Field(
+        default=None, max_length=DNS_LABEL_MAX_LENGTH, pattern=DNS_LABEL_PATTERN, exclude_if=_unset
+    )
+    """A Secret in the job's namespace with the keys `accessKeyId` and `secretAccessKey`; unset
+    for the AWS SDK's default credential chain (web identity such as IRSA, EKS Pod Identity,
+    `AWS_*` variables from the pod template, the node's role)."""
     snapshot_copy_interval_seconds: int | None = Field(default=None, ge=10, exclude_if=_unset)
     """Copy the automatic snapshot there at most this often (the first of every execution at
     once), so that the job survives the loss of the whole store; none when unset."""

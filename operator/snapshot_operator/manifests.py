@@ -374,7 +374,9 @@ def durable_storage_env(storage: DurableStorageSpec | None) -> list[dict[str, An
 
     The credentials are references to the Secret's keys, so they never appear in the Pod's
     spec, and a missing Secret or key keeps the container from starting with a reason that
-    names them (``CreateContainerConfigError``).
+    names them (``CreateContainerConfigError``). Without a Secret the driver finds credentials
+    as any AWS SDK does (boto3's default chain: web identity, container credentials, the
+    environment, the instance's role).
     """
     if storage is None:
         return []
@@ -388,6 +390,8 @@ def durable_storage_env(storage: DurableStorageSpec | None) -> list[dict[str, An
     if storage.snapshot_copy_interval_seconds is not None:
         interval = str(storage.snapshot_copy_interval_seconds)
         env.append({"name": ENV_DURABLE_SNAPSHOT_COPY_INTERVAL_SECONDS, "value": interval})
+    if storage.credentials_secret is None:
+        return env
     for name, key in (
         (ENV_DURABLE_ACCESS_KEY_ID, SECRET_ACCESS_KEY_ID_KEY),
         (ENV_DURABLE_SECRET_ACCESS_KEY, SECRET_SECRET_ACCESS_KEY_KEY),

@@ -257,7 +257,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     durable = parser.add_argument_group(
         "durable storage",
         "The default of spec.durableStorage: an S3 bucket that keeps verified copies of every "
-        "export; the credentials Secret must exist in each job's namespace",
+        "export; a credentials Secret must exist in each job's namespace, else the AWS SDK's "
+        "default credential chain is used",
     )
     durable.add_argument("--durable-bucket", default=default("DURABLE_BUCKET"))
     durable.add_argument("--durable-prefix", default=default("DURABLE_PREFIX", ""))
@@ -312,7 +313,7 @@ def parse_settings(
                     "prefix": args.durable_prefix or "",
                     "endpoint": args.durable_endpoint or None,
                     "region": args.durable_region or "us-east-1",
-                    "credentialsSecret": args.durable_credentials_secret or "",
+                    "credentialsSecret": args.durable_credentials_secret or None,
                     "snapshotCopyIntervalSeconds": args.durable_snapshot_copy_interval or None,
                 }
             )

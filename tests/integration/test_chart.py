@@ -508,16 +508,18 @@ def test_the_charts_durable_storage_is_the_operators_default() -> None:
     }
 
 
-def test_durable_storage_without_its_credentials_secret_is_refused() -> None:
-    result = subprocess.run(
-        [str(binary("helm")), "template", RELEASE, str(CHART), "--set", "durableStorage.bucket=x"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode != 0
-    assert "durableStorage.credentialsSecret names the Secret" in result.stderr
+def test_durable_storage_without_a_credentials_secret_gives_the_operator_no_keys() -> None:
+    """The AWS SDK's default chain then finds the operator's credentials (e.g. IRSA through
+    serviceAccount.annotations)."""
+    deployment = operator(render("durableStorage.bucket=x"))
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    names = {item["name"] for item in container["env"]}
+    assert "SJ_OPERATOR_DURABLE_BUCKET" in names
+    assert not names & {
+        "SJ_OPERATOR_DURABLE_CREDENTIALS_SECRET",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+    }
 
 
 # --- Values schema ---------------------------------------------------------------------------

@@ -119,8 +119,8 @@ INVALID_SPECS = (
         "spec.durableStorage.endpoint",
     ),
     InvalidSpecCase(
-        "durable-storage-without-credentials",
-        {"durableStorage": {"bucket": "snapshots"}},
+        "durable-storage-credentials-not-a-name",
+        {"durableStorage": {"bucket": "snapshots", "credentialsSecret": "S3_Keys"}},
         "spec.durableStorage.credentialsSecret",
     ),
     InvalidSpecCase(

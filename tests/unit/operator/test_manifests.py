@@ -205,6 +205,14 @@ def test_durable_storage_is_the_specs_or_else_the_installations_with_secret_cred
     }
 
 
+def test_durable_storage_without_a_secret_leaves_the_credentials_to_the_sdk() -> None:
+    """No ``AWS_*`` from the operator: boto3's default chain (web identity, the pod
+    template's environment, the node's role) finds them."""
+    env = env_of(build_driver_pod(JOB, spec(durableStorage={"bucket": "team-a"}), CREATE))
+    assert env["SJ_DURABLE_BUCKET"] == "team-a"
+    assert not [name for name in env if name.startswith("AWS_")]
+
+
 def test_executors_run_in_the_cluster_owned_by_the_driver_pod() -> None:
     conf = conf_of(build_driver_pod(JOB, spec(spark={"executor": {"instances": 4}}), CREATE))
 

@@ -37,11 +37,17 @@ def test_the_chart_s_environment_sets_the_default_durable_storage() -> None:
     assert storage.credentials_secret == "snapshots-s3"
 
 
+def test_durable_storage_without_a_secret_takes_the_sdks_default_credentials() -> None:
+    settings = parse_settings(BASE, {"SJ_OPERATOR_DURABLE_BUCKET": "snapshots"})
+    assert settings.durable_storage is not None
+    assert settings.durable_storage.credentials_secret is None
+
+
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
         (["--durable-bucket", "Snapshots", "--durable-credentials-secret", "s3"], "bucket"),
-        (["--durable-bucket", "snapshots"], "credentialsSecret"),
+        (["--durable-bucket", "snapshots", "--durable-credentials-secret", "S3"], "credentials"),
         (
             [
                 "--durable-bucket",
