@@ -55,6 +55,9 @@ READABLE_FORMAT_VERSIONS = (STANDALONE_FORMAT_VERSION, SNAPSHOT_FORMAT_VERSION)
 DELTA_MARK = "delta"
 """The fifth element of a delta chunk's entry in a validation record."""
 
+MAC_ALGORITHM = "hmac-sha256"
+"""The validation record's keyed MAC (:mod:`snapshot_protocol.signing`)."""
+
 CHECKSUM_ALGORITHM = "xxh3-64"
 """The chunk checksum: xxh3's 64-bit hash, hex; fast enough to be free next to the network."""
 
@@ -216,6 +219,34 @@ class PipelineShape:
 
 
 @dataclass(frozen=True)
+class RecordMac:
+    """The keyed MAC of a validation record (:mod:`snapshot_protocol.signing`).
+
+    Attributes:
+        key_id: Which of the job's keys computed it (rotation keeps older ones verifying).
+        value: The MAC, hex.
+    """
+
+    key_id: str
+    value: str
+
+    def to_dict(self) -> dict[str, str]:
+        """Returns the JSON form kept in the record under ``mac``."""
+        return {"algorithm": MAC_ALGORITHM, "keyId": self.key_id, "value": self.value}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RecordMac:
+        """Reads the form written by :meth:`to_dict`.
+
+        Raises:
+            ValueError: If the MAC is of another algorithm or misses a field.
+        """
+        if data.get("algorithm") != MAC_ALGORITHM:
+            raise ValueError(f"record MAC is {data.get('algorithm')!r}, not {MAC_ALGORITHM!r}")
+        return cls(str(data["keyId"]), str(data["value"]))
+
+
+@dataclass(frozen=True)
 class ValidationRecord:
     """The entry that makes a snapshot checkable (docs/concepts/protocol.md, taking step 5).
 
@@ -227,6 +258,8 @@ class ValidationRecord:
         creation_time: When the snapshot started, epoch milliseconds.
         job_uid: The job that wrote the snapshot.
         shape: The pipeline that wrote it.
+        mac: The keyed MAC over everything else in the record, None for an unsigned record
+            (:mod:`snapshot_protocol.signing`). Releases that know no MAC ignore it.
 
     A record may list chunks of earlier snapshots (their keys carry their ids) and deltas:
     its chains (:func:`chain_problem`). Its totals count only the chunks it wrote itself,
@@ -240,6 +273,7 @@ class ValidationRecord:
     creation_time: int
     job_uid: str
     shape: PipelineShape = field(default_factory=PipelineShape)
+    mac: RecordMac | None = None
 
     @property
     def has_chains(self) -> bool:
@@ -264,6 +298,18 @@ class ValidationRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """Returns a JSON-ready form for the snapshot store."""
+        data = self.unsigned_dict()
+        if self.mac is not None:
+            data["mac"] = self.mac.to_dict()
+        return data
+
+    def signed_payload(self) -> bytes:
+        """Returns the bytes the record's MAC is computed over: its JSON without the MAC, keys
+        sorted and without spaces, so a record read back and re-serialized gives the same."""
+        return json.dumps(self.unsigned_dict(), sort_keys=True, separators=(",", ":")).encode()
+
+    def unsigned_dict(self) -> dict[str, Any]:
+        """Returns :meth:`to_dict` without the MAC."""
         return {
             "formatVersion": self.format_version,
             "snapshotId": self.snapshot_id,
@@ -312,6 +358,7 @@ class ValidationRecord:
                 {str(k): str(v) for k, v in dict(data["participants"]).items()},
                 int(data["statePartitions"]),
             ),
+            mac=RecordMac.from_dict(data["mac"]) if "mac" in data else None,
         )
         if record.num_chunks != int(data["numChunks"]):
             raise ValueError(

@@ -52,6 +52,7 @@ from snapshot_protocol.export_names import (
 )
 from snapshot_protocol.failpoints import RESTORE, TAKE, Failpoints, failpoint_name
 from snapshot_protocol.ports import Clock, Participant, RecordStore, SnapshotStore
+from snapshot_protocol.signing import check_signature, sign
 from snapshot_protocol.states import (
     ACCEPTS_TERMINATION_REQUESTS,
     STOPPED_BY_ACTION,
@@ -235,6 +236,9 @@ class SnapshotCoordinator:
                     validation = self._validate_restore_point(map_name, record.snapshot_id)
                 if validation is not None:
                     assert map_name is not None
+                    # Before anything else is believed of it: a record not written with the
+                    # job's key (a forged chunk's checksum in it) is never restored.
+                    check_signature(map_name, validation, self._config.snapshot_keys)
                     # Before any state is loaded: a pipeline that cannot restore the snapshot
                     # fails here, naming both sides, not halfway through step 5.
                     check_compatible(map_name, validation, self._shape)
@@ -655,14 +659,18 @@ class SnapshotCoordinator:
         own = [d for d in descriptors if d.key.snapshot_id == snapshot_id]
         num_bytes = sum(descriptor.num_bytes for descriptor in own)
         num_keys = sum(descriptor.num_keys for descriptor in own)
-        validation = ValidationRecord(
-            snapshot_id=snapshot_id,
-            chunks=tuple(descriptors),
-            num_bytes=num_bytes,
-            num_keys=num_keys,
-            creation_time=started_at,
-            job_uid=self._config.job.uid,
-            shape=self._shape,
+        # Signed with the job's key, if it has one: a restore takes no record it cannot verify.
+        validation = sign(
+            ValidationRecord(
+                snapshot_id=snapshot_id,
+                chunks=tuple(descriptors),
+                num_bytes=num_bytes,
+                num_keys=num_keys,
+                creation_time=started_at,
+                job_uid=self._config.job.uid,
+                shape=self._shape,
+            ),
+            self._config.snapshot_keys,
         )
         try:
             with self._step(TAKE, 5):

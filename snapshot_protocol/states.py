@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from snapshot_protocol.chunks import PipelineShape
+from snapshot_protocol.signing import SnapshotKeys
 from snapshotjob_contract.modes import ActionAfter, SnapshotKind, TerminationMode
 from snapshotjob_contract.record import JobIdentity
 
@@ -127,6 +128,9 @@ class CoordinatorConfig:
         initial_snapshot_identity: The export ``initial_snapshot_name`` must resolve to, as its
             SnapshotJobExport recorded it; None to take the name's highest snapshot id
             (:mod:`snapshot_protocol.export_names`).
+        snapshot_keys: The job's keys: every validation record written is signed, and a
+            restore takes only a record that verifies (:mod:`snapshot_protocol.signing`);
+            None to sign nothing and accept any record.
     """
 
     job: JobIdentity
@@ -138,6 +142,7 @@ class CoordinatorConfig:
     store_lost_ms: int = 30_000
     accepted_older_copy: tuple[int, int] | None = None
     initial_snapshot_identity: ExportIdentity | None = None
+    snapshot_keys: SnapshotKeys | None = None
 
 
 @dataclass(frozen=True)

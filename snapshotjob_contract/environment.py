@@ -27,6 +27,13 @@ SnapshotJobExport recorded it when it completed (the uid of the job that took it
 completed SnapshotJobExport has the name, and the name's highest snapshot id is taken."""
 ENV_INITIAL_SNAPSHOT_ID = "SJ_INITIAL_SNAPSHOT_ID"
 """The snapshot id of that export (see ``SJ_INITIAL_SNAPSHOT_JOB_UID``)."""
+ENV_SNAPSHOT_KEY_IDS = "SJ_SNAPSHOT_KEY_IDS"
+"""``spec.snapshotSigning``'s key ids, comma-separated, the signing key first; unset for a
+job that signs nothing."""
+ENV_SNAPSHOT_KEY_PREFIX = "SJ_SNAPSHOT_KEY_"
+"""``SJ_SNAPSHOT_KEY_<n>``: the key of the n-th id of ``SJ_SNAPSHOT_KEY_IDS``, from the Secret."""
+ENV_SNAPSHOT_ACCEPT_UNSIGNED = "SJ_SNAPSHOT_ACCEPT_UNSIGNED"
+"""``true`` when ``spec.snapshotSigning.acceptUnsigned`` is set."""
 
 # Durable storage (spec.durableStorage, or the operator's default): the operator resolves which
 # applies and sets all of it, so the driver never merges two sources.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field, field_validator
 
@@ -314,6 +314,38 @@ class DurableStorageSpec(ApiModel):
     once), so that the job survives the loss of the whole store; none when unset."""
 
 
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+"""A key of a Secret's data."""
+
+SecretKey = Annotated[
+    str, Field(max_length=253, pattern=SECRET_KEY_PATTERN, description="A key of the Secret.")
+]
+
+
+class SnapshotSigningSpec(ApiModel):
+    """Sign every snapshot's validation record with a key only the job's Pods hold, and
+    restore only snapshots that verify (docs/operations/security.md, "Signed snapshots").
+
+    The record lists every chunk's size and checksum, so a chunk rewritten with its checksum
+    recomputed is refused too. The keys are values of a Secret in the job's namespace (at
+    least 32 bytes each, e.g. `openssl rand -base64 48`); the operator never reads them, it
+    hands them to the driver Pod by reference."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    secret_name: str = Field(max_length=DNS_LABEL_MAX_LENGTH, pattern=DNS_LABEL_PATTERN)
+    """The Secret holding the keys, in the job's namespace."""
+    key_id: SecretKey
+    """The Secret's key that signs new snapshots; its id is written into each record."""
+    verify_key_ids: list[SecretKey] = Field(default_factory=list, max_length=8)
+    """Older keys of the same Secret whose snapshots a restore still accepts: a rotation adds
+    the new key, signs with it, and keeps the old one here until no snapshot or export
+    signed with it is needed."""
+    accept_unsigned: bool = False
+    """Restore a snapshot without a MAC (taken before signing was turned on); set it for the
+    first execution after turning signing on, then remove it."""
+
+
 class DurableRestoreSpec(ApiModel):
     """The user's consent to restore an older durable copy after the store lost the restore
     point, writing again the output committed since; it applies to exactly this pair of ids."""
@@ -427,6 +459,9 @@ class SnapshotJobSpec(ApiModel):
     operator's default (the chart's `durableStorage`) applies."""
     durable_restore: DurableRestoreSpec | None = Field(default=None, exclude_if=_unset)
     """Restore an older durable copy after the store lost the restore point."""
+    snapshot_signing: SnapshotSigningSpec | None = Field(default=None, exclude_if=_unset)
+    """Sign every snapshot with a key from a Secret and restore only snapshots that verify;
+    unsigned when unset. A change rolls out as any other (upgradeMode)."""
     spark_ui: SparkUiSpec = Field(default_factory=SparkUiSpec)
     """The driver's Spark web UI through a Service (and an Ingress) while an execution runs;
     off by default. See docs/guides/spark-ui.md."""
@@ -476,5 +511,7 @@ class SnapshotJobSpec(ApiModel):
         if self.spark_ui.enabled:
             # The driver starts its UI or not; the Service's settings need no new execution.
             relevant["spark_ui"] = True
+        if self.snapshot_signing is not None:
+            relevant["snapshot_signing"] = self.snapshot_signing.model_dump(mode="json")
         canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

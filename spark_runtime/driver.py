@@ -209,6 +209,7 @@ class Driver:
                 int(self._settings.store_lost_s * 1000),
                 self._settings.durable_restore,
                 self._settings.initial_snapshot_identity,
+                self._settings.snapshot_keys,
             ),
             self._records,
             self._snapshots,

@@ -12,13 +12,19 @@ import logging
 import signal
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Protocol, runtime_checkable
 
 from snapshot_protocol import ExportIdentity, JobIdentity, TerminationRequest
 from snapshot_protocol.incremental import ChainPolicy
+from snapshot_protocol.signing import SnapshotKeys
+from snapshotjob_contract.environment import (
+    ENV_SNAPSHOT_ACCEPT_UNSIGNED,
+    ENV_SNAPSHOT_KEY_IDS,
+    ENV_SNAPSHOT_KEY_PREFIX,
+)
 from snapshotjob_contract.exits import EXIT_REPORT_AFTER_SIGNAL_SECONDS
 from snapshotjob_contract.spec import ProcessingGuarantee, SnapshotChainsSpec
 from snapshotjob_contract.status import ExportedSnapshot
@@ -89,6 +95,8 @@ class DriverSettings:
         durable_restore: ``(copy, record)`` snapshot ids the user accepts restoring the older
             durable copy of (``spec.durableRestore``).
         chain_policy: The bounds of incremental snapshots' chains (``spec.snapshotChains``).
+        snapshot_keys: The keys validation records are signed and verified with
+            (``spec.snapshotSigning``); None to sign nothing.
     """
 
     job: JobIdentity
@@ -106,6 +114,7 @@ class DriverSettings:
     durable_restore: tuple[int, int] | None = None
     chain_policy: ChainPolicy = field(default_factory=ChainPolicy)
     initial_snapshot_identity: ExportIdentity | None = None
+    snapshot_keys: SnapshotKeys | None = None
 
 
 def chain_policy(chains: SnapshotChainsSpec | None) -> ChainPolicy:
@@ -208,6 +217,32 @@ class StopSignals:
     def received(self) -> bool:
         """Whether a stop signal arrived."""
         return self._event.is_set()
+
+
+def snapshot_keys(environ: Mapping[str, str]) -> SnapshotKeys | None:
+    """The job's snapshot keys from the operator's variables (``spec.snapshotSigning``).
+
+    Raises:
+        ValueError: If a key is missing or too short, naming it and what to do.
+    """
+    ids = [key_id for key_id in environ.get(ENV_SNAPSHOT_KEY_IDS, "").split(",") if key_id]
+    if not ids:
+        return None
+    keys: dict[str, bytes] = {}
+    for index, key_id in enumerate(ids):
+        value = environ.get(f"{ENV_SNAPSHOT_KEY_PREFIX}{index}")
+        if not value:
+            raise ValueError(
+                f"spec.snapshotSigning key {key_id!r} is empty: give the Secret's key a value "
+                "of at least 32 bytes (e.g. `openssl rand -base64 48`)"
+            )
+        keys[key_id] = value.encode()
+    try:
+        return SnapshotKeys(
+            ids[0], keys, accept_unsigned=environ.get(ENV_SNAPSHOT_ACCEPT_UNSIGNED) == "true"
+        )
+    except ValueError as error:
+        raise ValueError(f"spec.snapshotSigning: {error}") from error
 
 
 def initial_snapshot_identity(

@@ -53,7 +53,11 @@ from spark_runtime.driver import (
     PublishExport,
     TerminationPoll,
 )
-from spark_runtime.driver_settings import chain_policy, initial_snapshot_identity
+from spark_runtime.driver_settings import (
+    chain_policy,
+    initial_snapshot_identity,
+    snapshot_keys,
+)
 from spark_runtime.durable import DurableStorage
 from spark_runtime.execution import BadInput, JobConfig
 from spark_runtime.kube_record_store import KubernetesRecordStore
@@ -163,6 +167,7 @@ def kubernetes_config(
         identity = initial_snapshot_identity(
             os.environ.get(ENV_INITIAL_SNAPSHOT_JOB_UID), os.environ.get(ENV_INITIAL_SNAPSHOT_ID)
         )
+        keys = snapshot_keys(os.environ)
     except ValueError as error:
         raise BadInput(str(error)) from error
     settings = DriverSettings(
@@ -184,6 +189,7 @@ def kubernetes_config(
         durable_storage=DurableStorage.from_environment(os.environ),
         durable_restore=durable_restore(os.environ.get(ENV_DURABLE_RESTORE)),
         chain_policy=chain_policy(spec.snapshot_chains),
+        snapshot_keys=keys,
     )
     master, conf = spark_settings(spec.spark, operator_conf or {})
     try:

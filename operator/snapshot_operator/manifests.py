@@ -43,6 +43,9 @@ from snapshotjob_contract.environment import (
     ENV_INITIAL_SNAPSHOT_NAME,
     ENV_JOB_NAME,
     ENV_NAMESPACE,
+    ENV_SNAPSHOT_ACCEPT_UNSIGNED,
+    ENV_SNAPSHOT_KEY_IDS,
+    ENV_SNAPSHOT_KEY_PREFIX,
     SECRET_ACCESS_KEY_ID_KEY,
     SECRET_SECRET_ACCESS_KEY_KEY,
 )
@@ -67,7 +70,7 @@ from snapshotjob_contract.pods import (
 from snapshotjob_contract.resource import GROUP, KIND, PLURAL, VERSION
 from snapshotjob_contract.spark import PROACTIVE_REPLICATION_CONF, STATE_REPLICAS_CONF
 from snapshotjob_contract.spark_ui import driver_ui_conf, driver_ui_ports
-from snapshotjob_contract.spec import DurableStorageSpec
+from snapshotjob_contract.spec import DurableStorageSpec, SnapshotSigningSpec
 
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
 """What ``spec.spark.master: k8s`` means from inside the cluster."""
@@ -292,6 +295,7 @@ def build_driver_pod(
             env.append({"name": ENV_INITIAL_SNAPSHOT_JOB_UID, "value": initial_export[0]})
             env.append({"name": ENV_INITIAL_SNAPSHOT_ID, "value": str(initial_export[1])})
     env += durable_storage_env(spec.durable_storage or default_durable_storage)
+    env += snapshot_signing_env(spec.snapshot_signing)
     if spec.durable_restore is not None:
         restore = spec.durable_restore
         env.append(
@@ -367,6 +371,30 @@ def build_driver_pod(
             by_name.setdefault(item.get("name"), item)
         merged["spec"]["imagePullSecrets"] = list(by_name.values())
     return merged
+
+
+def snapshot_signing_env(signing: SnapshotSigningSpec | None) -> list[dict[str, Any]]:
+    """Returns the driver's environment for signed snapshots; none without ``snapshotSigning``.
+
+    Each key is a reference to the Secret's key, so the operator never reads it and it never
+    appears in the Pod's spec; a missing Secret or key keeps the container from starting
+    with a reason that names them (``CreateContainerConfigError``, the DriverNotStarting
+    condition).
+    """
+    if signing is None:
+        return []
+    ids = list(dict.fromkeys([signing.key_id, *signing.verify_key_ids]))
+    env: list[dict[str, Any]] = [{"name": ENV_SNAPSHOT_KEY_IDS, "value": ",".join(ids)}]
+    env += [
+        {
+            "name": f"{ENV_SNAPSHOT_KEY_PREFIX}{index}",
+            "valueFrom": {"secretKeyRef": {"name": signing.secret_name, "key": key_id}},
+        }
+        for index, key_id in enumerate(ids)
+    ]
+    if signing.accept_unsigned:
+        env.append({"name": ENV_SNAPSHOT_ACCEPT_UNSIGNED, "value": "true"})
+    return env
 
 
 def durable_storage_env(storage: DurableStorageSpec | None) -> list[dict[str, Any]]:

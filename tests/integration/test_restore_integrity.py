@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,12 @@ from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from examples.sequence_sum import expected_sums
 from snapshot_protocol import ChunkKey, ExecutionRecord, JobIdentity, SnapshotCorrupted
-from snapshot_protocol.chunks import LEGACY_VALIDATION_RECORD_KEY, validation_record_key
+from snapshot_protocol.chunks import (
+    LEGACY_VALIDATION_RECORD_KEY,
+    ChunkDescriptor,
+    validation_record_key,
+)
+from snapshot_protocol.signing import SnapshotKeys
 from snapshotjob_contract.exits import DriverExit
 from spark_runtime.file_record_store import FileRecordStore
 from spark_runtime.sinks import ConsoleSink, PostgresSink
@@ -50,6 +56,7 @@ class Jobs(Runner):
         partitions: int = 4,
         max_epochs: int | None = None,
         initial_snapshot_name: str | None = None,
+        snapshot_keys: SnapshotKeys | None = None,
     ) -> DriverExit:
         """Runs the next execution, a snapshot at every epoch."""
         return self.run(
@@ -59,6 +66,7 @@ class Jobs(Runner):
             max_epochs,
             partitions=partitions,
             initial_snapshot_name=initial_snapshot_name,
+            snapshot_keys=snapshot_keys,
         )
 
     @property
@@ -154,6 +162,43 @@ def test_a_flipped_bit_in_a_state_chunk_fails_the_job_naming_the_chunk(
     message = jobs.exit_message()
     assert f"Snapshot {snapshot_id} in map '{map_name}' is corrupted" in message
     assert f"chunk '{state[len(state) // 2]}' does not match its checksum" in message
+    assert _rows(postgres_dsn, f"SELECT key, total, count FROM {table} ORDER BY key") == published
+
+
+def test_a_chunk_rewritten_with_its_checksum_recomputed_is_refused_when_signed(
+    jobs: Jobs, postgres_dsn: str
+) -> None:
+    """The forger of docs/operations/security.md: it can write the store's maps, so it changes
+    a state chunk and puts the chunk's new xxh3 checksum into the validation record, which
+    every check but the record's MAC then accepts."""
+    keys = SnapshotKeys("k1", {"k1": b"a-test-key-of-48-bytes-000000000000000000000000"})
+    table = _table()
+    build = _sums(postgres_dsn, table)
+    assert jobs.run_job(build, max_epochs=3, snapshot_keys=keys) is DriverExit.INTERRUPTED
+    map_name, snapshot_id = jobs.restore_point()
+    record = jobs.store.get_validation_record(map_name, snapshot_id)
+    assert record is not None and record.mac is not None and record.mac.key_id == "k1"
+    published = _rows(postgres_dsn, f"SELECT key, total, count FROM {table} ORDER BY key")
+
+    target = next(c for c in record.chunks if c.key.operator == "sums")
+    forged = bytearray(jobs.client.get_map(map_name).blocking().get(str(target.key)))
+    forged[len(forged) // 2] ^= 0x01
+    listed = [
+        ChunkDescriptor.of(c.key, bytes(forged), c.num_keys) if c is target else c
+        for c in record.chunks
+    ]
+    records_map = jobs.client.get_map(map_name).blocking()
+    records_map.set(str(target.key), forged)
+    records_map.set(
+        validation_record_key(snapshot_id),
+        bytearray(json.dumps(replace(record, chunks=tuple(listed)).to_dict()).encode()),
+    )
+
+    assert jobs.run_job(build, snapshot_keys=keys) is DriverExit.SNAPSHOT_CORRUPTED
+    message = jobs.exit_message()
+    assert f"Snapshot {snapshot_id} in map '{map_name}' is corrupted" in message
+    assert "does not verify with key 'k1'" in message
+    assert "was not written with the job's key" in message
     assert _rows(postgres_dsn, f"SELECT key, total, count FROM {table} ORDER BY key") == published
 
 

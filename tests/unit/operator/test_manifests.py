@@ -465,3 +465,15 @@ def test_two_executors_or_more_keep_every_state_block_on_two_executors() -> None
     assert driver_spark_conf(JOB, two, "p")[PROACTIVE_REPLICATION_CONF] == "true"
     assert STATE_REPLICAS_CONF not in driver_spark_conf(JOB, one, "p")
     assert STATE_REPLICAS_CONF not in driver_spark_conf(JOB, local, "p")
+
+
+def test_snapshot_keys_reach_the_driver_by_reference_only() -> None:
+    signing = {"secretName": "wc-keys", "keyId": "k2", "verifyKeyIds": ["k1"]}
+    env = env_of(build_driver_pod(JOB, spec(snapshotSigning=signing), CREATE))
+    assert env["SJ_SNAPSHOT_KEY_IDS"] == "k2,k1"
+    assert env["SJ_SNAPSHOT_KEY_0"] == {"secretKeyRef": {"name": "wc-keys", "key": "k2"}}
+    assert env["SJ_SNAPSHOT_KEY_1"] == {"secretKeyRef": {"name": "wc-keys", "key": "k1"}}
+    assert "SJ_SNAPSHOT_ACCEPT_UNSIGNED" not in env
+    accepting = spec(snapshotSigning={**signing, "acceptUnsigned": True})
+    assert env_of(build_driver_pod(JOB, accepting, CREATE))["SJ_SNAPSHOT_ACCEPT_UNSIGNED"] == "true"
+    assert not [name for name in env_of(build_driver_pod(JOB, spec(), CREATE)) if "KEY" in name]

@@ -44,6 +44,7 @@ from snapshot_protocol.chunks import (
     validation_record_key,
 )
 from snapshot_protocol.incremental import ChainPolicy, Write, chains_of, plan_snapshot
+from snapshot_protocol.signing import SnapshotKeys
 
 
 class Op(enum.Enum):
@@ -626,6 +627,7 @@ class Cluster:
         durable: FakeSnapshotStore | None = None,
         accepted_older_copy: tuple[int, int] | None = None,
         initial_snapshot_identity: ExportIdentity | None = None,
+        snapshot_keys: SnapshotKeys | None = None,
     ) -> Driver:
         """Starts a new execution (a new driver process), fencing off the previous ones."""
         pipeline = Pipeline(self.snapshots, self.database, self.export_only_snapshots)
@@ -640,6 +642,7 @@ class Cluster:
                 split_brain_protection,
                 accepted_older_copy=accepted_older_copy,
                 initial_snapshot_identity=initial_snapshot_identity,
+                snapshot_keys=snapshot_keys,
             ),
             records,
             self.snapshots,

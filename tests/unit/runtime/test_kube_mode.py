@@ -174,3 +174,29 @@ def test_kubernetes_mode_lists_exports_in_the_status_and_polls_the_operator() ->
     assert mode.poll_termination is not None
     request = mode.poll_termination()
     assert request is not None and request.mode is TerminationMode.SUSPEND_GRACEFUL
+
+
+def test_snapshot_keys_come_from_the_operators_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SJ_HAZELCAST_ADDRESS", "hz:5701")
+    monkeypatch.delenv("SJ_SNAPSHOT_KEY_IDS", raising=False)
+    assert kubernetes_config(_job()).settings.snapshot_keys is None
+    monkeypatch.setenv("SJ_SNAPSHOT_KEY_IDS", "k2,k1")
+    monkeypatch.setenv("SJ_SNAPSHOT_KEY_0", "n" * 48)
+    monkeypatch.setenv("SJ_SNAPSHOT_KEY_1", "o" * 32)
+    keys = kubernetes_config(_job()).settings.snapshot_keys
+    assert keys is not None and keys.signing_key_id == "k2" and not keys.accept_unsigned
+    assert dict(keys.keys) == {"k2": b"n" * 48, "k1": b"o" * 32}
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [("", "key 'k1' is empty"), ("short", "key 'k1' has 5 bytes; a key needs at least 32")],
+)
+def test_an_empty_or_short_snapshot_key_is_bad_input_naming_it(
+    monkeypatch: pytest.MonkeyPatch, value: str, named: str
+) -> None:
+    monkeypatch.setenv("SJ_HAZELCAST_ADDRESS", "hz:5701")
+    monkeypatch.setenv("SJ_SNAPSHOT_KEY_IDS", "k1")
+    monkeypatch.setenv("SJ_SNAPSHOT_KEY_0", value)
+    with pytest.raises(BadInput, match=named):
+        kubernetes_config(_job())
