@@ -11,8 +11,9 @@
 #
 # Usage: hack/kube/build.sh [GROUP...]
 #        GROUP in: kubernetes etcd coredns pause runc-capfilter crictl helm kind flannel
-#        registry prometheus (no GROUP = all but prometheus, which only the dashboard and alert-rule
-#        tests use: their marker builds it). KUBE_BIN_DIR=<dir> overrides the cache directory.
+#        kube-network-policies registry prometheus (no GROUP = all but prometheus, which only the
+#        dashboard and alert-rule tests use: their marker builds it). KUBE_BIN_DIR=<dir>
+#        overrides the cache directory.
 #        hack/kube/build.sh --print-bin-dir   prints the bin dir and exits.
 set -euo pipefail
 
@@ -157,6 +158,30 @@ build_flannel() {
     "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=${FLANNEL_VERSION} -extldflags -static"
 }
 
+build_kube_network_policies() {
+  # kube-network-policies: the NetworkPolicy enforcement of the kind clusters (flannel enforces
+  # none; see docs/development/kubernetes-testbed.md), with nfqueue-compat.patch (see its
+  # header). The go command neither patches nor overlays files of its module cache, so the
+  # build runs from a staging copy: upstream's module with the patch applied, and this wrapper
+  # module replacing sigs.k8s.io/kube-network-policies with it. The patch is in the wrapper's
+  # directory, hence part of the stamp.
+  local dir="${HERE}/modules/kube-network-policies" src work
+  src="$(cd "${dir}" && go mod download sigs.k8s.io/kube-network-policies \
+    && go list -m -f '{{.Dir}}' sigs.k8s.io/kube-network-policies)"
+  work="${CACHE_ROOT}/src/kube-network-policies"
+  rm -rf "${work}"
+  mkdir -p "${work}/wrapper"
+  cp -R "${src}" "${work}/upstream"
+  chmod -R u+w "${work}/upstream"
+  # git apply as a plain patch tool: no repository above the staging copy is looked for.
+  (cd "${work}/upstream" && GIT_CEILING_DIRECTORIES="${work}" git apply "${dir}/nfqueue-compat.patch") \
+    || { echo "ERROR: ${dir}/nfqueue-compat.patch does not apply to ${src}" >&2; exit 1; }
+  cp "${dir}/go.mod" "${dir}/go.sum" "${work}/wrapper/"
+  (cd "${work}/wrapper" && go mod edit -replace sigs.k8s.io/kube-network-policies=../upstream)
+  STAMP_EXTRA_DIRS="${dir}" build_one kube-network-policies "${work}/wrapper" \
+    sigs.k8s.io/kube-network-policies/cmd "-s -w"
+}
+
 build_registry() {
   # The test bed's OCI registry (hack/kube/registry.sh): the cluster tier pushes its images
   # and the packaged chart there and installs from it. A wrapper module (see its main.go):
@@ -189,13 +214,15 @@ build_prometheus() {
 
 groups=("$@")
 if [[ ${#groups[@]} -eq 0 ]]; then
-  groups=(kubernetes etcd coredns pause runc-capfilter crictl helm kind flannel registry)
+  groups=(kubernetes etcd coredns pause runc-capfilter crictl helm kind flannel
+          kube-network-policies registry)
 fi
 total_start=$(date +%s)
 for g in "${groups[@]}"; do
   case "${g}" in
     kubernetes|etcd|coredns|crictl|pause|helm|kind|flannel|registry|prometheus) "build_${g}" ;;
     runc-capfilter) build_runc_capfilter ;;
+    kube-network-policies) build_kube_network_policies ;;
     *) echo "ERROR: unknown group=${g}" >&2; exit 2 ;;
   esac
 done

@@ -5,14 +5,16 @@
 # machine; its node image is built here (hack/kube/node-image.sh) because no container
 # registry is reachable. The node image carries its own default CNI (flannel, host-gw), which
 # kind installs like kindnetd, so one control-plane node plus KIND_WORKERS worker nodes get
-# one Pod network. Users who can reach a registry may point KIND_NODE_IMAGE at a stock
+# one Pod network, and kube-network-policies (hack/kube/network-policies/), which enforces
+# NetworkPolicy on it. Users who can reach a registry may point KIND_NODE_IMAGE at a stock
 # kindest/node image of the same Kubernetes version instead; kind then installs kindnetd
 # (see docs/development/kubernetes-testbed.md).
 #
 # Usage: hack/kube/cluster.sh up|down|status|check|nodes|kubeconfig|pause|resume|load IMAGE...
 #   up     create the cluster (or reuse it if its node count matches), wait for every node
 #          Ready and CoreDNS, then run `check`
-#   check  Pod-to-Pod traffic between two nodes, Pod -> kubernetes Service, and DNS
+#   check  Pod-to-Pod traffic between two nodes, Pod -> kubernetes Service, DNS, and that a
+#          NetworkPolicy denying ingress stops Pod-to-Pod traffic (when kube-network-policies runs)
 #   nodes  the cluster's node names (one a line; the control plane first)
 #   status succeeds when the cluster exists and all its node containers run or are paused (a
 #          cluster left stopped by a reboot fails it, and `up` deletes and creates it again)
@@ -32,6 +34,9 @@ KIND_WORKERS="${KIND_WORKERS:-2}"
 [[ "${KIND_WORKERS}" =~ ^[0-9]+$ ]] || die "KIND_WORKERS must be a number, got '${KIND_WORKERS}'"
 KUBECONFIG_FILE="${KUBE_CACHE_ROOT}/kind-${KIND_CLUSTER_NAME}.kubeconfig"
 CHECK_NAMESPACE="kube-system"
+# cmd_check's server Pod runs in a scratch namespace of its own: its NetworkPolicy check denies
+# all ingress there.
+NETPOL_CHECK_NAMESPACE="snapshotjob-netcheck"
 
 cluster_exists() {
   "${KIND}" get clusters 2>/dev/null | grep -qx "${KIND_CLUSTER_NAME}"
@@ -68,7 +73,7 @@ paused_nodes() {
   node_states | awk '$2 == "paused" { print $1 }'
 }
 
-# wait_ready: every node Ready, the Pod network's DaemonSet and CoreDNS rolled out.
+# wait_ready: every node Ready, the Pod network's DaemonSets and CoreDNS rolled out.
 wait_ready() {
   local start
   start=$(date +%s)
@@ -76,6 +81,10 @@ wait_ready() {
   # A stock kindest/node image (KIND_NODE_IMAGE) runs kindnetd instead: no flannel to wait for.
   if kctl -n kube-system get daemonset/kube-flannel-ds >/dev/null 2>&1; then
     kctl -n kube-system rollout status daemonset/kube-flannel-ds --timeout=180s >&2
+  fi
+  # NetworkPolicy enforcement beside flannel (hack/kube/network-policies/manifest.yaml).
+  if kctl -n kube-system get daemonset/kube-network-policies >/dev/null 2>&1; then
+    kctl -n kube-system rollout status daemonset/kube-network-policies --timeout=180s >&2
   fi
   kctl -n kube-system rollout status deployment/coredns --timeout=180s >&2
   log "Nodes ready name=${KIND_CLUSTER_NAME} nodes=$(kctl get nodes --no-headers | wc -l) seconds=$(( $(date +%s) - start ))"
@@ -141,14 +150,14 @@ EOF
   cmd_check
 }
 
-# check_pod NAME NODE : a testbox Pod pinned to NODE that serves HTTP on port 8080.
+# check_pod NAME NODE NAMESPACE : a testbox Pod pinned to NODE that serves HTTP on port 8080.
 check_pod() {
   cat <<EOF
 apiVersion: v1
 kind: Pod
 metadata:
   name: $1
-  namespace: ${CHECK_NAMESPACE}
+  namespace: $3
   labels: {app.kubernetes.io/name: snapshotjob-netcheck}
 spec:
   nodeName: $2
@@ -162,9 +171,25 @@ spec:
 EOF
 }
 
-# cmd_check: Pod -> Pod across two nodes (ping and HTTP), Pod -> kubernetes Service, DNS.
+# deny_all_ingress NAMESPACE : a NetworkPolicy that selects every Pod of NAMESPACE and allows
+# no ingress.
+deny_all_ingress() {
+  cat <<EOF
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: deny-all-ingress
+  namespace: $1
+spec:
+  podSelector: {}
+  policyTypes: [Ingress]
+EOF
+}
+
+# cmd_check: Pod -> Pod across two nodes (ping and HTTP), Pod -> kubernetes Service, DNS, and
+# NetworkPolicy enforcement: netcheck-a in kube-system, netcheck-b in NETPOL_CHECK_NAMESPACE.
 cmd_check() {
-  local start nodes a b ip_b failures=0
+  local start nodes a b ip_b failures=0 i denied netpol_start
   start=$(date +%s)
   [[ -f "${KUBECONFIG_FILE}" ]] || "${KIND}" get kubeconfig --name "${KIND_CLUSTER_NAME}" >"${KUBECONFIG_FILE}"
   mapfile -t nodes < <(kctl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
@@ -179,39 +204,71 @@ cmd_check() {
   fi
   kctl -n "${CHECK_NAMESPACE}" delete pod -l app.kubernetes.io/name=snapshotjob-netcheck \
     --ignore-not-found --wait=true >/dev/null
-  { check_pod netcheck-a "${a}"; echo ---; check_pod netcheck-b "${b}"; } | kctl apply -f - >/dev/null
-  kctl -n "${CHECK_NAMESPACE}" wait --for=condition=Ready pod/netcheck-a pod/netcheck-b \
-    --timeout=120s >/dev/null
-  ip_b="$(kctl -n "${CHECK_NAMESPACE}" get pod netcheck-b -o jsonpath='{.status.podIP}')"
+  kctl delete namespace "${NETPOL_CHECK_NAMESPACE}" --ignore-not-found --wait=true >/dev/null
+  kctl create namespace "${NETPOL_CHECK_NAMESPACE}" >/dev/null
+  # A Pod is admitted once its namespace's default ServiceAccount exists.
+  for (( i = 0; i < 50; i++ )); do
+    kctl -n "${NETPOL_CHECK_NAMESPACE}" get serviceaccount default >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  { check_pod netcheck-a "${a}" "${CHECK_NAMESPACE}"; echo ---
+    check_pod netcheck-b "${b}" "${NETPOL_CHECK_NAMESPACE}"; } | kctl apply -f - >/dev/null
+  kctl -n "${CHECK_NAMESPACE}" wait --for=condition=Ready pod/netcheck-a --timeout=120s >/dev/null
+  kctl -n "${NETPOL_CHECK_NAMESPACE}" wait --for=condition=Ready pod/netcheck-b --timeout=120s >/dev/null
+  ip_b="$(kctl -n "${NETPOL_CHECK_NAMESPACE}" get pod netcheck-b -o jsonpath='{.status.podIP}')"
   ex() { kctl -n "${CHECK_NAMESPACE}" exec netcheck-a -- "$@"; }
+  ex_b() { kctl -n "${NETPOL_CHECK_NAMESPACE}" exec netcheck-b -- "$@"; }
+  # fetch_b TIMEOUT : netcheck-a gets netcheck-b's page over TCP. busybox's static wget crashes
+  # in glibc's resolver; nc speaks the HTTP just as well.
+  fetch_b() {
+    ex sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w $1 ${ip_b} 8080" 2>/dev/null | grep -qx netcheck-b
+  }
   if ex ping -c 2 -W 2 "${ip_b}" >/dev/null 2>&1; then
     log "Check ok=ping from_node=${a} to_node=${b} to_ip=${ip_b}"
   else
     log "Check failed=ping from_node=${a} to_node=${b} to_ip=${ip_b}"; failures=$((failures + 1))
   fi
-  # busybox's static wget crashes in glibc's resolver; nc speaks the HTTP just as well.
-  if ex sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 ${ip_b} 8080" 2>/dev/null \
-      | grep -qx netcheck-b; then
+  if fetch_b 5; then
     log "Check ok=pod-tcp from_node=${a} to_node=${b} to=${ip_b}:8080"
   else
     log "Check failed=pod-tcp from_node=${a} to_node=${b} to=${ip_b}:8080"; failures=$((failures + 1))
   fi
   # Plain HTTP to the HTTPS port: the API server's "400 Bad Request" proves the Service path
   # (DNS search list, kube-proxy, the Pod network to the control plane) without TLS tools.
-  if kctl -n "${CHECK_NAMESPACE}" exec netcheck-b -- \
-      sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 kubernetes.default 443" 2>/dev/null \
+  if ex_b sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 kubernetes.default 443" 2>/dev/null \
       | grep -qE 'HTTP/1\.[01] [0-9]+'; then
     log "Check ok=service from_node=${b} to=kubernetes.default:443"
   else
     log "Check failed=service from_node=${b} to=kubernetes.default:443"; failures=$((failures + 1))
   fi
-  if kctl -n "${CHECK_NAMESPACE}" exec netcheck-b -- \
-      nslookup kubernetes.default.svc.cluster.local >/dev/null 2>&1; then
+  if ex_b nslookup kubernetes.default.svc.cluster.local >/dev/null 2>&1; then
     log "Check ok=dns from_node=${b} name=kubernetes.default.svc.cluster.local"
   else
     log "Check failed=dns from_node=${b} name=kubernetes.default.svc.cluster.local"; failures=$((failures + 1))
   fi
-  kctl -n "${CHECK_NAMESPACE}" delete pod netcheck-a netcheck-b --wait=false >/dev/null
+  # NetworkPolicy: denying all ingress in netcheck-b's namespace stops the connection that
+  # worked above. kube-network-policies programs a policy within about a second; a denied
+  # SYN is dropped, so each try waits 2 s for a reply. A stock node image (KIND_NODE_IMAGE)
+  # runs kindnetd instead: not checked there.
+  if kctl -n kube-system get daemonset/kube-network-policies >/dev/null 2>&1; then
+    netpol_start=$(date +%s)
+    deny_all_ingress "${NETPOL_CHECK_NAMESPACE}" | kctl apply -f - >/dev/null
+    denied=false
+    for (( i = 0; i < 8; i++ )); do
+      if ! fetch_b 2; then denied=true; break; fi
+      sleep 1
+    done
+    if [[ "${denied}" == true ]]; then
+      log "Check ok=netpol-deny from_node=${a} to_node=${b} to=${ip_b}:8080 seconds=$(( $(date +%s) - netpol_start ))"
+    else
+      log "Check failed=netpol-deny from_node=${a} to_node=${b} to=${ip_b}:8080 (still reachable under a deny-all-ingress NetworkPolicy)"
+      failures=$((failures + 1))
+    fi
+  else
+    log "Check skipped=netpol-deny reason='no kube-network-policies DaemonSet'"
+  fi
+  kctl -n "${CHECK_NAMESPACE}" delete pod netcheck-a --wait=false >/dev/null
+  kctl delete namespace "${NETPOL_CHECK_NAMESPACE}" --wait=false >/dev/null
   [[ ${failures} == 0 ]] || die "Network check failed name=${KIND_CLUSTER_NAME} failures=${failures}"
   log "Network check passed name=${KIND_CLUSTER_NAME} nodes=${#nodes[@]} seconds=$(( $(date +%s) - start ))"
 }

@@ -8,14 +8,18 @@
 #
 # Usage: hack/kube/images.sh [base|components|testbox|all]...   (default: base testbox)
 #   base        snapshotjob/debian-base:bookworm  - minbase rootfs for the project's images
-#   components  registry.k8s.io/{kube-*,etcd,coredns/coredns,pause} and snapshotjob/flannel
-#               (the Pod network) for the kind node
+#   components  registry.k8s.io/{kube-*,etcd,coredns/coredns,pause}, snapshotjob/flannel
+#               (the Pod network) and snapshotjob/kube-network-policies (its NetworkPolicy
+#               enforcement) for the kind node
 #   flannel     snapshotjob/flannel:<FLANNEL_VERSION> only
+#   kube-network-policies  snapshotjob/kube-network-policies:<KUBE_NETWORK_POLICIES_VERSION> only
 #   testbox     snapshotjob/testbox:dev           - busybox image used by the cluster tests
 # Images are rebuilt only when their inputs (binary, this script) changed; FORCE=1 forces it.
 set -euo pipefail
 # shellcheck source=hack/kube/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+KUBE_NETWORK_POLICIES_IMAGE="snapshotjob/kube-network-policies:${KUBE_NETWORK_POLICIES_VERSION}"
 
 # scratch_image TAG BINARY_PATH IN_IMAGE_PATH [USER]
 scratch_image() {
@@ -102,6 +106,16 @@ EOF
   log "Built image=${FLANNEL_IMAGE} seconds=$(( $(date +%s) - start ))"
 }
 
+# kube-network-policies enforces NetworkPolicy in the kind clusters (flannel does not). It
+# speaks netlink itself (nftables, nfqueue), no userland, so FROM scratch like upstream's
+# distroless image. Imported into the node image; hack/kube/network-policies/manifest.yaml
+# runs it as a DaemonSet.
+build_kube_network_policies() {
+  need_bins kube-network-policies
+  scratch_image "${KUBE_NETWORK_POLICIES_IMAGE}" "${KUBE_BIN_DIR}/kube-network-policies" \
+    /usr/local/bin/kube-network-policies
+}
+
 # component_images: the image list kubeadm will use for this Kubernetes version.
 component_images() {
   "${KUBE_BIN_DIR}/kubeadm" config images list --kubernetes-version "${KUBE_VERSION}" 2>/dev/null
@@ -124,6 +138,7 @@ build_components() {
     esac
   done
   build_flannel
+  build_kube_network_policies
 }
 
 # The images the kind node must hold (printed one per line, for node-image.sh).
@@ -131,6 +146,7 @@ list_components() {
   component_images
   echo registry.k8s.io/pause:3.10
   echo "${FLANNEL_IMAGE}"
+  echo "${KUBE_NETWORK_POLICIES_IMAGE}"
 }
 
 build_testbox() {
@@ -183,6 +199,7 @@ main() {
       base) build_base ;;
       components) build_components ;;
       flannel) build_flannel ;;
+      kube-network-policies) build_kube_network_policies ;;
       testbox) build_testbox ;;
       node-rootfs) debootstrap_image "${NODE_ROOTFS_IMAGE}" "$(node_rootfs_packages)" ;;
       list-components) list_components ;;

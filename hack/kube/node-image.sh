@@ -13,7 +13,8 @@
 #      kubelet and kubectl to /usr/bin, write /kind/version, start containerd and import the
 #      control-plane images into its k8s.io namespace, stop it, `docker commit`.
 #   3. kind's default-CNI hook: /kind/manifests/default-cni.yaml, which `kind create cluster`
-#      applies unless disableDefaultCNI is set. Here it is flannel (hack/kube/flannel/).
+#      applies unless disableDefaultCNI is set. Here it is flannel (hack/kube/flannel/) followed
+#      by kube-network-policies (hack/kube/network-policies/), which enforces NetworkPolicy.
 # Deviations, because their sources are not on the module proxy: Debian's containerd 1.6 /
 # runc 1.1 instead of source builds, flanneld (host-gw) instead of kindnetd, no
 # local-path-provisioner (kind falls back to its host-path StorageClass).
@@ -26,6 +27,16 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 CNI_MANIFEST="${KUBE_HACK_DIR}/flannel/manifest.yaml"
+NETPOL_MANIFEST="${KUBE_HACK_DIR}/network-policies/manifest.yaml"
+
+# default_cni_manifest: the node image's /kind/manifests/default-cni.yaml, flannel's manifest
+# (its first lines carry kind's template and patch markers) and then kube-network-policies',
+# with the image versions filled in.
+default_cni_manifest() {
+  { cat "${CNI_MANIFEST}"; echo "---"; cat "${NETPOL_MANIFEST}"; } \
+    | sed -e "s/FLANNEL_VERSION/${FLANNEL_VERSION}/g" \
+          -e "s/KUBE_NETWORK_POLICIES_VERSION/${KUBE_NETWORK_POLICIES_VERSION}/g"
+}
 
 build_base_image() {
   bash "${KUBE_HACK_DIR}/images.sh" node-rootfs
@@ -89,7 +100,8 @@ build_node_image() {
   component_ids="$(bash "${KUBE_HACK_DIR}/images.sh" list-components \
     | xargs docker image inspect --format '{{.Id}}')"
   inputs="$( { files_hash "${KUBE_BIN_DIR}"/{kubeadm,kubelet,kubectl,crictl} \
-      "${BASH_SOURCE[0]}" "${KUBE_HACK_DIR}/lib.sh" "${CNI_MANIFEST}"; echo "${component_ids}";
+      "${BASH_SOURCE[0]}" "${KUBE_HACK_DIR}/lib.sh" "${CNI_MANIFEST}" "${NETPOL_MANIFEST}";
+      echo "${component_ids}";
       docker image inspect --format '{{.Id}}' "${NODE_BASE_IMAGE}"; } | sha256sum | cut -d' ' -f1)"
   if image_fresh "${NODE_IMAGE}" "${inputs}"; then
     log "Image up to date image=${NODE_IMAGE}"
@@ -114,8 +126,7 @@ build_node_image() {
   docker exec "${cid}" bash -c "echo -n '${KUBE_VERSION}' > /kind/version"
   # kind's default-CNI hook (kind templates {{ .PodSubnet }} in it at create time).
   docker exec "${cid}" mkdir -p /kind/manifests
-  sed "s/FLANNEL_VERSION/${FLANNEL_VERSION}/g" "${CNI_MANIFEST}" \
-    | docker exec -i "${cid}" bash -c 'cat > /kind/manifests/default-cni.yaml'
+  default_cni_manifest | docker exec -i "${cid}" bash -c 'cat > /kind/manifests/default-cni.yaml'
   docker exec "${cid}" bash -c 'nohup containerd >/tmp/containerd.log 2>&1 &'
   docker exec "${cid}" bash -c \
     'for i in $(seq 1 50); do [ -S /run/containerd/containerd.sock ] && break; sleep 0.2; done; ctr version >/dev/null'
