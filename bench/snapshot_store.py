@@ -15,9 +15,16 @@ difference is small enough to drown in the noise of a shared machine, so the tim
 xxh3 alone over the same chunks is measured too: ``checksum_share`` is that time as a share
 of the verified restore's, the cost the verification would have if nothing overlapped it.
 
+The validation record is signed (``spec.snapshotSigning``: HMAC-SHA256 over the record,
+``snapshot_protocol.signing``), and a signed restore checks the MAC before it reads any chunk,
+as restore step 4 does: ``mac_cost`` is the signed restore's loss of bandwidth against the
+verified one's, measured in the same rounds (noise included), and ``mac_share`` the time of
+the MAC check alone as a share of the verified restore's (goal: at most 5 %).
+
 Run: ``.venv/bin/python bench/snapshot_store.py`` (``--sizes 64`` for a quick pass). Prints
 the figures and ratios; the last line is JSON with ``write_ratio`` and ``restore_ratio``
-(the smallest over the sizes), ``checksum_cost`` and ``checksum_share`` (the largest).
+(the smallest over the sizes), ``checksum_cost``, ``checksum_share``, ``mac_cost`` and
+``mac_share`` (the largest).
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from snapshot_protocol.chunks import (
     validate_snapshot,
     verify_chunk,
 )
+from snapshot_protocol.signing import SnapshotKeys, check_signature, sign
 from snapshot_store.hazelcast import DEFAULT_WINDOW, SOCKET_OPTIONS, HazelcastSnapshotStore
 from snapshotjob_contract import snapshot_map_name
 from testbed.hazelcast import HazelcastCluster
@@ -156,13 +164,17 @@ def measure(
     # Named like a job's map with backupCount 1, so the members give it one backup.
     snapshot_map = snapshot_map_name(f"bench-{size_mib}", 0, 1)
     plain_map: Any = plain_client.get_map(f"__sj.bench.plain-{size_mib}")
-    record = ValidationRecord(
-        1,
-        tuple(ChunkDescriptor.of(key, data, 1) for key, data in chunks),
-        size_mib * MIB,
-        size_mib,
-        0,
-        "bench",
+    signing_keys = SnapshotKeys("bench", {"bench": os.urandom(48)})
+    record = sign(
+        ValidationRecord(
+            1,
+            tuple(ChunkDescriptor.of(key, data, 1) for key, data in chunks),
+            size_mib * MIB,
+            size_mib,
+            0,
+            "bench",
+        ),
+        signing_keys,
     )
 
     def clear_store() -> None:
@@ -187,6 +199,17 @@ def measure(
         for chunk, value in zip(checked.chunks, data, strict=True):
             verify_chunk(snapshot_map, 1, chunk, value)
         assert sum(len(d) for d in data) == size_mib * MIB
+
+    def store_restore_signed() -> None:
+        checked = validate_snapshot(store, snapshot_map, 1)
+        check_signature(snapshot_map, checked, signing_keys)
+        data = store.read_chunks(snapshot_map, checked.chunk_keys)
+        for chunk, value in zip(checked.chunks, data, strict=True):
+            verify_chunk(snapshot_map, 1, chunk, value)
+        assert sum(len(d) for d in data) == size_mib * MIB
+
+    def mac_only() -> None:
+        check_signature(snapshot_map, record, signing_keys)
 
     def store_restore_unverified() -> None:
         checked = validate_snapshot(store, snapshot_map, 1)
@@ -220,6 +243,8 @@ def measure(
         repeat,
         {
             "store_restore": (nothing, store_restore),
+            "store_restore_signed": (nothing, store_restore_signed),
+            "mac_only": (nothing, mac_only),
             "store_restore_unverified": (nothing, store_restore_unverified),
             "xxh3_only": (nothing, hash_only),
             "plain_get": (nothing, plain_get),
@@ -251,6 +276,7 @@ def main() -> int:
         strict = cluster.client(fail_on_indeterminate=True, socket_options=SOCKET_OPTIONS)
         plain = cluster.client(fail_on_indeterminate=False, socket_options=SOCKET_OPTIONS)
         write_ratios, restore_ratios, checksum_costs, checksum_shares = [], [], [], []
+        mac_costs, mac_shares = [], []
         print(f"Hazelcast {len(cluster.nodes)} members, backup-count 1, logs in {workdir}")
         for size in args.sizes:
             f = measure(strict, plain, size, args.repeat)
@@ -261,6 +287,10 @@ def main() -> int:
             checksum_cost = 1 - f["store_restore"] / f["store_restore_unverified"]
             checksum_share = f["store_restore"] / f["xxh3_only"]
             checksum_shares.append(checksum_share)
+            mac_cost = 1 - f["store_restore_signed"] / f["store_restore"]
+            mac_share = f["store_restore"] / f["mac_only"]
+            mac_costs.append(mac_cost)
+            mac_shares.append(mac_share)
             write_ratios.append(write_ratio)
             restore_ratios.append(restore_ratio)
             checksum_costs.append(checksum_cost)
@@ -280,11 +310,19 @@ def main() -> int:
                 f"{f['xxh3_only']:7.1f} -> cost {checksum_cost:.1%} of restore bandwidth "
                 f"(measured), xxh3 time {checksum_share:.1%} of the restore's"
             )
+            print(
+                f"{size:4d} MiB  record MAC: restore signed {f['store_restore_signed']:7.1f} MB/s "
+                f"against verified {f['store_restore']:7.1f} -> cost {mac_cost:.1%} of restore "
+                f"bandwidth (measured), MAC check time {mac_share:.3%} of the restore's "
+                "(goal <= 5 %)"
+            )
             results[f"{size}mib"] = {k: round(v, 1) for k, v in f.items()}
         results["write_ratio"] = round(min(write_ratios), 3)
         results["restore_ratio"] = round(min(restore_ratios), 3)
         results["checksum_cost"] = round(max(checksum_costs), 4)
         results["checksum_share"] = round(max(checksum_shares), 4)
+        results["mac_cost"] = round(max(mac_costs), 4)
+        results["mac_share"] = round(max(mac_shares), 6)
     finally:
         cluster.stop()
     print(json.dumps(results))

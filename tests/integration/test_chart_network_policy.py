@@ -73,7 +73,7 @@ def test_the_members_admit_their_port_from_each_other_the_operator_and_the_store
     assert operators["podSelector"]["matchLabels"].items() <= (
         templates["operator"]["metadata"]["labels"].items()
     )
-    # Any namespace, but only Pods with the store's label (the operator sets it on jobs).
+    # Any namespace (allNamespaces, the default), only Pods with the store's label.
     assert jobs == {"namespaceSelector": {}, "podSelector": {"matchLabels": {LABEL_STORE: label}}}
 
 
@@ -152,3 +152,18 @@ def test_a_long_release_gets_a_store_label_kubernetes_accepts() -> None:
 )
 def test_the_schema_refuses_wrong_network_policy_values(value: str, wrong: str) -> None:
     assert_schema_refuses(value, wrong)
+
+
+def test_in_namespaced_mode_only_the_watched_namespaces_pods_are_admitted() -> None:
+    objects = render("operator.allNamespaces=false", "operator.namespaces={team-a,team-b}")
+    jobs = policies(objects)["hazelcast"]["spec"]["ingress"][0]["from"][2]
+    assert jobs["namespaceSelector"] == {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "In",
+                "values": ["team-a", "team-b", NAMESPACE],
+            }
+        ]
+    }
+    assert jobs["podSelector"] == {"matchLabels": {LABEL_STORE: store_label_of(objects)}}
