@@ -40,8 +40,9 @@ EXECUTOR_START_ARG = "executor"
 SCRATCH_VOLUME = "sj-tmp"
 """The driver's and executors' writable ``/tmp`` (an emptyDir): their root file system is
 read-only, and the JVM (its performance data), Python and Spark (the driver's scratch files,
-the executor pod template the driver writes) need one writable directory. Spark gives
-executors their local directories as volumes of its own (``spark-local-dir-*``)."""
+the executor pod template the driver writes, the jars and files an executor fetches into its
+working directory, which is this one) need one writable directory. Spark gives executors
+their local directories as volumes of its own (``spark-local-dir-*``)."""
 
 SCRATCH_PATH = "/tmp"
 
@@ -108,6 +109,9 @@ def executor_pod_template() -> dict[str, Any]:
                     "name": EXECUTOR_CONTAINER,
                     "securityContext": restricted_container_security_context(),
                     "volumeMounts": [scratch_mount()],
+                    # Spark fetches the job's jars and files into the executor's working
+                    # directory, which the read-only image cannot hold.
+                    "workingDir": SCRATCH_PATH,
                 }
             ],
         },

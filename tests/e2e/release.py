@@ -564,6 +564,10 @@ def assert_exactly_once(release: Release, job: str, end: int, keys: int = SUM_KE
 
 S3_MANIFEST = REPO_ROOT / "examples" / "kubernetes" / "s3proxy.yaml"
 MEMBERS = "app.kubernetes.io/component=hazelcast"
+S3_SECRET_KEY = "snapshotjob-demo-secret"
+"""The secret key of examples/kubernetes/s3proxy.yaml's Secret ``snapshots-s3``, which the
+server accepts and :data:`DURABLE_STORAGE` names."""
+
 DURABLE_STORAGE: dict[str, Any] = {
     "bucket": "snapshots",
     "prefix": "e2e",

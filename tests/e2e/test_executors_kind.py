@@ -18,18 +18,25 @@ step's duration is printed at the end of the session (``E2E timing ...`` lines).
 
 from __future__ import annotations
 
+import copy
 import re
+import secrets
 import subprocess
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from snapshotjob_contract.observability import DRIVER_METRICS_PORT, OPERATOR_METRICS_PORT
 from snapshotjob_contract.pods import LABEL_STORE
 from snapshotjob_contract.record import CHAIN_MAP_INDEX
 from snapshotjob_contract.spark import DRIVER_SNAPSHOT_MAX_BYTES_CONF
 from tests.e2e.release import (
     CATCH_UP,
+    DSN_FROM_SECRET,
     DURABLE_STORAGE,
+    S3_SECRET_KEY,
+    SECRET_DSN,
     SEQUENCE_SUM,
     UNENDING,
     Release,
@@ -39,6 +46,7 @@ from tests.e2e.release import (
     durable_copies,
     next_execution,
     patch_spec,
+    psql,
     recreate_the_store,
     sequence_sum_args,
     snapshot_id,
@@ -69,6 +77,79 @@ def _sigkill_driver(release: Release, pod: dict[str, Any]) -> None:
     assert out.returncode == 0 and "killed" in out.stdout, (out.stdout, out.stderr)
 
 
+@dataclass
+class _Secrets:
+    """The Secret values one job was given, and what was gathered to search them in."""
+
+    values: dict[str, str]
+    seen: list[str] = field(default_factory=list)
+
+    def search(self, release: Release, job: str) -> list[str]:
+        """Where any value shows: ``<what> has <secret>`` for each hit."""
+        texts = {f"text {i}": text for i, text in enumerate(self.seen)}
+        pods = [
+            *release.pods(f"snapshotjob.io/job={job}"),
+            *release.pods("app.kubernetes.io/component in (operator,hazelcast)"),
+        ]
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            for container in pod["spec"]["containers"]:
+                texts[f"log {name}/{container['name']}"] = release.kubectl(
+                    "logs", name, "-c", container["name"], timeout=60
+                )
+        texts["job"] = release.kubectl("get", "snapshotjob", job, "-o", "json")
+        texts["exports"] = release.kubectl("get", "snapshotjobexports", "-o", "json")
+        texts["events"] = release.kubectl("get", "events", "-o", "json")
+        operators = release.pods("app.kubernetes.io/component=operator")
+        for pod in operators:
+            name = pod["metadata"]["name"]
+            texts[f"metrics {name}"] = release.scrape(name, OPERATOR_METRICS_PORT)
+        assert len(texts) > len(pods) + 4 and operators, sorted(texts)
+        return [
+            f"{where} has {what}"
+            for where, text in texts.items()
+            for what, value in self.values.items()
+            if value in text
+        ]
+
+
+def _job_secrets(release: Release, job: str) -> _Secrets:
+    """A PostgreSQL role with a random password and the Secret ``<job>-credentials`` holding
+    its DSN (``DSN``) and a snapshot key (``snapshots``); the S3 server's secret key is
+    examples/kubernetes/s3proxy.yaml's."""
+    role = f"{job}_{secrets.token_hex(4)}"
+    password = secrets.token_urlsafe(18)
+    psql(release, f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+    psql(release, f"GRANT CREATE, USAGE ON SCHEMA public TO {role}")
+    key = secrets.token_urlsafe(36)
+    release.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"{job}-credentials", "namespace": release.namespace},
+            "stringData": {
+                "DSN": f"postgresql://{role}:{password}@postgres:5432/snapshotjob",
+                "snapshots": key,
+            },
+        }
+    )
+    return _Secrets(
+        {
+            "the PostgreSQL password": password,
+            "the S3 secret key": S3_SECRET_KEY,
+            "the snapshot key": key,
+        }
+    )
+
+
+def _dsn_from(secret: str) -> dict[str, Any]:
+    """A ``podTemplate`` giving the driver and executors ``PG_DSN`` from the Secret."""
+    template = copy.deepcopy(DSN_FROM_SECRET)
+    (env,) = template["spec"]["containers"][0]["env"]
+    env["valueFrom"]["secretKeyRef"]["name"] = secret
+    return template
+
+
 def test_driver_executor_and_member_failures_and_the_loss_of_the_store_keep_exactly_once(
     release: Release, postgres: str, service_images: dict[str, str]
 ) -> None:
@@ -82,15 +163,26 @@ def test_driver_executor_and_member_failures_and_the_loss_of_the_store_keep_exac
     chunk) and goes on. Restoring an older copy, which needs the user's consent, is tested in
     ``tests/integration/test_durable_restore.py``. A deleted driver Pod is test_kafka_kind's
     fault, with the same checks.
+
+    The job's PostgreSQL DSN (a role with a random password), the S3 server's secret key and
+    its snapshot key all come from Secrets; after every fault, no log line of the product's
+    Pods, no field of the job, its exports or their status, no Event and no metric holds any
+    of them.
     """
     job = "faults"
     with Step("faults-first-snapshot"):
         deploy_s3(release, service_images["test-s3proxy"])
+        # Every credential of the job comes from a Secret, each value distinctive enough to
+        # be searched for at the end: a PostgreSQL role of its own, the S3 server's secret
+        # key, and the key the job signs its snapshots with.
+        given = _job_secrets(release, job)
         release.apply_job(
             job,
-            sequence_sum_args(postgres, job, UNENDING, rate=100, max_rows_per_epoch=CATCH_UP),
+            sequence_sum_args(SECRET_DSN, job, UNENDING, rate=100, max_rows_per_epoch=CATCH_UP),
             pipeline=SEQUENCE_SUM,
             durableStorage=DURABLE_STORAGE,
+            podTemplate=_dsn_from(f"{job}-credentials"),
+            snapshotSigning={"secretName": f"{job}-credentials", "keyId": "snapshots"},
         )
         running = wait_snapshot(release, job, 1, timeout=300)
         uid = running["metadata"]["uid"]
@@ -168,8 +260,18 @@ def test_driver_executor_and_member_failures_and_the_loss_of_the_store_keep_exac
         assert copied_back in log, log[-3000:]
         assert f"snapshotId={restore_point} copySnapshotId={restore_point} older=False" in log
 
+        # The running driver's metrics: searched with the rest below.
+        given.seen.append(release.scrape(pod, DRIVER_METRICS_PORT))
+
     with Step("faults-suspended-again"):
         assert suspend_with_exact_prefix(release, job) > committed
+
+    with Step("faults-no-secret-in-logs-status-events-metrics"):
+        # Logs of every Pod the product runs (the operator, the members, this job's drivers
+        # and executors), the job and its exports with their status, every Event of the
+        # namespace, and the operator's and the driver's metrics.
+        leaks = given.search(release, job)
+        assert leaks == [], leaks
 
 
 def test_a_drained_node_and_a_lost_node_move_the_driver_with_exact_output(

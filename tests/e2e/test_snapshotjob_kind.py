@@ -175,14 +175,14 @@ def _json_lines(log: str) -> list[dict[str, Any]]:
     return parsed
 
 
-def _degraded_by_the_registry(release: Release, job: str) -> dict[str, Any] | None:
-    """The job's Degraded condition once it reports a driver that cannot pull (401)."""
+def _degraded_naming(release: Release, job: str, text: str) -> dict[str, Any] | None:
+    """The job's Degraded DriverNotStarting condition once its message contains ``text``."""
     obj = release.job(job) or {}
     for found in (obj.get("status") or {}).get("conditions") or ():
         if (
             found.get("type") == "Degraded"
             and found.get("reason") == "DriverNotStarting"
-            and "401 Unauthorized" in found.get("message", "")
+            and text in found.get("message", "")
         ):
             return dict(found)
     return None
@@ -204,7 +204,7 @@ def test_a_wrong_pull_secret_is_reported_with_the_image_and_the_registry_s_401(
             degraded = wait_for(
                 release,
                 f"job={job} Degraded by a 401 from the registry",
-                lambda: _degraded_by_the_registry(release, job),
+                lambda: _degraded_naming(release, job, "401 Unauthorized"),
                 timeout=120,
             )
         finally:
@@ -227,6 +227,28 @@ def test_a_wrong_pull_secret_is_reported_with_the_image_and_the_registry_s_401(
     assert any(e["type"] == "Warning" and "401 Unauthorized" in e["message"] for e in events), (
         events
     )
+    obj = release.job(job)
+    assert obj is not None and obj["status"]["phase"] == "STARTING"
+    release.kubectl("delete", "snapshotjob", job, "--wait=false")
+
+
+def test_a_missing_snapshot_key_secret_is_reported_naming_it(release: Release) -> None:
+    """``spec.snapshotSigning`` naming a Secret that does not exist: the driver cannot start
+    (the operator hands the key over by reference only), and the job says which Secret."""
+    job = "sum-no-key"
+    with Step("missing-key-secret"):
+        release.apply_job(
+            job,
+            {"map": job, "keys": KEYS, "end": 10},
+            snapshotSigning={"secretName": "no-such-keys", "keyId": "k1"},
+        )
+        degraded = wait_for(
+            release,
+            f"job={job} Degraded naming the missing Secret",
+            lambda: _degraded_naming(release, job, '"no-such-keys" not found'),
+            timeout=120,
+        )
+    print(f"E2E missing key Secret: condition message={degraded['message']!r}")
     obj = release.job(job)
     assert obj is not None and obj["status"]["phase"] == "STARTING"
     release.kubectl("delete", "snapshotjob", job, "--wait=false")

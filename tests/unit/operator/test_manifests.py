@@ -334,6 +334,8 @@ def test_driver_and_executor_containers_run_under_the_same_restricted_context() 
         [container] = pod["spec"]["containers"]
         assert container["volumeMounts"] == [{"name": "sj-tmp", "mountPath": "/tmp"}]
         assert pod["spec"]["volumes"] == [{"name": "sj-tmp", "emptyDir": {}}]
+    # Spark fetches jars into an executor's working directory.
+    assert executor["workingDir"] == "/tmp"
 
 
 @pytest.mark.parametrize(
