@@ -245,10 +245,13 @@ def test_a_missing_snapshot_key_secret_is_reported_naming_it(release: Release) -
         degraded = wait_for(
             release,
             f"job={job} Degraded naming the missing Secret",
-            lambda: _degraded_naming(release, job, '"no-such-keys" not found'),
+            lambda: _degraded_naming(release, job, "no-such-keys"),
             timeout=120,
         )
     print(f"E2E missing key Secret: condition message={degraded['message']!r}")
+    # The kubelet's reason, quoted in the condition: secret "no-such-keys" not found.
+    assert "CreateContainerConfigError" in degraded["message"], degraded["message"]
+    assert "not found" in degraded["message"], degraded["message"]
     obj = release.job(job)
     assert obj is not None and obj["status"]["phase"] == "STARTING"
     release.kubectl("delete", "snapshotjob", job, "--wait=false")
