@@ -12,8 +12,8 @@ The pipeline (``tests/e2e/pipelines/sequence_map_sum.py``) sums a bounded sequen
 into a map of the installation's Hazelcast cluster; its exact result is known in closed form
 and is read back with ``kubectl exec`` into a member (the members run the same image, which
 has the Python client). The tests share the session's Helm release (``conftest.py``) and
-run in file order: complete, ``helm test`` and JSON logs, a wrong pull Secret, delete,
-uninstall, after the failure tests of ``test_executors_kind.py`` and the
+run in file order: complete (with the drivers' RBAC made by the chart), ``helm test`` and
+JSON logs, a wrong pull Secret, a missing snapshot key Secret, delete, uninstall, after the failure tests of ``test_executors_kind.py`` and the
 suspend/export/resume/upgrade test of ``test_lifecycle_kind.py``. Each step's duration is
 printed at the end of the session (``E2E timing ...`` lines).
 """
@@ -49,9 +49,24 @@ def test_job_runs_to_completion_with_exact_output(release: Release) -> None:
     ``driverSnapshotMaxBytes``); the setting 0 makes the executors write them, which is the
     path this test checks across nodes. The driver's path is checked against the
     executors' in ``tests/integration/test_runtime_restore.py``.
+
+    The release runs with ``jobs.rbac.precreate`` for this job alone: the chart's driver
+    account and Role serve it, the operator creates no RBAC and holds no right to; every
+    other cluster test runs the default, each job's own account made by the operator.
     """
     job, end = "sum-once", 3000
     seen: list[str] = []
+    with Step("job1-rbac-precreated"):
+        release.upgrade("jobs.rbac.precreate=true", wait=True)
+    try:
+        _run_to_completion(release, job, end, seen)
+    finally:
+        with Step("job1-rbac-by-the-operator-again"):
+            release.upgrade("jobs.rbac.precreate=false", wait=True)
+
+
+def _run_to_completion(release: Release, job: str, end: int, seen: list[str]) -> None:
+    """The body of :func:`test_job_runs_to_completion_with_exact_output`."""
     with Step("job1-running"):
         release.apply_job(
             job,
@@ -103,6 +118,11 @@ def test_job_runs_to_completion_with_exact_output(release: Release) -> None:
     assert paths == {"jvm"}, paths
     # Spark removes its executors when the application ends.
     wait_for(release, f"job={job} executors gone", lambda: not release.executor_pods(job), 120)
+    # The chart's account ran the driver; the operator made none and may make none.
+    assert pod["spec"]["serviceAccountName"] == f"{release.fullname}-driver", pod["spec"]
+    assert not release.kubectl("get", "serviceaccount", f"{job}-driver", "--ignore-not-found")
+    role = json.loads(release.kubectl("get", "role", release.fullname, "-o", "json"))
+    assert not [r for r in role["rules"] if "rbac.authorization.k8s.io" in r["apiGroups"]], role
 
 
 def _start_long_job(release: Release, job: str) -> None:
