@@ -13,9 +13,10 @@ into a map of the installation's Hazelcast cluster; its exact result is known in
 and is read back with ``kubectl exec`` into a member (the members run the same image, which
 has the Python client). The tests share the session's Helm release (``conftest.py``) and
 run in file order: complete (with the drivers' RBAC made by the chart), ``helm test`` and
-JSON logs, a wrong pull Secret, a missing snapshot key Secret, delete, uninstall, after the failure tests of ``test_executors_kind.py`` and the
-suspend/export/resume/upgrade test of ``test_lifecycle_kind.py``. Each step's duration is
-printed at the end of the session (``E2E timing ...`` lines).
+JSON logs, a wrong pull Secret, a missing snapshot key Secret, delete, uninstall, after the
+failure tests of ``test_executors_kind.py`` and the suspend/export/resume/upgrade test of
+``test_lifecycle_kind.py``. Each step's duration is printed at the end of the session
+(``E2E timing ...`` lines).
 """
 
 from __future__ import annotations
