@@ -15,6 +15,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from snapshot_protocol import (
     ChunkDescriptor,
@@ -22,6 +23,7 @@ from snapshot_protocol import (
     ChunkReader,
     ChunkWriter,
     CoordinatorConfig,
+    CoordinatorState,
     ExecutionRecord,
     ExportIdentity,
     Failpoints,
@@ -661,3 +663,20 @@ class Driver:
     coordinator: SnapshotCoordinator
     pipeline: Pipeline
     records: FakeRecordStore
+
+
+def running(cluster: Cluster, **options: Any) -> Driver:
+    """A new execution of ``cluster``'s job (``start_driver`` options) that has restored."""
+    driver = cluster.start_driver(**options)
+    driver.coordinator.restore()
+    assert driver.coordinator.state is CoordinatorState.RUNNING
+    return driver
+
+
+def snapshot(driver: Driver, items: int = 3) -> int:
+    """Processes ``items`` items, then takes a successful automatic snapshot; its id."""
+    driver.pipeline.process(items)
+    outcome = driver.coordinator.take_snapshot()
+    driver.coordinator.finish_snapshot()
+    assert outcome.successful
+    return outcome.snapshot_id

@@ -34,28 +34,13 @@ from snapshot_protocol import (
 )
 from snapshot_protocol.chunks import snapshot_id_of_key
 
-from .fakes import Cluster, Driver, FakeKeyedState, Fault, Op, TxnStatus
+from .fakes import Cluster, Driver, FakeKeyedState, Fault, Op, TxnStatus, running, snapshot
 
 pytestmark = pytest.mark.unit
 
 S = CoordinatorState
 MAP_0 = "__sj.b1.snapshot.0b5e-uid.0"
 MAP_1 = "__sj.b1.snapshot.0b5e-uid.1"
-
-
-def running(cluster: Cluster, **options: object) -> Driver:
-    driver = cluster.start_driver(**options)  # type: ignore[arg-type]
-    driver.coordinator.restore()
-    assert driver.coordinator.state is S.RUNNING
-    return driver
-
-
-def snapshot(driver: Driver, items: int = 3) -> int:
-    driver.pipeline.process(items)
-    outcome = driver.coordinator.take_snapshot()
-    driver.coordinator.finish_snapshot()
-    assert outcome.successful
-    return outcome.snapshot_id
 
 
 def test_a_zombie_in_phase_1_cannot_spoil_the_newer_executions_restore_point() -> None:

@@ -16,7 +16,7 @@ import pytest
 from snapshot_protocol import CoordinatorState, SnapshotCorrupted, ValidationRecord
 from snapshot_protocol.chunks import ChunkDescriptor, parse_validation_record, validation_record_key
 from snapshot_protocol.signing import SnapshotKeys, check_signature, sign
-from tests.unit.protocol.fakes import Cluster, Driver
+from tests.unit.protocol.fakes import Cluster, running, snapshot
 
 pytestmark = pytest.mark.unit
 
@@ -24,21 +24,6 @@ MAP_0 = "__sj.b1.snapshot.0b5e-uid.0"
 K1 = b"k" * 32
 K2 = b"2" * 40
 KEYS = SnapshotKeys("k1", {"k1": K1})
-
-
-def _running(cluster: Cluster, keys: SnapshotKeys | None) -> Driver:
-    driver = cluster.start_driver(snapshot_keys=keys)
-    driver.coordinator.restore()
-    assert driver.coordinator.state is CoordinatorState.RUNNING
-    return driver
-
-
-def _snapshot(driver: Driver, items: int = 5) -> int:
-    driver.pipeline.process(items)
-    outcome = driver.coordinator.take_snapshot()
-    driver.coordinator.finish_snapshot()
-    assert outcome.successful
-    return outcome.snapshot_id
 
 
 def _record(cluster: Cluster, snapshot_id: int) -> ValidationRecord:
@@ -77,8 +62,8 @@ def test_a_signed_record_verifies_after_a_round_trip_through_its_json() -> None:
 
 def test_a_forged_chunk_with_a_recomputed_checksum_is_refused_before_any_state_is_read() -> None:
     cluster = Cluster()
-    driver = _running(cluster, KEYS)
-    snapshot_id = _snapshot(driver)
+    driver = running(cluster, snapshot_keys=KEYS)
+    snapshot_id = snapshot(driver)
     _forge_source_offset(cluster, snapshot_id, 0)
 
     restarted = cluster.start_driver(snapshot_keys=KEYS)
@@ -93,34 +78,34 @@ def test_a_forged_chunk_with_a_recomputed_checksum_is_refused_before_any_state_i
 def test_without_keys_the_same_forgery_is_restored() -> None:
     """Why the MAC is needed: every other check passes, and the input would be replayed."""
     cluster = Cluster()
-    driver = _running(cluster, None)
-    snapshot_id = _snapshot(driver)
+    driver = running(cluster, snapshot_keys=None)
+    snapshot_id = snapshot(driver)
     _forge_source_offset(cluster, snapshot_id, 1)
-    restarted = _running(cluster, None)
+    restarted = running(cluster, snapshot_keys=None)
     assert restarted.pipeline.source.offset == 1
 
 
 def test_an_unsigned_snapshot_is_refused_unless_accepted_once() -> None:
     cluster = Cluster()
-    _snapshot(_running(cluster, None))
+    snapshot(running(cluster, snapshot_keys=None))
     with pytest.raises(SnapshotCorrupted, match="has no MAC"):
         cluster.start_driver(snapshot_keys=KEYS).coordinator.restore()
-    accepting = _running(cluster, replace(KEYS, accept_unsigned=True))
-    snapshot_id = _snapshot(accepting)
+    accepting = running(cluster, snapshot_keys=replace(KEYS, accept_unsigned=True))
+    snapshot_id = snapshot(accepting)
     assert _record(cluster, snapshot_id).mac is not None
-    _running(cluster, KEYS)  # the next execution needs acceptUnsigned no more
+    running(cluster, snapshot_keys=KEYS)  # the next execution needs acceptUnsigned no more
 
 
 def test_a_rotated_key_verifies_the_old_snapshot_and_signs_the_next() -> None:
     cluster = Cluster()
-    _snapshot(_running(cluster, KEYS))
+    snapshot(running(cluster, snapshot_keys=KEYS))
     rotated = SnapshotKeys("k2", {"k2": K2, "k1": K1})
-    driver = _running(cluster, rotated)
-    snapshot_id = _snapshot(driver)
+    driver = running(cluster, snapshot_keys=rotated)
+    snapshot_id = snapshot(driver)
     record = _record(cluster, snapshot_id)
     assert record.mac is not None and record.mac.key_id == "k2"
     # Once the old key is dropped, the new snapshot still restores; a record of k1 would not.
-    _running(cluster, SnapshotKeys("k2", {"k2": K2}))
+    running(cluster, snapshot_keys=SnapshotKeys("k2", {"k2": K2}))
     with pytest.raises(SnapshotCorrupted, match="signed with key 'k1', which the job does not"):
         check_signature(MAP_0, sign(record, KEYS), SnapshotKeys("k2", {"k2": K2}))
 
