@@ -31,6 +31,10 @@ LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 """A Kubernetes label value (empty, or alphanumerics with ``-_.`` inside)."""
 
 
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+"""A key of a Secret's data."""
+
+
 def is_label_value(text: str) -> bool:
     """Returns whether ``text`` may be a Kubernetes label's value."""
     return len(text) <= LABEL_VALUE_MAX_LENGTH and re.match(LABEL_VALUE_PATTERN, text) is not None

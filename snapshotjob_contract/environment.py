@@ -35,6 +35,24 @@ ENV_SNAPSHOT_KEY_PREFIX = "SJ_SNAPSHOT_KEY_"
 ENV_SNAPSHOT_ACCEPT_UNSIGNED = "SJ_SNAPSHOT_ACCEPT_UNSIGNED"
 """``true`` when ``spec.snapshotSigning.acceptUnsigned`` is set."""
 
+# Kafka security (spec.kafka): what every Kafka source and sink of the job connects with, each
+# client's settings translated from it by spark_runtime.kafka_security.
+ENV_KAFKA_SECURITY_PROTOCOL = "SJ_KAFKA_SECURITY_PROTOCOL"
+"""``spec.kafka.securityProtocol``; unset for a job without ``spec.kafka``."""
+ENV_KAFKA_SASL_MECHANISM = "SJ_KAFKA_SASL_MECHANISM"
+"""``spec.kafka.sasl.mechanism``; unset without SASL."""
+ENV_KAFKA_SASL_USERNAME = "SJ_KAFKA_SASL_USERNAME"
+"""``spec.kafka.sasl.username``."""
+ENV_KAFKA_SASL_PASSWORD = "SJ_KAFKA_SASL_PASSWORD"
+"""The password, from ``spec.kafka.sasl.passwordSecret`` (by reference: the operator never
+reads it)."""
+ENV_KAFKA_CA_PEM = "SJ_KAFKA_CA_PEM"
+"""The brokers' CA certificates (PEM), from ``spec.kafka.tls.caSecret``; unset for the
+system's trust store."""
+ENV_KAFKA_ORIGIN = "SJ_KAFKA_ORIGIN"
+"""Where the settings came from (the Secrets' names and keys, never a value), for the
+messages of a refused connection."""
+
 # Durable storage (spec.durableStorage, or the operator's default): the operator resolves which
 # applies and sets all of it, so the driver never merges two sources.
 ENV_DURABLE_BUCKET = "SJ_DURABLE_BUCKET"

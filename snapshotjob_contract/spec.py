@@ -21,9 +21,11 @@ from pydantic import ConfigDict, Field, field_validator
 from snapshotjob_contract.base import (
     DNS_LABEL_MAX_LENGTH,
     DNS_LABEL_PATTERN,
+    SECRET_KEY_PATTERN,
     ApiModel,
     CrossFieldRule,
 )
+from snapshotjob_contract.kafka import KafkaSpec
 from snapshotjob_contract.pod_template import template_problems
 from snapshotjob_contract.record import MAX_BACKUP_COUNT
 from snapshotjob_contract.spark_ui import SparkUiSpec
@@ -314,9 +316,6 @@ class DurableStorageSpec(ApiModel):
     once), so that the job survives the loss of the whole store; none when unset."""
 
 
-SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
-"""A key of a Secret's data."""
-
 SecretKey = Annotated[
     str, Field(max_length=253, pattern=SECRET_KEY_PATTERN, description="A key of the Secret.")
 ]
@@ -462,6 +461,10 @@ class SnapshotJobSpec(ApiModel):
     snapshot_signing: SnapshotSigningSpec | None = Field(default=None, exclude_if=_unset)
     """Sign every snapshot with a key from a Secret and restore only snapshots that verify;
     unsigned when unset. A change rolls out as any other (upgradeMode)."""
+    kafka: KafkaSpec | None = Field(default=None, exclude_if=_unset)
+    """Security settings of every Kafka source and sink of the job (TLS, SASL), with Secret
+    references; see docs/guides/kafka-security.md. A change rolls out as any other
+    (upgradeMode)."""
     spark_ui: SparkUiSpec = Field(default_factory=SparkUiSpec)
     """The driver's Spark web UI through a Service (and an Ingress) while an execution runs;
     off by default. See docs/guides/spark-ui.md."""
@@ -513,5 +516,7 @@ class SnapshotJobSpec(ApiModel):
             relevant["spark_ui"] = True
         if self.snapshot_signing is not None:
             relevant["snapshot_signing"] = self.snapshot_signing.model_dump(mode="json")
+        if self.kafka is not None:
+            relevant["kafka"] = self.kafka.model_dump(mode="json")
         canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

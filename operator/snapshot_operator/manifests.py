@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from snapshot_operator.kafka_env import kafka_env
 from snapshot_operator.reconcile import CreateDriverPod, JobRef
 from snapshot_operator.reconcile.observe import (
     DRIVER_CONTAINER,
@@ -296,6 +297,7 @@ def build_driver_pod(
             env.append({"name": ENV_INITIAL_SNAPSHOT_ID, "value": str(initial_export[1])})
     env += durable_storage_env(spec.durable_storage or default_durable_storage)
     env += snapshot_signing_env(spec.snapshot_signing)
+    env += kafka_env(spec.kafka)
     if spec.durable_restore is not None:
         restore = spec.durable_restore
         env.append(

@@ -158,6 +158,50 @@ INVALID_SPECS = (
         "durableRestore.acceptSnapshotId must be older (lower) than insteadOfSnapshotId",
     ),
     InvalidSpecCase(
+        "kafka-sasl-protocol-without-a-user",
+        {"kafka": {"securityProtocol": "SASL_SSL"}},
+        "spec.kafka",
+        "kafka.sasl (user and password) goes with securityProtocol SASL_SSL or SASL_PLAINTEXT, "
+        "and those need it",
+    ),
+    InvalidSpecCase(
+        "kafka-user-without-a-sasl-protocol",
+        {
+            "kafka": {
+                "securityProtocol": "SSL",
+                "sasl": {"username": "u", "passwordSecret": {"name": "u", "key": "password"}},
+            }
+        },
+        "spec.kafka",
+        "kafka.sasl (user and password) goes with securityProtocol SASL_SSL or SASL_PLAINTEXT, "
+        "and those need it",
+    ),
+    InvalidSpecCase(
+        "kafka-ca-without-tls",
+        {
+            "kafka": {
+                "securityProtocol": "PLAINTEXT",
+                "tls": {"caSecret": {"name": "ca", "key": "ca.crt"}},
+            }
+        },
+        "spec.kafka",
+        "kafka.tls (the brokers' CA) needs securityProtocol SSL or SASL_SSL",
+    ),
+    InvalidSpecCase(
+        "kafka-unknown-mechanism",
+        {
+            "kafka": {
+                "securityProtocol": "SASL_SSL",
+                "sasl": {
+                    "mechanism": "GSSAPI",
+                    "username": "u",
+                    "passwordSecret": {"name": "u", "key": "password"},
+                },
+            }
+        },
+        "spec.kafka.sasl.mechanism",
+    ),
+    InvalidSpecCase(
         "spark-ui-ingress-without-host",
         {"sparkUi": {"enabled": True, "ingress": {"ingressClassName": "nginx"}}},
         "spec.sparkUi.ingress.host",

@@ -22,6 +22,7 @@ from snapshot_operator.api.crd import (
 from snapshotjob_contract import SnapshotJobSpec
 from snapshotjob_contract.base import ApiModel
 from snapshotjob_contract.exports import EXPORT_NAME_RULE
+from snapshotjob_contract.kafka import KafkaSpec
 from snapshotjob_contract.resource import MAX_NAME_LENGTH, NAME_RULE
 from snapshotjob_contract.spec import ExportSnapshotSpec, HazelcastSpec, RestartPolicy
 
@@ -84,6 +85,7 @@ def test_cross_field_rules_of_the_models_are_cel_rules_of_the_crd() -> None:
         ExportSnapshotSpec: spec["properties"]["exportSnapshot"],
         RestartPolicy: spec["properties"]["restartPolicy"],
         HazelcastSpec: spec["properties"]["hazelcast"],
+        KafkaSpec: spec["properties"]["kafka"],
     }
 
     for model, node in placed.items():

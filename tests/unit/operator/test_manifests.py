@@ -479,3 +479,27 @@ def test_snapshot_keys_reach_the_driver_by_reference_only() -> None:
     accepting = spec(snapshotSigning={**signing, "acceptUnsigned": True})
     assert env_of(build_driver_pod(JOB, accepting, CREATE))["SJ_SNAPSHOT_ACCEPT_UNSIGNED"] == "true"
     assert not [name for name in env_of(build_driver_pod(JOB, spec(), CREATE)) if "KEY" in name]
+
+
+def test_kafka_security_reaches_the_driver_with_its_secrets_by_reference_only() -> None:
+    kafka = {
+        "securityProtocol": "SASL_SSL",
+        "sasl": {"username": "app", "passwordSecret": {"name": "app", "key": "password"}},
+        "tls": {"caSecret": {"name": "my-cluster-cluster-ca-cert", "key": "ca.crt"}},
+    }
+    pod = build_driver_pod(JOB, spec(kafka=kafka), CREATE)
+    env = env_of(pod)
+    assert env["SJ_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
+    assert env["SJ_KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
+    assert env["SJ_KAFKA_SASL_USERNAME"] == "app"
+    assert env["SJ_KAFKA_SASL_PASSWORD"] == {"secretKeyRef": {"name": "app", "key": "password"}}
+    assert env["SJ_KAFKA_CA_PEM"] == {
+        "secretKeyRef": {"name": "my-cluster-cluster-ca-cert", "key": "ca.crt"}
+    }
+    assert env["SJ_KAFKA_ORIGIN"] == (
+        "password from Secret app key password, "
+        "CA from Secret my-cluster-cluster-ca-cert key ca.crt"
+    )
+    assert not [name for name in env_of(build_driver_pod(JOB, spec(), CREATE)) if "KAFKA" in name]
+    # A change of the block is a change of what the execution runs with: it rolls out.
+    assert spec().execution_fingerprint() != spec(kafka=kafka).execution_fingerprint()
