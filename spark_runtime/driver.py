@@ -65,6 +65,7 @@ from spark_runtime.driver_settings import (
     TerminationPoll,
 )
 from spark_runtime.durable import DurableCopies
+from spark_runtime.kafka_security import KafkaConnectionRefused
 from spark_runtime.metrics import DriverMetrics, taken_snapshot
 from spark_runtime.pipeline import DefinePipeline, Pipeline
 from spark_runtime.state import StateContext
@@ -191,6 +192,11 @@ class Driver:
         """
         try:
             self.pipeline.define(self._define)
+        except KafkaConnectionRefused as refused:
+            # Only a new Pod reads a Secret again: stop now, the restart policy retries.
+            self.exit_message = str(refused)
+            _log.error("Kafka refused the connection error=%s", refused)
+            return DriverExit.TRANSIENT_FAILURE
         except (ValueError, AnalysisException, AttributeError, TypeError) as error:
             # The pipeline's definition (a column, a construct, a method streams do not have)
             # or a sink's setup is wrong: no restart would help. A connection error opening a
@@ -262,6 +268,10 @@ class Driver:
                     return self._exit_code()
             try:
                 plan = self.pipeline.plan_epoch()
+            except KafkaConnectionRefused as refused:
+                self.exit_message = str(refused)
+                _log.error("Kafka refused the connection error=%s", refused)
+                return DriverExit.TRANSIENT_FAILURE
             except Exception as error:
                 if not self._source_retry(error):
                     return DriverExit.TRANSIENT_FAILURE

@@ -20,6 +20,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from spark_runtime import cds
+from spark_runtime.kafka_security import SPARK_REDACTION_REGEX
 
 JAR_DIR = Path(
     os.environ.get("SJ_JARS_DIR")
@@ -108,6 +109,8 @@ def spark_session(
         # whole keyed state again (spark_runtime.lineage.hash_partitioned); an epoch's small
         # batch has little for adaptive execution to win. ``conf`` may turn it back on.
         .config("spark.sql.adaptive.enabled", "false")
+        # A Kafka source's or sink's JAAS line carries its password (spark_runtime.kafka_security).
+        .config("spark.sql.redaction.options.regex", SPARK_REDACTION_REGEX)
     )
     if driver_memory is not None:
         builder = builder.config("spark.driver.memory", driver_memory)

@@ -116,6 +116,8 @@ class DriverHarness:
         state_partitions: Keyed state partitions.
         backup_count: Synchronous backups of the job's snapshot maps (``--backup-count``).
         extra_args: More driver options.
+        environment: More environment variables of the driver, e.g. the ``SJ_KAFKA_*`` the
+            operator sets from ``spec.kafka``.
         wrap: Turns the driver's command line into the one to start, e.g.
             :meth:`testbed.netns.Host.argv` to run the driver in a network host.
         starts: How many executions were started.
@@ -133,6 +135,7 @@ class DriverHarness:
     state_partitions: int = 4
     backup_count: int = 1
     extra_args: list[str] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
     wrap: Callable[[list[str]], list[str]] | None = None
     starts: int = 0
     exit_codes: list[int] = field(default_factory=list)
@@ -174,7 +177,7 @@ class DriverHarness:
         assert self._process is None or self._process.poll() is not None, "driver running"
         self.starts += 1
         self._log = self.workdir / f"driver-{self.starts:03d}.log"
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "PYTHONPATH": str(REPO), **self.environment}
         env.pop("SJ_FAILPOINTS", None)
         if failpoints:
             env["SJ_FAILPOINTS"] = failpoints

@@ -37,6 +37,7 @@ from confluent_kafka.cimpl import NewTopic
 from pyspark.sql import DataFrame
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from spark_runtime.kafka_security import ClientErrors, KafkaSecurity
 from spark_runtime.sinks.base import StagedSink
 
 _log = logging.getLogger(__name__)
@@ -116,8 +117,10 @@ class KafkaSink(StagedSink):
             Created (compacted, one partition per sink partition) if missing. It must be
             this sink's alone: each of its partitions must see no producer but the sink
             partition's own.
-        options: More producer settings (``security.protocol``, ``sasl.*``,
-            ``compression.type``, ...).
+        options: More producer settings (``compression.type``, ...), librdkafka's names;
+            they win over ``security``'s.
+        security: How to connect to secured brokers, translated for each client; by default
+            the job's ``spec.kafka`` (:meth:`KafkaSecurity.from_environment`), if any.
     """
 
     def __init__(
@@ -128,6 +131,7 @@ class KafkaSink(StagedSink):
         partitions: int = 4,
         commit_topic: str | None = None,
         options: Mapping[str, str] | None = None,
+        security: KafkaSecurity | None = None,
     ) -> None:
         if partitions < 1:
             raise ValueError(f"A Kafka sink needs at least 1 partition, not {partitions}")
@@ -136,13 +140,15 @@ class KafkaSink(StagedSink):
         self.partitions = partitions
         self.commit_topic = commit_topic or ""
         self.options = dict(options or {})
+        self.security = security if security is not None else KafkaSecurity.from_environment()
         self._job_uid = ""
         self._name = ""
         self._keyed = False
         self._commit_partitions = partitions
 
     def _settings(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap_servers, **self.options}
+        secured = self.security.librdkafka_settings() if self.security is not None else {}
+        return {"bootstrap.servers": self.bootstrap_servers, **secured, **self.options}
 
     def open(self, schema: StructType, job_uid: str, name: str) -> None:
         """Checks the columns and the topic, and creates the commit topic if missing.
@@ -150,12 +156,19 @@ class KafkaSink(StagedSink):
         Raises:
             ValueError: The columns do not fit, the topic does not exist, or the commit topic
                 has fewer partitions than the sink.
+            KafkaConnectionRefused: The brokers refused the credentials or the certificate.
         """
         self._keyed = check_schema(schema, self.topic)
         self._job_uid, self._name = job_uid, name
         self.commit_topic = self.commit_topic or commit_topic_name(job_uid, name)
-        admin = AdminClient(self._settings())
-        topics = admin.list_topics(timeout=_TIMEOUT_S).topics
+        errors = ClientErrors(self.security, self.bootstrap_servers)
+        settings: dict[str, Any] = {**self._settings(), "error_cb": errors}
+        admin = AdminClient(settings)
+        try:
+            topics = admin.list_topics(timeout=_TIMEOUT_S).topics
+        except KafkaException as error:
+            errors.raise_if_refused(error)
+            raise
         if self.topic not in topics:
             raise ValueError(
                 f"Kafka topic {self.topic} does not exist on {self.bootstrap_servers}; create "
@@ -215,7 +228,8 @@ class KafkaSink(StagedSink):
         columns = ["key", "value"] if self._keyed else ["value"]
         writer = frame.select(*columns).write.format("kafka")
         writer = writer.option("kafka.bootstrap.servers", self.bootstrap_servers)
-        for key, value in self.options.items():
+        secured = self.security.java_settings() if self.security is not None else {}
+        for key, value in {**secured, **self.options}.items():
             writer = writer.option(f"kafka.{key}", value)
         writer.option("topic", self.topic).save()
 

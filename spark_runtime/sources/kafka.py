@@ -25,7 +25,12 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, wait
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec  # re-exported there, untyped
 from pyspark.sql import DataFrame, SparkSession
@@ -39,6 +44,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from spark_runtime.kafka_security import ClientErrors, KafkaSecurity
 from spark_runtime.sources.base import Offset, Source
 from spark_runtime.sources.kafka_fetch import DriverFetcher, Ranges, TooLargeForDriverError
 
@@ -88,8 +94,11 @@ class KafkaSource(Source):
             for monitoring; None commits nothing.
         bounded: End the job once every committed record present has been read, instead of
             waiting for more (for tests and backfills).
-        options: More Kafka client settings (``security.protocol``, ``sasl.*``, ...), given
-            to the driver's clients and, prefixed with ``kafka.``, to Spark's reader.
+        options: More Kafka client settings, given as they are to the driver's clients
+            (librdkafka) and, prefixed with ``kafka.``, to Spark's reader (Java); they win over
+            ``security``'s.
+        security: How to connect to secured brokers, translated for each client; by default
+            the job's ``spec.kafka`` (:meth:`KafkaSecurity.from_environment`), if any.
         driver_read_max_records: An epoch of at most this many records is read by the
             driver's own consumer (:mod:`spark_runtime.sources.kafka_fetch`) instead of by a
             Spark job, which costs hundreds of milliseconds however few records it reads;
@@ -107,6 +116,7 @@ class KafkaSource(Source):
         bounded: bool = False,
         options: Mapping[str, str] | None = None,
         driver_read_max_records: int = DRIVER_READ_MAX_RECORDS,
+        security: KafkaSecurity | None = None,
     ) -> None:
         if not topics:
             raise ValueError("KafkaSource needs at least one topic")
@@ -123,22 +133,42 @@ class KafkaSource(Source):
         self.bounded = bounded
         self.options = dict(options or {})
         self.driver_read_max_records = driver_read_max_records
+        self.security = security if security is not None else KafkaSecurity.from_environment()
+        self._errors = ClientErrors(self.security, bootstrap_servers)
         self._admin: AdminClient | None = None
         self._fetcher: DriverFetcher | None = None
 
     # --- the driver's view of the brokers ----------------------------------------------------
 
     def _client_settings(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap_servers, "log_level": 3, **self.options}
+        secured = self.security.librdkafka_settings() if self.security is not None else {}
+        return {
+            "bootstrap.servers": self.bootstrap_servers,
+            "log_level": 3,
+            **secured,
+            **self.options,
+        }
 
     def admin(self) -> AdminClient:
         """The driver's admin client (created on first use, then kept)."""
         if self._admin is None:
-            self._admin = AdminClient(self._client_settings())
+            settings: dict[str, Any] = {**self._client_settings(), "error_cb": self._errors}
+            self._admin = AdminClient(settings)
         return self._admin
 
     def _partitions(self) -> list[TopicPartition]:
-        metadata = self.admin().list_topics(timeout=_TIMEOUT_S)
+        """The partitions of every topic.
+
+        Raises:
+            KafkaConnectionRefused: The brokers refused the credentials or the certificate.
+            KafkaException: Any other failure (an outage), retried by the epoch loop.
+        """
+        try:
+            metadata = self.admin().list_topics(timeout=_TIMEOUT_S)
+        except KafkaException as failure:
+            self._errors.raise_if_refused(failure)
+            raise
+        self._errors.clear()
         found: list[TopicPartition] = []
         for topic in self.topics:
             described = metadata.topics.get(topic)
@@ -252,7 +282,8 @@ class KafkaSource(Source):
             .option("endingOffsets", json.dumps(ending))
             .option("failOnDataLoss", "true")
         )
-        for key, value in self.options.items():
+        secured = self.security.java_settings() if self.security is not None else {}
+        for key, value in {**secured, **self.options}.items():
             reader = reader.option(f"kafka.{key}", value)
         return reader.load().select(*(field.name for field in KAFKA_SCHEMA.fields))
 
