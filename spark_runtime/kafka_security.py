@@ -18,6 +18,7 @@ rotated Secret. Pure: no Kafka client is imported here.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -46,6 +47,10 @@ AUTHENTICATION_ERRORS = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILE
 """librdkafka error names of a refused user or password."""
 TLS_ERRORS = frozenset({"_SSL"})
 """librdkafka error names of a failed TLS handshake (a certificate that does not verify)."""
+
+
+_TOOK = re.compile(r" \(after \d+ms in state \w+\)")
+"""The timing librdkafka appends to a connection's error."""
 
 
 class KafkaConnectionRefused(Exception):  # noqa: N818 - names the condition, like BadInput
@@ -217,8 +222,12 @@ class ClientErrors:
     def __call__(self, error: object) -> None:
         """Records one error (a ``confluent_kafka.KafkaError``)."""
         name = getattr(error, "name", None)
-        entry = (str(name()) if callable(name) else "", str(error))
-        self._recent = [*self._recent[-(self._KEPT - 1) :], entry]
+        text = getattr(error, "str", None)
+        # The retries differ only in how long they took: one line each is enough.
+        said = _TOOK.sub("", str(text()) if callable(text) else str(error))
+        entry = (str(name()) if callable(name) else "", said)
+        if entry not in self._recent:
+            self._recent = [*self._recent[-(self._KEPT - 1) :], entry]
 
     def clear(self) -> None:
         """Forgets the errors: a call succeeded since."""

@@ -167,6 +167,7 @@ class KafkaSink(StagedSink):
         try:
             topics = admin.list_topics(timeout=_TIMEOUT_S).topics
         except KafkaException as error:
+            admin.poll(0)  # serves error_cb: the call's error says only "transport"
             errors.raise_if_refused(error)
             raise
         if self.topic not in topics:

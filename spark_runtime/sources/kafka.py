@@ -166,6 +166,7 @@ class KafkaSource(Source):
         try:
             metadata = self.admin().list_topics(timeout=_TIMEOUT_S)
         except KafkaException as failure:
+            self.admin().poll(0)  # serves error_cb: the call's error says only "transport"
             self._errors.raise_if_refused(failure)
             raise
         self._errors.clear()
