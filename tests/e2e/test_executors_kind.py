@@ -22,12 +22,11 @@ import copy
 import re
 import secrets
 import subprocess
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from snapshotjob_contract.observability import DRIVER_METRICS_PORT, OPERATOR_METRICS_PORT
+from snapshotjob_contract.observability import DRIVER_METRICS_PORT
 from snapshotjob_contract.pods import LABEL_STORE
 from snapshotjob_contract.record import CHAIN_MAP_INDEX
 from snapshotjob_contract.spark import DRIVER_SNAPSHOT_MAX_BYTES_CONF
@@ -53,6 +52,7 @@ from tests.e2e.release import (
     wait_for,
     wait_snapshot,
 )
+from tests.e2e.secret_search import SecretSearch
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -76,43 +76,7 @@ def _sigkill_driver(release: Release, pod: dict[str, Any]) -> None:
     assert out.returncode == 0 and "killed" in out.stdout, (out.stdout, out.stderr)
 
 
-@dataclass
-class _Secrets:
-    """The Secret values one job was given, and what was gathered to search them in."""
-
-    values: dict[str, str]
-    seen: list[str] = field(default_factory=list)
-
-    def search(self, release: Release, job: str) -> list[str]:
-        """Where any value shows: ``<what> has <secret>`` for each hit."""
-        texts = {f"text {i}": text for i, text in enumerate(self.seen)}
-        pods = [
-            *release.pods(f"snapshotjob.io/job={job}"),
-            *release.pods("app.kubernetes.io/component in (operator,hazelcast)"),
-        ]
-        for pod in pods:
-            name = pod["metadata"]["name"]
-            for container in pod["spec"]["containers"]:
-                texts[f"log {name}/{container['name']}"] = release.kubectl(
-                    "logs", name, "-c", container["name"], timeout=60
-                )
-        texts["job"] = release.kubectl("get", "snapshotjob", job, "-o", "json")
-        texts["exports"] = release.kubectl("get", "snapshotjobexports", "-o", "json")
-        texts["events"] = release.kubectl("get", "events", "-o", "json")
-        operators = release.pods("app.kubernetes.io/component=operator")
-        for pod in operators:
-            name = pod["metadata"]["name"]
-            texts[f"metrics {name}"] = release.scrape(name, OPERATOR_METRICS_PORT)
-        assert len(texts) > len(pods) + 4 and operators, sorted(texts)
-        return [
-            f"{where} has {what}"
-            for where, text in texts.items()
-            for what, value in self.values.items()
-            if value in text
-        ]
-
-
-def _job_secrets(release: Release, job: str) -> _Secrets:
+def _job_secrets(release: Release, job: str) -> SecretSearch:
     """A PostgreSQL role with a random password and the Secret ``<job>-credentials`` holding
     its DSN (``DSN``) and a snapshot key (``snapshots``); the S3 server's secret key is
     examples/kubernetes/s3proxy.yaml's."""
@@ -143,7 +107,7 @@ def _job_secrets(release: Release, job: str) -> _Secrets:
             },
         }
     )
-    return _Secrets(
+    return SecretSearch(
         {
             "the PostgreSQL password": password,
             "the S3 secret key": S3_SECRET_KEY,
