@@ -39,10 +39,6 @@ _JAAS_MODULES = {
 }
 """The Java client's login module per mechanism (librdkafka needs none)."""
 
-SPARK_REDACTION_REGEX = r"(?i)url|jaas|password"
-"""``spark.sql.redaction.options.regex``: data source options whose values Spark hides in plans
-and its UI; Spark's default (``url``) misses the JAAS line that carries the password."""
-
 AUTHENTICATION_ERRORS = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED"})
 """librdkafka error names of a refused user or password."""
 TLS_ERRORS = frozenset({"_SSL"})

@@ -20,7 +20,12 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from spark_runtime import cds
-from spark_runtime.kafka_security import SPARK_REDACTION_REGEX
+
+SPARK_REDACTION_REGEX = r"(?i)url|jaas|password"
+"""``spark.sql.redaction.options.regex``: data source options whose values Spark hides in plans
+and its UI. Spark's default (``url``) misses the JAAS line of a Kafka source or sink
+(:mod:`spark_runtime.kafka_security`), which carries the password. Defined here: the image's
+class data sharing build runs this module without the rest of the package."""
 
 JAR_DIR = Path(
     os.environ.get("SJ_JARS_DIR")
@@ -109,7 +114,6 @@ def spark_session(
         # whole keyed state again (spark_runtime.lineage.hash_partitioned); an epoch's small
         # batch has little for adaptive execution to win. ``conf`` may turn it back on.
         .config("spark.sql.adaptive.enabled", "false")
-        # A Kafka source's or sink's JAAS line carries its password (spark_runtime.kafka_security).
         .config("spark.sql.redaction.options.regex", SPARK_REDACTION_REGEX)
     )
     if driver_memory is not None:
