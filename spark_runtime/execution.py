@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from pyspark.sql import SparkSession
 
 from snapshot_protocol import FailpointCrash, Failpoints, RecordStore, SnapshotStoreError
 from snapshot_store.hazelcast import CONNECT_TIMEOUT_S, HazelcastSnapshotStore, connect
+from snapshotjob_contract.environment import ENV_NAMESPACE
 from snapshotjob_contract.exits import EXIT_REPORT_AFTER_SIGNAL_SECONDS, DriverExit
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import (
@@ -41,6 +43,7 @@ from spark_runtime.driver import (
     TerminationPoll,
 )
 from spark_runtime.durable import open_durable_copies
+from spark_runtime.executor_reach import executors_unreached, unreached_message
 from spark_runtime.metrics import DriverMetrics
 from spark_runtime.pipeline import DefinePipeline
 from spark_runtime.session import spark_session
@@ -231,6 +234,13 @@ def run(mode: Mode, metrics_port: int | None = None) -> DriverExit:
             _hazelcast(config.settings.store) as snapshots,
             open_durable_copies(config.settings.durable_storage, os.environ) as durable,
         ):
+            blocked = _executors_blocked(spark, config)
+            if blocked is not None:
+                signals.served()
+                _log.error("Executors cannot reach the store error=%s", blocked)
+                write_termination_message(blocked)
+                report_exit(mode.records, DriverExit.TRANSIENT_FAILURE, blocked)
+                return DriverExit.TRANSIENT_FAILURE
             driver = Driver(
                 spark,
                 define,
@@ -275,6 +285,24 @@ def run(mode: Mode, metrics_port: int | None = None) -> DriverExit:
     finally:
         mode.stop()
         spark.stop()
+
+
+def _executors_blocked(spark: SparkSession, config: JobConfig) -> str | None:
+    """On Kubernetes, why the executors cannot reach the store the driver reached; None when
+    they can, when there is no verdict, or when there are no executor Pods (local masters)."""
+    if not config.master.startswith("k8s://"):
+        return None
+    instances = int(spark.conf.get("spark.executor.instances", "1") or "1")
+    started = time.monotonic()
+    unreached = executors_unreached(spark, config.settings.store.members, max(2, 2 * instances))
+    _log.info(
+        "Executors checked the store unreached=%s seconds=%.1f",
+        "unknown" if unreached is None else len(unreached),
+        time.monotonic() - started,
+    )
+    if not unreached:
+        return None
+    return unreached_message(unreached, os.environ.get(ENV_NAMESPACE))
 
 
 @runtime_checkable
