@@ -29,7 +29,7 @@ _log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 5.0
 """How long one executor waits for one member's TCP handshake (a dropped SYN waits it all)."""
-WAIT_S = 180.0
+WAIT_S = 120.0
 """How long the check waits for executors to run it; then it gives up without a verdict:
 executors that do not start are the operator's ExecutorsNotStarting condition."""
 
