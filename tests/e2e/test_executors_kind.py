@@ -78,7 +78,9 @@ def _sigkill_driver(release: Release, pod: dict[str, Any]) -> None:
 
 def _job_secrets(release: Release, job: str) -> SecretSearch:
     """A PostgreSQL role with a random password and the Secret ``<job>-credentials`` holding
-    its DSN (``DSN``) and a snapshot key (``snapshots``); the S3 server's secret key is
+    its DSN (``DSN``), a snapshot key (``snapshots``) and a Kafka password (``kafka``, which
+    ``spec.kafka`` hands the driver; this job reads no Kafka, tests/e2e/test_kafka_kind.py's
+    does and searches for its password too); the S3 server's secret key is
     examples/kubernetes/s3proxy.yaml's."""
     role = f"{job}_{secrets.token_hex(4)}"
     password = secrets.token_urlsafe(18)
@@ -96,6 +98,7 @@ def _job_secrets(release: Release, job: str) -> SecretSearch:
             "snapshotjob", "-v", "ON_ERROR_STOP=1", "-c", sql,
         )  # fmt: skip
     key = secrets.token_urlsafe(36)
+    kafka_password = secrets.token_urlsafe(18)
     release.apply(
         {
             "apiVersion": "v1",
@@ -104,6 +107,7 @@ def _job_secrets(release: Release, job: str) -> SecretSearch:
             "stringData": {
                 "DSN": f"postgresql://{role}:{password}@postgres:5432/snapshotjob",
                 "snapshots": key,
+                "kafka": kafka_password,
             },
         }
     )
@@ -112,6 +116,7 @@ def _job_secrets(release: Release, job: str) -> SecretSearch:
             "the PostgreSQL password": password,
             "the S3 secret key": S3_SECRET_KEY,
             "the snapshot key": key,
+            "the Kafka password": kafka_password,
         }
     )
 
@@ -138,10 +143,10 @@ def test_driver_executor_and_member_failures_and_the_loss_of_the_store_keep_exac
     ``tests/integration/test_durable_restore.py``. A deleted driver Pod is test_kafka_kind's
     fault, with the same checks.
 
-    The job's PostgreSQL DSN (a role with a random password), the S3 server's secret key and
-    its snapshot key all come from Secrets; after every fault, no log line of the product's
-    Pods, no field of the job, its exports or their status, no Event and no metric holds any
-    of them.
+    The job's PostgreSQL DSN (a role with a random password), the S3 server's secret key, its
+    snapshot key and its Kafka password all come from Secrets; after every fault, no log line
+    of the product's Pods, no field of the job, its exports or their status, no Event and no
+    metric holds any of them.
     """
     job = "faults"
     with Step("faults-first-snapshot"):
@@ -157,6 +162,13 @@ def test_driver_executor_and_member_failures_and_the_loss_of_the_store_keep_exac
             durableStorage=DURABLE_STORAGE,
             podTemplate=_dsn_from(f"{job}-credentials"),
             snapshotSigning={"secretName": f"{job}-credentials", "keyId": "snapshots"},
+            kafka={
+                "securityProtocol": "SASL_SSL",
+                "sasl": {
+                    "username": job,
+                    "passwordSecret": {"name": f"{job}-credentials", "key": "kafka"},
+                },
+            },
         )
         running = wait_snapshot(release, job, 1, timeout=300)
         uid = running["metadata"]["uid"]
