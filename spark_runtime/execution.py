@@ -31,7 +31,6 @@ from pyspark.sql import SparkSession
 
 from snapshot_protocol import FailpointCrash, Failpoints, RecordStore, SnapshotStoreError
 from snapshot_store.hazelcast import CONNECT_TIMEOUT_S, HazelcastSnapshotStore, connect
-from snapshotjob_contract.environment import ENV_NAMESPACE
 from snapshotjob_contract.exits import EXIT_REPORT_AFTER_SIGNAL_SECONDS, DriverExit
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import (
@@ -302,7 +301,7 @@ def _executors_blocked(spark: SparkSession, config: JobConfig) -> str | None:
     )
     if not unreached:
         return None
-    return unreached_message(unreached, os.environ.get(ENV_NAMESPACE))
+    return unreached_message(unreached)
 
 
 @runtime_checkable

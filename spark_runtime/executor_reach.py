@@ -94,14 +94,25 @@ def executors_unreached(
     return found[0] if found else None
 
 
-def unreached_message(unreached: Sequence[Unreached], namespace: str | None) -> str:
-    """What the job's condition and Event say: who cannot reach what, and what to look at."""
-    shown = "; ".join(f"{u.executor} -> {u.member}: {u.error}" for u in unreached[:4])
-    more = f" (and {len(unreached) - 4} more)" if len(unreached) > 4 else ""
-    where = f" in namespace {namespace}" if namespace else ""
+def unreached_message(unreached: Sequence[Unreached]) -> str:
+    """What the job's condition and Event say: who cannot reach what, and what to look at.
+
+    Short (under 400 characters for a store's usual member names): the operator passes on
+    only the end of a longer driver message, and the opening must survive.
+    """
+    first = unreached[0]
+    host, _, port = first.member.rpartition(":")
+    # A member's first DNS label names its Pod; the rest is the Service and namespace.
+    member = f"{host if _is_ip(host) else host.split('.')[0]}:{port}"
+    executors = len({u.executor for u in unreached})
     return (
-        f"The executors cannot reach the snapshot store, though the driver does: {shown}{more}. "
-        f"A NetworkPolicy probably keeps them out: look for policies{where} that select the "
-        f"executors (spark-role=executor) or limit their egress, and check that they carry the "
-        f"label {LABEL_STORE} the operator sets, which the chart's policy admits"
+        f"The executors cannot reach the snapshot store, though the driver does: "
+        f"{len(unreached)} connections from {executors} executor(s) failed, e.g. to {member}: "
+        f"{first.error[:48]}. A NetworkPolicy probably keeps them out: look for one "
+        f"selecting spark-role=executor or limiting their egress; the chart's admits Pods "
+        f"labelled {LABEL_STORE}"
     )
+
+
+def _is_ip(host: str) -> bool:
+    return host.replace(".", "").isdigit() or ":" in host

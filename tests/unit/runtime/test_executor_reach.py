@@ -39,11 +39,18 @@ def test_a_task_names_each_member_it_could_not_connect_to(listening: str, closed
     assert failed.error.startswith("ConnectionRefusedError")
 
 
-def test_the_message_names_executors_members_and_what_to_look_at() -> None:
-    unreached = [Unreached(f"exec-{i}", f"m{i}:5701", "TimeoutError: timed out") for i in range(6)]
-    message = unreached_message(unreached, "jobs")
+def test_the_message_names_members_and_what_to_look_at_within_what_the_operator_keeps() -> None:
+    member = "sj-snapshotjob-operator-hazelcast-0.sj-snapshotjob-operator-hazelcast.team-a.svc:5701"
+    unreached = [
+        Unreached(f"np-blocked-executors-exec-{i % 2}", member.replace("-0.", f"-{i}."), error)
+        for i in range(9)
+        for error in ("TimeoutError: timed out " + "x" * 200,)
+    ]
+    message = unreached_message(unreached)
     assert message.startswith("The executors cannot reach the snapshot store, though the driver")
-    assert "exec-0 -> m0:5701: TimeoutError: timed out" in message
-    assert "exec-4" not in message and "(and 2 more)" in message
-    assert "policies in namespace jobs that select the executors (spark-role=executor)" in message
-    assert "snapshotjob.io/store" in message
+    example = "e.g. to sj-snapshotjob-operator-hazelcast-0:5701: TimeoutError: timed out"
+    assert f"9 connections from 2 executor(s) failed, {example}" in message
+    assert "spark-role=executor" in message and "snapshotjob.io/store" in message
+    # The operator passes on the last 400 characters of a driver's message.
+    assert len(message) <= 400, len(message)
+    assert "10.244.1.7:5701" in unreached_message([Unreached("e", "10.244.1.7:5701", "refused")])
