@@ -41,8 +41,10 @@ _JAAS_MODULES = {
 
 AUTHENTICATION_ERRORS = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED"})
 """librdkafka error names of a refused user or password."""
-TLS_ERRORS = frozenset({"_SSL"})
-"""librdkafka error names of a failed TLS handshake (a certificate that does not verify)."""
+CERTIFICATE_REFUSED = "certificate verify failed"
+"""What OpenSSL says, through librdkafka (as ``_SSL`` or ``_TRANSPORT``), of a broker
+certificate that does not verify against the CA or does not name the host. Other TLS errors
+(a broker going away mid-handshake) are outages."""
 
 
 _TOOK = re.compile(r" \(after \d+ms in state \w+\)")
@@ -180,7 +182,7 @@ def refusal(
             f"password or user is wrong{where}, or the user does not exist on the brokers; "
             f"fix the Secret or spec.kafka.sasl, the next restart reads it ({text})"
         )
-    if error_names & TLS_ERRORS or "certificate verify failed" in text:
+    if CERTIFICATE_REFUSED in text:
         return KafkaConnectionRefused(
             f"The certificate of Kafka brokers {bootstrap_servers} does not verify against the "
             f"CA{where}: give spec.kafka.tls.caSecret the CA that signed the brokers' "

@@ -123,6 +123,9 @@ def test_a_refused_password_and_a_certificate_that_does_not_verify_are_named() -
     )
     assert wrong_ca is not None and "does not verify against the CA" in str(wrong_ca)
     assert refusal(security, "b:9093", {"_TRANSPORT"}, "Connection refused") is None
+    # A broker that goes away mid-handshake is an outage, not a certificate refused.
+    eof = "SSL handshake failed: unexpected eof while reading"
+    assert refusal(security, "b:9093", {"_SSL"}, eof) is None
     assert not any('pa"ss' in str(e) for e in (wrong_password, wrong_ca))
 
 
@@ -155,8 +158,8 @@ def test_client_errors_tell_a_refusal_from_an_outage_and_forget_after_a_success(
     errors.raise_if_refused(timeout)  # a bounded history of outages
     # The same error retried is told once, without its timing.
     for took in (3, 9):
-        errors(FakeKafkaError("_SSL", f"SSL handshake failed (after {took}ms in state SSL)"))
+        errors(FakeKafkaError("_SSL", f"certificate verify failed (after {took}ms in state SSL)"))
     with pytest.raises(KafkaConnectionRefused) as refused:
         errors.raise_if_refused(timeout)
-    assert str(refused.value).count("SSL handshake failed") == 1
+    assert str(refused.value).count("certificate verify failed") == 1
     assert "after" not in str(refused.value) and "KafkaError{" not in str(refused.value)
