@@ -37,14 +37,8 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from snapshotjob_contract.environment import (
-    ENV_KAFKA_CA_PEM,
-    ENV_KAFKA_ORIGIN,
-    ENV_KAFKA_SASL_MECHANISM,
-    ENV_KAFKA_SASL_PASSWORD,
-    ENV_KAFKA_SASL_USERNAME,
-    ENV_KAFKA_SECURITY_PROTOCOL,
-)
+from snapshot_operator.kafka_env import kafka_env
+from snapshotjob_contract.kafka import KafkaSpec
 from testbed.kafka_tls import TlsMaterial, server_tls
 from testbed.ports import free_port
 from testbed.processes import ManagedProcess, wait_until
@@ -165,17 +159,34 @@ class BrokerSecurity:
     def job_environment(
         self, password: str | None = None, ca_pem: str | None = None
     ) -> dict[str, str]:
-        """The driver's ``SJ_KAFKA_*`` variables as the operator sets them from a
-        ``spec.kafka`` naming this user and CA (a wrong ``password`` or ``ca_pem`` if given)."""
-        return {
-            ENV_KAFKA_SECURITY_PROTOCOL: "SASL_SSL",
-            ENV_KAFKA_SASL_MECHANISM: self.mechanism,
-            ENV_KAFKA_SASL_USERNAME: self.username,
-            ENV_KAFKA_SASL_PASSWORD: self.password if password is None else password,
-            ENV_KAFKA_CA_PEM: self.tls.ca_pem if ca_pem is None else ca_pem,
-            ENV_KAFKA_ORIGIN: "password from Secret kafka-user key password, "
-            "CA from Secret kafka-tls key ca.crt",
+        """The driver's ``SJ_KAFKA_*`` variables as the operator sets them
+        (:func:`~snapshot_operator.kafka_env.kafka_env`) from a ``spec.kafka`` naming this user,
+        the Secret ``kafka-user`` (key ``password``) and ``kafka-tls`` (key ``ca.crt``), with
+        the references resolved as the kubelet does: to this broker's password and CA, or to a
+        wrong ``password`` or ``ca_pem`` if given."""
+        spec = KafkaSpec.model_validate(
+            {
+                "securityProtocol": "SASL_SSL",
+                "sasl": {
+                    "mechanism": self.mechanism,
+                    "username": self.username,
+                    "passwordSecret": {"name": "kafka-user", "key": "password"},
+                },
+                "tls": {"caSecret": {"name": "kafka-tls", "key": "ca.crt"}},
+            }
+        )
+        secrets = {
+            ("kafka-user", "password"): self.password if password is None else password,
+            ("kafka-tls", "ca.crt"): self.tls.ca_pem if ca_pem is None else ca_pem,
         }
+        environment: dict[str, str] = {}
+        for variable in kafka_env(spec):
+            if "value" in variable:
+                environment[variable["name"]] = variable["value"]
+            else:
+                ref = variable["valueFrom"]["secretKeyRef"]
+                environment[variable["name"]] = secrets[(ref["name"], ref["key"])]
+        return environment
 
     @classmethod
     def new(cls, host: str = "127.0.0.1") -> BrokerSecurity:
