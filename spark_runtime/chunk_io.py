@@ -27,6 +27,7 @@ import pyarrow as pa
 from pyspark.sql.types import StructType
 
 from snapshot_protocol.chunks import ChunkDescriptor, ChunkKey, verify_chunk
+from snapshot_store.directory import DirectorySnapshotStore
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 
 CHUNK_TARGET_BYTES = 4 * 1024 * 1024
@@ -57,19 +58,42 @@ class StoreAddress:
     """How an executor reaches the snapshot store; picklable, unlike a client.
 
     Attributes:
-        members: ``host:port`` addresses of Hazelcast members.
+        members: ``host:port`` addresses of Hazelcast members; none for the embedded store.
         cluster_name: The cluster's name.
+        directory: The embedded store's directory
+            (:class:`~snapshot_store.directory.DirectorySnapshotStore`), for a driver and
+            executors on one machine; empty for Hazelcast.
     """
 
     members: tuple[str, ...]
     cluster_name: str
+    directory: str = ""
+
+    @classmethod
+    def embedded(cls, directory: str) -> StoreAddress:
+        """The embedded store in ``directory``."""
+        return cls((), "", directory)
+
+    @property
+    def is_embedded(self) -> bool:
+        """Whether this is the embedded store in a local directory."""
+        return bool(self.directory)
+
+    def describe(self) -> str:
+        """Where the store is, for log lines and messages."""
+        if self.is_embedded:
+            return f"directory={self.directory}"
+        return f"members={','.join(self.members)} clusterName={self.cluster_name}"
 
 
-_stores: dict[StoreAddress, HazelcastSnapshotStore] = {}
+ChunkStore = HazelcastSnapshotStore | DirectorySnapshotStore
+"""A store that executors' tasks write chunks to and read them from."""
+
+_stores: dict[StoreAddress, ChunkStore] = {}
 _stores_lock = threading.Lock()
 
 
-def store_for(address: StoreAddress) -> HazelcastSnapshotStore:
+def store_for(address: StoreAddress) -> ChunkStore:
     """Returns this process's snapshot store client for ``address``, connecting on first use.
 
     Spark reuses Python workers between tasks, so the client (and its member connections)
@@ -80,7 +104,10 @@ def store_for(address: StoreAddress) -> HazelcastSnapshotStore:
         # A client that lost every member for longer than its connect timeout shut down for
         # good; the next task must not inherit it.
         if store is None or not store.running:
-            store = HazelcastSnapshotStore(connect(address.members, address.cluster_name))
+            if address.is_embedded:
+                store = DirectorySnapshotStore(address.directory)
+            else:
+                store = HazelcastSnapshotStore(connect(address.members, address.cluster_name))
             _stores[address] = store
         return store
 
@@ -239,7 +266,9 @@ def read_chunks(
     store = store_for(address)
     for start in range(0, len(chunks), READ_WINDOW_CHUNKS):
         window = chunks[start : start + READ_WINDOW_CHUNKS]
-        values = store.read_chunks(map_name, [chunk.key for chunk in window])
+        values: Sequence[bytes | bytearray] = store.read_chunks(
+            map_name, [chunk.key for chunk in window]
+        )
         for chunk, data in zip(window, values, strict=True):
             verify_chunk(map_name, snapshot_id, chunk, data)
             yield from decode_batches(data)

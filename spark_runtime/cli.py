@@ -1,13 +1,15 @@
 """``python -m spark_runtime run``: the driver process, in local mode or in a Kubernetes Pod.
 
-(``python -m spark_runtime snapshot ...`` inspects snapshots instead; see
-:mod:`spark_runtime.snapshot_command`.)
+(``python -m spark_runtime snapshot ...`` inspects snapshots instead, see
+:mod:`spark_runtime.snapshot_command`; ``suspend`` and ``export`` ask a local job's driver,
+see :mod:`spark_runtime.local_command`.)
 
 Both modes run the same :class:`~spark_runtime.driver.Driver`; they differ only in where the
 job's settings and the execution record come from. Local mode takes everything from the
-command line and keeps the record in a file (:class:`FileRecordStore`), so a pipeline can be
-developed and its snapshots tested without a cluster. Kubernetes mode reads its SnapshotJob,
-keeps the record in the job's status, watches ``status.termination`` and
+command line (``python -m spark_runtime run my_pipeline.py`` is enough), snapshots into the
+embedded store in a local directory and keeps the record in a file (:class:`FileRecordStore`),
+so a pipeline can be developed and its snapshots tested on a laptop. Kubernetes mode reads
+its SnapshotJob, keeps the record in the job's status, watches ``status.termination`` and
 ``status.exportRequest`` for the operator's requests and lists its exports in
 ``status.exportedSnapshots``.
 
@@ -36,6 +38,12 @@ from snapshotjob_contract.observability import (
 from snapshotjob_contract.record import MAX_BACKUP_COUNT
 from snapshotjob_contract.spec import DEFAULT_STATE_PARTITIONS, ProcessingGuarantee
 from spark_runtime.execution import BadInput, Mode, run
+from spark_runtime.local_command import (
+    REQUEST_COMMANDS,
+    add_request_parsers,
+    add_state_dir_argument,
+    run_request_command,
+)
 from spark_runtime.local_mode import LocalMode
 from spark_runtime.snapshot_command import add_parser as add_snapshot_parser
 from spark_runtime.snapshot_command import run_snapshot_command
@@ -57,15 +65,35 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get(ENV_EXECUTION_ID),
         help="fencing token (local mode: a fresh one by default)",
     )
+    run.add_argument(
+        "pipeline_path",
+        nargs="?",
+        metavar="PIPELINE",
+        help="local mode: the pipeline, a file (my_pipeline.py) or a module, with "
+        "define_pipeline(p)",
+    )
     run.add_argument("--pipeline", help="pipeline module with define_pipeline(p)")
     run.add_argument("--arg", action="append", default=[], help="pipeline argument key=value")
     run.add_argument("--args-json", default="{}", help="pipeline arguments as a JSON object")
-    run.add_argument("--record-file", type=Path, help="local mode: execution record file")
-    run.add_argument("--hazelcast", help="comma-separated host:port of Hazelcast members")
+    add_state_dir_argument(run)
+    run.add_argument(
+        "--record-file",
+        type=Path,
+        help="local mode: execution record file (default: the job's, in the state directory)",
+    )
+    run.add_argument(
+        "--hazelcast",
+        help="comma-separated host:port of Hazelcast members (local mode: instead of the "
+        "embedded store in the state directory)",
+    )
     run.add_argument("--cluster-name", default="dev", help="Hazelcast cluster name")
     run.add_argument("--master", default="local[2]", help="Spark master")
     run.add_argument("--conf", action="append", default=[], help="Spark conf key=value")
-    run.add_argument("--job-uid", help="local mode: names snapshot maps and transactions")
+    run.add_argument(
+        "--job-uid",
+        help="local mode: names snapshot maps and transactions (default: the job's, made at "
+        "its first run)",
+    )
     run.add_argument(
         "--guarantee", choices=[g.value for g in ProcessingGuarantee], default="EXACTLY_ONCE"
     )
@@ -80,8 +108,11 @@ def parser() -> argparse.ArgumentParser:
         "spec.hazelcast.backupCount (the members need the __sj.b<N>.* map configs)",
     )
     run.add_argument(
+        "--from-export",
         "--initial-snapshot-name",
-        help="local mode: restore from this exported snapshot while the record has none",
+        dest="initial_snapshot_name",
+        metavar="EXPORT",
+        help="local mode: start from this exported snapshot while the record has none",
     )
     run.add_argument("--suspend-on-failure", action="store_true")
     run.add_argument(
@@ -138,6 +169,7 @@ def parser() -> argparse.ArgumentParser:
         f"(env {ENV_METRICS_PORT}, which the operator sets in driver Pods; none by default)",
     )
     add_snapshot_parser(commands)
+    add_request_parsers(commands)
     return root
 
 
@@ -161,6 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.command == "snapshot":
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
         return run_snapshot_command(ns)
+    if ns.command in REQUEST_COMMANDS:
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+        return run_request_command(ns)
     configure_logging(ns.log_level.upper(), ns.log_format)
     for noisy in ("py4j", "hazelcast"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -68,6 +68,8 @@ from spark_runtime.durable import DurableCopies
 from spark_runtime.kafka_security import KafkaConnectionRefused
 from spark_runtime.metrics import DriverMetrics, taken_snapshot
 from spark_runtime.pipeline import DefinePipeline, Pipeline
+from spark_runtime.sinks.base import Sink
+from spark_runtime.sources.base import Source
 from spark_runtime.state import StateContext
 
 __all__ = [
@@ -116,6 +118,8 @@ class Driver:
         metrics: Where the execution's snapshots, restore, epochs and rows are observed
             (:mod:`spark_runtime.metrics`); observed but not served if omitted.
         clock: Current time in epoch milliseconds.
+        substitutes: For tests: sources and sinks to use in place of the definition's, by
+            operator name (:class:`~spark_runtime.pipeline.Pipeline`).
     """
 
     def __init__(
@@ -136,6 +140,7 @@ class Driver:
         durable: DurableCopies | None = None,
         metrics: DriverMetrics | None = None,
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
+        substitutes: Mapping[str, Source | Sink] | None = None,
     ) -> None:
         self._spark = spark
         self._define = define
@@ -165,6 +170,7 @@ class Driver:
             settings.job.uid,
             args,
             rows=self.metrics,
+            substitutes=substitutes,
         )
         self.epochs = 0
         self.snapshots_taken = 0

@@ -30,9 +30,11 @@ from typing import Any, NoReturn, Protocol, runtime_checkable
 from pyspark.sql import SparkSession
 
 from snapshot_protocol import FailpointCrash, Failpoints, RecordStore, SnapshotStoreError
+from snapshot_store.directory import DirectorySnapshotStore
 from snapshot_store.hazelcast import CONNECT_TIMEOUT_S, HazelcastSnapshotStore, connect
 from snapshotjob_contract.exits import EXIT_REPORT_AFTER_SIGNAL_SECONDS, DriverExit
-from spark_runtime.chunk_io import StoreAddress
+from snapshotjob_contract.spark import JVM_CHUNKS_CONF
+from spark_runtime.chunk_io import ChunkStore, StoreAddress
 from spark_runtime.driver import (
     Driver,
     DriverSettings,
@@ -153,8 +155,12 @@ def start_spark(config: JobConfig, app_name: str) -> SparkSession:
     connector on the classpath.
 
     The shuffle partitions are the state partitions, so a shuffle by key lands where the
-    state is; the job's own Spark settings come last and win.
+    state is; the job's own Spark settings come last and win, but for the embedded store's:
+    its chunks are files the Python workers write, never the JVM's Hazelcast client.
     """
+    conf = dict(config.spark_conf)
+    if config.settings.store.is_embedded:
+        conf[JVM_CHUNKS_CONF] = "false"
     return spark_session(
         app_name,
         master=config.master,
@@ -162,7 +168,7 @@ def start_spark(config: JobConfig, app_name: str) -> SparkSession:
         arrow=True,
         jdbc_drivers=True,
         kafka=True,
-        conf=config.spark_conf,
+        conf=conf,
     )
 
 
@@ -189,7 +195,15 @@ def _metrics(port: int | None) -> Iterator[DriverMetrics]:
 
 
 @contextmanager
-def _hazelcast(address: StoreAddress) -> Iterator[HazelcastSnapshotStore]:
+def _open_store(address: StoreAddress) -> Iterator[ChunkStore]:
+    """The snapshot store at ``address``: the embedded directory, or a Hazelcast client."""
+    if address.is_embedded:
+        try:
+            directory = DirectorySnapshotStore(address.directory)
+        except SnapshotStoreError as error:
+            raise StoreUnreachable(str(error)) from error
+        yield directory
+        return
     try:
         client = connect(address.members, address.cluster_name)
     except SnapshotStoreError as error:
@@ -230,7 +244,7 @@ def run(mode: Mode, metrics_port: int | None = None) -> DriverExit:
     try:
         with (
             _metrics(metrics_port) as metrics,
-            _hazelcast(config.settings.store) as snapshots,
+            _open_store(config.settings.store) as snapshots,
             open_durable_copies(config.settings.durable_storage, os.environ) as durable,
         ):
             blocked = _executors_blocked(spark, config)

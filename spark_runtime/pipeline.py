@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from spark_runtime.streaming.stream import EpochStream
 
 _log = logging.getLogger(__name__)
+
+_Operator = TypeVar("_Operator", Source, Sink)
 
 DefinePipeline = Callable[["Pipeline"], None]
 """A pipeline module's ``define_pipeline(p)``."""
@@ -83,6 +85,9 @@ class Pipeline:
         open_sinks: Open each sink as it is added (connect, create its table); False to
             define the pipeline only to learn its shape.
         rows: Told the rows read and written, where they are counted; not counted if omitted.
+        substitutes: For tests (:mod:`spark_runtime.testing`): operator name -> the source or
+            sink to use in place of the one the definition reads or writes under that name,
+            so a module's own ``define_pipeline`` runs on memory sources and sinks unchanged.
     """
 
     def __init__(
@@ -95,8 +100,10 @@ class Pipeline:
         *,
         open_sinks: bool = True,
         rows: RowCounts | None = None,
+        substitutes: Mapping[str, Source | Sink] | None = None,
     ) -> None:
         self.spark = spark
+        self._substitutes = dict(substitutes or {})
         # False only to learn the pipeline's shape (the snapshot command's compatibility
         # check): defining it then touches no external system.
         self._open_sinks = open_sinks
@@ -128,6 +135,7 @@ class Pipeline:
 
         self._check_defining()
         key = self._register_name("source", name)
+        source = self._substitute(key, source)
         participant = SourceParticipant(key, source)
         self._sources[key] = participant
         self._participants.append(participant)
@@ -158,6 +166,7 @@ class Pipeline:
         """Adds a sink that receives ``input_node``'s frame every epoch."""
         self._check_defining()
         key = self._register_name("sink", name)
+        sink = self._substitute(key, sink)
         if self._open_sinks:
             sink.open(schema_of.schema, self._job_uid, key)
         count = self._rows.rows_out if self._rows is not None else None
@@ -216,6 +225,13 @@ class Pipeline:
             raise ValueError(
                 "A pipeline must read at least one source (p.readStream) and write one sink "
                 "(stream.writeStream)"
+            )
+        unused = sorted(set(self._substitutes) - set(self._sources) - set(self._sinks))
+        if unused:
+            raise ValueError(
+                f"Substitutes name no source or sink of the pipeline: {', '.join(unused)}; its "
+                f"sources are {', '.join(self._sources)} and its sinks {', '.join(self._sinks)} "
+                "(name=... in readStream and writeStream)"
             )
 
     def plan_epoch(self) -> EpochPlan | None:
@@ -286,6 +302,23 @@ class Pipeline:
                 self._rows.rows_in(name, rows)
 
     # --- plumbing ----------------------------------------------------------------------------
+
+    def _substitute(self, name: str, given: _Operator) -> _Operator:
+        """The test's substitute for the operator ``name``, else ``given``.
+
+        Raises:
+            TypeError: If the substitute is not of the kind it replaces (a sink for a source).
+        """
+        substitute = self._substitutes.get(name)
+        if substitute is None:
+            return given
+        kind: type = Source if isinstance(given, Source) else Sink
+        if not isinstance(substitute, kind):
+            raise TypeError(
+                f"The substitute for {name} is a {type(substitute).__name__}, not a "
+                f"{kind.__name__} like the {type(given).__name__} it replaces"
+            )
+        return cast(_Operator, substitute)
 
     def _check_defining(self) -> None:
         if self._defined:

@@ -24,6 +24,7 @@ settings.register_profile("snapshotjob", deadline=None)
 settings.load_profile("snapshotjob")
 
 pytest_plugins = [
+    "tests.fixtures.fresh_venv",
     "tests.fixtures.hazelcast",
     "tests.fixtures.in_process_driver",
     "tests.fixtures.postgres",

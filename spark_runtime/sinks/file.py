@@ -22,8 +22,8 @@ from spark_runtime.sinks.base import EPOCH_COLUMN, TransactionalSink
 class FileSink(TransactionalSink):
     """Files in a directory: Spark writes into a staging directory, commit renames it.
 
-    Every published directory is ``<directory>/<sink>-<id>`` holding Spark's ``part-*``
-    files; the transaction id is the staging directory's name. A directory rename is atomic
+    Every published directory is ``<directory>/<sink>-<job uid>-<snapshot id>`` holding
+    Spark's ``part-*`` files; the transaction id is the staging directory's name. A directory rename is atomic
     on one filesystem, so readers see a snapshot's files all or not at all.
 
     Args:
@@ -39,6 +39,7 @@ class FileSink(TransactionalSink):
         self.fmt = fmt
         self.options = options
         self._name = "files"
+        self._job_uid = ""
 
     @property
     def staging(self) -> Path:
@@ -48,6 +49,7 @@ class FileSink(TransactionalSink):
     def open(self, schema: StructType, job_uid: str, name: str) -> None:
         """Creates the directories."""
         self._name = name
+        self._job_uid = job_uid
         self.staging.mkdir(parents=True, exist_ok=True)
 
     def _save(self, frame: DataFrame, path: Path) -> None:
@@ -61,9 +63,14 @@ class FileSink(TransactionalSink):
         self._save(frame, staged)
         os.replace(staged, self.directory / staged.name)
 
+    def _transaction_prefix(self) -> str:
+        # The job's uid keeps two jobs writing one directory apart: a job started from another
+        # one's export numbers its snapshots from there again, under the same sink name.
+        return f"{self._name}-{self._job_uid}-" if self._job_uid else f"{self._name}-"
+
     def prepare(self, frame: DataFrame, snapshot_id: int) -> list[str]:
-        """Writes into ``_staging/<sink>-<snapshot>``."""
-        transaction_id = f"{self._name}-{snapshot_id}"
+        """Writes into ``_staging/<sink>-<job uid>-<snapshot>``."""
+        transaction_id = f"{self._transaction_prefix()}{snapshot_id}"
         self._save(frame, self.staging / transaction_id)
         return [transaction_id]
 
@@ -81,13 +88,13 @@ class FileSink(TransactionalSink):
 
     def abort(self, snapshot_id: int) -> None:
         """Deletes the snapshot's staging directory."""
-        self.rollback([f"{self._name}-{snapshot_id}"])
+        self.rollback([f"{self._transaction_prefix()}{snapshot_id}"])
 
     def _staged(self, below: int) -> list[str]:
-        """This sink's staging directories of snapshots with ids below ``below``."""
+        """This job's and sink's staging directories of snapshots with ids below ``below``."""
         if not self.staging.is_dir():
             return []
-        prefix = f"{self._name}-"
+        prefix = self._transaction_prefix()
         return sorted(
             p.name
             for p in self.staging.iterdir()

@@ -3,20 +3,21 @@
 Why: the development virtualenv holds every extra at once, so a module that imports a
 library its own extra lacks works there and fails in the image or on a user's machine (the
 operator extra once lacked the Hazelcast client its store adapter imports). Each case here
-installs the project with one extra into a fresh virtualenv, from the registry through pip's
-cache, and imports every module of the program that extra is for, then runs its entry point.
+installs the project with one extra into a fresh virtualenv (:mod:`tests.fixtures.fresh_venv`),
+from the registry through pip's cache, and imports every module of the program that extra is
+for, then runs its entry point.
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.fixtures.fresh_venv import install_fresh
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -51,46 +52,15 @@ CASES = {
 }
 
 
-def _source_copy(tmp_path: Path) -> Path:
-    """The repository's tracked files, copied: pip builds a local project in place, and a
-    ``build/`` left in the work tree would keep modules that were since moved or deleted."""
-    listed = subprocess.run(
-        ["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True, timeout=60
-    )
-    copy = tmp_path / "src"
-    for name in listed.stdout.decode().split("\0"):
-        if name and (REPO / name).is_file():
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, copy / name)
-    return copy
-
-
 @pytest.mark.parametrize("extra", list(CASES), ids=lambda e: e or "base")
-def test_an_extra_alone_imports_its_program(extra: str, tmp_path: Path) -> None:
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    python = env_dir / "bin" / "python"
-    source = _source_copy(tmp_path)
-    target = f"{source}[{extra}]" if extra else str(source)
-    install = subprocess.run(
-        # --no-compile: the imports below compile what they need; byte-compiling all of
-        # PySpark's sources up front only made the test slower.
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-compile",
-            "--disable-pip-version-check",
-            target,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert install.returncode == 0, install.stderr[-3000:]
+def test_an_extra_alone_imports_its_program(
+    extra: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if extra == "runtime":
+        # The session's runtime virtualenv, which the laptop loop's test also runs in.
+        python: Path = request.getfixturevalue("runtime_venv")
+    else:
+        python = install_fresh(tmp_path / "venv", str(tmp_path), extra)
     packages, entry_point = CASES[extra]
     # Run outside the repository, so the installed copy is imported, not the source tree.
     imported = subprocess.run(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,12 @@ from spark_runtime.cli import main, open_mode, parser
 from spark_runtime.execution import BadInput, load_definition
 from spark_runtime.file_record_store import FileRecordStore
 from spark_runtime.local_mode import LocalMode, local_config
+
+
+@pytest.fixture(autouse=True)
+def _in_a_scratch_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local mode keeps its jobs under ./.snapshotjob by default: not in the checkout."""
+    monkeypatch.chdir(tmp_path)
 
 
 def _local(*extra: str) -> list[str]:
@@ -77,10 +85,47 @@ def test_local_mode_takes_the_bounds_of_incremental_snapshots_chains() -> None:
         local_config(parser().parse_args(_local("--incremental-snapshots", "--max-deltas", "65")))
 
 
-def test_local_mode_names_every_missing_option() -> None:
-    ns = parser().parse_args(["run", "--pipeline", "x"])
-    with pytest.raises(BadInput, match="--record-file, --hazelcast, --job-uid"):
-        local_config(ns)
+def test_local_mode_needs_only_the_pipeline_and_snapshots_into_the_embedded_store(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "my_pipeline.py").write_text("def define_pipeline(p):\n    pass\n")
+    pipeline = str(tmp_path / "my_pipeline.py")
+    ns = parser().parse_args(["run", pipeline, "--state-dir", str(tmp_path / "state")])
+    config = local_config(ns)
+    assert config.module == "my_pipeline"
+    assert config.settings.store.is_embedded
+    assert config.settings.store.directory == str((tmp_path / "state" / "store").resolve())
+    uid = config.settings.job.uid
+    assert re.fullmatch(r"my-pipeline-[0-9a-f]{8}", uid)
+    assert config.settings.job.namespace == "local"
+    # The same command finds the same job.
+    assert local_config(ns).settings.job.uid == uid
+    assert (
+        local_config(parser().parse_args([*_argv(ns), "--name", "other"])).settings.job.uid != uid
+    )
+
+
+def _argv(ns: argparse.Namespace) -> list[str]:
+    return ["run", ns.pipeline_path, "--state-dir", str(ns.state_dir)]
+
+
+def test_local_mode_refuses_what_it_cannot_run(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="Name the pipeline once"):
+        local_config(parser().parse_args(["run"]))
+    with pytest.raises(BadInput, match="Name the pipeline once"):
+        local_config(parser().parse_args(["run", "a.py", "--pipeline", "a"]))
+    with pytest.raises(BadInput, match="does not exist"):
+        local_config(parser().parse_args(["run", str(tmp_path / "missing.py")]))
+    (tmp_path / "my-pipeline.py").write_text("")
+    with pytest.raises(BadInput, match="cannot be imported as a module"):
+        local_config(parser().parse_args(["run", str(tmp_path / "my-pipeline.py")]))
+    with pytest.raises(BadInput, match="not a DNS label"):
+        local_config(parser().parse_args(["run", "--pipeline", "x", "--name", "Bad_Name"]))
+    state = ["--state-dir", str(tmp_path / "state")]
+    with pytest.raises(BadInput, match="needs the Hazelcast store"):
+        local_config(
+            parser().parse_args(["run", "--pipeline", "x", *state, "--incremental-snapshots"])
+        )
 
 
 def test_malformed_pairs_are_bad_input() -> None:
@@ -104,7 +149,7 @@ def test_pipeline_modules_must_exist_and_define_the_pipeline(
         load_definition("old_pipeline")
 
 
-def test_local_mode_claims_the_record_file_and_hears_no_operator(tmp_path: Path) -> None:
+def test_local_mode_claims_the_record_file_and_hears_the_command_line(tmp_path: Path) -> None:
     record = tmp_path / "job" / "record.json"
     arguments = _local("--execution-id", "e-7")
     arguments[arguments.index("--record-file") + 1] = str(record)
@@ -114,8 +159,10 @@ def test_local_mode_claims_the_record_file_and_hears_no_operator(tmp_path: Path)
     assert isinstance(mode.records, FileRecordStore)
     assert json.loads(record.read_text())["execution"] == {"id": "e-7"}
     assert mode.app_name == "snapshotjob-job-1"
-    assert mode.poll_termination is None and mode.poll_export is None
-    assert mode.publish_export is None
+    # The command line's requests come through the job's directory.
+    assert mode.poll_termination is not None and mode.poll_termination() is None
+    assert mode.poll_export is not None and mode.poll_export() is None
+    assert mode.publish_export is not None
 
 
 def test_the_metrics_port_comes_from_the_option_or_the_operators_variable(
@@ -138,4 +185,5 @@ def test_kubernetes_mode_names_its_missing_options_before_calling_the_api() -> N
 
 
 def test_bad_input_ends_the_process_with_its_exit_code() -> None:
-    assert main(["run", "--pipeline", "examples.sequence_sum"]) == DriverExit.BAD_INPUT
+    assert main(["run"]) == DriverExit.BAD_INPUT
+    assert main(["run", "--pipeline", "examples.no_such_pipeline"]) == DriverExit.BAD_INPUT
