@@ -1,9 +1,10 @@
-"""``python -m spark_runtime snapshot list|inspect|validate|read``: snapshots in Hazelcast or S3.
+"""``python -m spark_runtime snapshot list|inspect|validate|read``: snapshots in any store.
 
 Why a command: after an incident the first questions are which snapshots a job has, what is
 in them, whether they would restore, and into which pipeline. The answers come from the
 validation records and the same checks a restore makes (:mod:`snapshot_protocol.inspection`),
-from Hazelcast or from a durable copy in object storage. Only ``validate --pipeline`` starts
+from Hazelcast, from a durable copy in object storage or from a local job's embedded store
+(``--store-dir``). Only ``validate --pipeline`` starts
 Spark (to define the pipeline, without opening its sinks). ``read`` prints a state operator's
 rows (:mod:`spark_runtime.snapshot_reader`). Exit codes are the driver's: 0 when the snapshot
 is sound, 65 corrupted, 66 not found, 78 incompatible, 69 when the store could not be read,
@@ -17,6 +18,7 @@ import json
 import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from snapshot_protocol import PipelineShape, SnapshotCorrupted, SnapshotIncompatible
@@ -24,9 +26,11 @@ from snapshot_protocol.chunks import check_compatible
 from snapshot_protocol.errors import SnapshotStoreError
 from snapshot_protocol.inspection import SnapshotSummary, summarize, verify_snapshot
 from snapshot_protocol.ports import SnapshotStore
+from snapshot_store.directory import DirectorySnapshotStore
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.record import export_map_name
 from snapshotjob_contract.spec import ProcessingGuarantee
+from spark_runtime.local_jobs import LOCAL_NAMESPACE
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,7 +63,9 @@ def add_parser(commands: Any) -> None:
         where.add_argument("--map", help="the snapshot map (or prefix, in object storage)")
         where.add_argument("--export", help="an exported snapshot's name (with --namespace)")
         action.add_argument(
-            "--namespace", default=DEFAULT_EXPORT_NAMESPACE, help="the export's namespace"
+            "--namespace",
+            help=f"the export's namespace (default: {DEFAULT_EXPORT_NAMESPACE}; "
+            f"{LOCAL_NAMESPACE} with --store-dir)",
         )
         if name != "list":
             action.add_argument("--snapshot-id", type=int, help="default: the newest")
@@ -74,6 +80,10 @@ def add_parser(commands: Any) -> None:
             help="Hazelcast cluster name (the chart's hazelcast.clusterName)",
         )
         action.add_argument("--s3-endpoint", help="S3 API endpoint URL (instead of Hazelcast)")
+        action.add_argument(
+            "--store-dir",
+            help="a local job's embedded store (.snapshotjob/store), instead of Hazelcast",
+        )
         action.add_argument("--bucket", help="the bucket of the durable copies")
         action.add_argument("--prefix", default=DEFAULT_PREFIX, help="where under the bucket")
         action.add_argument("--region", default=DEFAULT_REGION, help="the bucket's region")
@@ -93,7 +103,8 @@ def add_parser(commands: Any) -> None:
 
 def run_snapshot_command(ns: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Runs one ``snapshot`` subcommand; returns its exit code."""
-    map_name = ns.map or export_map_name(ns.namespace, ns.export)
+    namespace = ns.namespace or (LOCAL_NAMESPACE if ns.store_dir else DEFAULT_EXPORT_NAMESPACE)
+    map_name = ns.map or export_map_name(namespace, ns.export)
     try:
         store, close = _open_store(ns)
     except (SnapshotStoreError, ValueError) as error:
@@ -206,8 +217,12 @@ def _snapshot_ids(store: SnapshotStore, map_name: str) -> list[int]:
 
 
 def _open_store(ns: argparse.Namespace) -> tuple[SnapshotStore, Any]:
-    if bool(ns.hazelcast) == bool(ns.s3_endpoint):
-        raise ValueError("Give exactly one of --hazelcast and --s3-endpoint")
+    if sum(map(bool, (ns.hazelcast, ns.s3_endpoint, ns.store_dir))) != 1:
+        raise ValueError("Give exactly one of --hazelcast, --s3-endpoint and --store-dir")
+    if ns.store_dir:
+        if not Path(ns.store_dir).is_dir():
+            raise ValueError(f"--store-dir {ns.store_dir} is not a directory")
+        return DirectorySnapshotStore(ns.store_dir), lambda: None
     if ns.hazelcast:
         from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 

@@ -23,8 +23,8 @@ class FileSink(TransactionalSink):
     """Files in a directory: Spark writes into a staging directory, commit renames it.
 
     Every published directory is ``<directory>/<sink>-<job uid>-<snapshot id>`` holding
-    Spark's ``part-*`` files; the transaction id is the staging directory's name. A directory rename is atomic
-    on one filesystem, so readers see a snapshot's files all or not at all.
+    Spark's ``part-*`` files; the transaction id is the staging directory's name. A directory
+    rename is atomic on one filesystem, so readers see a snapshot's files all or not at all.
 
     Args:
         directory: The output directory (local or shared filesystem; executors write to it).
