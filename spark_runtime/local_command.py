@@ -7,9 +7,10 @@ at every epoch boundary, and wait for the outcome:
 
 - ``suspend``: the driver takes a terminal snapshot (exported too with ``--export NAME``),
   commits the output, and exits with 64; ``run`` with the same pipeline resumes from it.
-- ``export --as NAME``: a running driver takes an export-only snapshot and goes on. When no
-  driver runs, the job's restore point is copied into the export instead, every chunk verified
-  and the copy validated (:func:`~snapshot_protocol.transfer.transfer_snapshot`).
+- ``export --as NAME``: the running driver takes an export-only snapshot and goes on.
+
+Both need a running driver: only the driver knows that a snapshot's output is committed
+(the terminal snapshot's second phase), which a job started from the export relies on.
 
 An export is started from with ``run other_pipeline.py --from-export NAME``; it lives in the
 state directory's store, which every job run from that directory shares.
@@ -20,30 +21,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from snapshot_protocol import SnapshotStoreError, SnapshotUnusable
-from snapshot_protocol.chunks import validate_snapshot
-from snapshot_protocol.transfer import transfer_snapshot
-from snapshot_store.directory import DirectorySnapshotStore
 from snapshotjob_contract.exits import DriverExit
-from snapshotjob_contract.record import (
-    NO_SNAPSHOT,
-    ExecutionRecord,
-    export_map_name,
-    snapshot_map_name,
-)
+from snapshotjob_contract.record import ExecutionRecord
 from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.file_record_store import FileRecordStore
-from spark_runtime.local_jobs import (
-    DEFAULT_STATE_DIR,
-    LOCAL_NAMESPACE,
-    LocalJobDir,
-    check_job_name,
-    job_name_of,
-)
+from spark_runtime.local_jobs import DEFAULT_STATE_DIR, LocalJobDir, check_job_name, job_name_of
 
 REQUEST_COMMANDS = ("suspend", "export")
 
@@ -149,7 +135,12 @@ def _suspend(job_dir: LocalJobDir, export_name: str | None, timeout_s: float, ou
 
 def _export(job_dir: LocalJobDir, export_name: str, timeout_s: float, out: TextIO) -> int:
     if not job_dir.driver_running():
-        return _export_restore_point(job_dir, export_name, out)
+        print(
+            f"Job {job_dir.name} is not running: an export is taken by its driver. Run it and "
+            "export it, or stop a running job with: suspend --export NAME",
+            file=sys.stderr,
+        )
+        return 1
     before = {e.name: e.created_at for e in job_dir.exports()}
     job_dir.request_export(export_name)
     out.write(f"Asked job {job_dir.name} for an export-only snapshot {export_name}\n")
@@ -166,45 +157,6 @@ def _export(job_dir: LocalJobDir, export_name: str, timeout_s: float, out: TextI
     out.write(
         f"Exported snapshot {export.snapshot_id} of job {job_dir.name} as {export_name} "
         f"({export.num_bytes} bytes)\n"
-    )
-    return 0
-
-
-def _export_restore_point(job_dir: LocalJobDir, export_name: str, out: TextIO) -> int:
-    """Copies a stopped job's restore point into the export, verified and validated."""
-    record = _record(job_dir)
-    if record.snapshot_id == NO_SNAPSHOT:
-        print(f"Job {job_dir.name} has no snapshot to export yet", file=sys.stderr)
-        return 1
-    store = DirectorySnapshotStore(job_dir.store_dir)
-    target = export_map_name(LOCAL_NAMESPACE, export_name)
-    if record.exported_snapshot_name is not None:
-        source = export_map_name(LOCAL_NAMESPACE, record.exported_snapshot_name)
-    else:
-        uid = job_dir.job_uid()
-        source = snapshot_map_name(uid, record.data_map_index, record.data_map_backup_count)
-    try:
-        if source != target:
-            # One name, one snapshot: what the export held before goes.
-            store.clear(target)
-            copied = transfer_snapshot(store, source, store, target, record.snapshot_id)
-        else:
-            copied = validate_snapshot(store, target, record.snapshot_id)
-    except (SnapshotUnusable, SnapshotStoreError) as error:
-        print(f"Cannot export job {job_dir.name}'s snapshot: {error}", file=sys.stderr)
-        return 1
-    job_dir.add_export(
-        ExportedSnapshot(
-            name=export_name,
-            snapshot_id=record.snapshot_id,
-            num_bytes=sum(chunk.num_bytes for chunk in copied.chunks),
-            created_at=datetime.now(UTC),
-            terminal=True,
-        )
-    )
-    out.write(
-        f"Exported snapshot {record.snapshot_id} of stopped job {job_dir.name} as "
-        f"{export_name} ({len(copied.chunks)} chunks, verified)\n"
     )
     return 0
 

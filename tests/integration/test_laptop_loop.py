@@ -5,9 +5,9 @@ virtualenv with ``snapshotjob[runtime]`` (:mod:`tests.fixtures.fresh_venv`), the
 file in an empty directory, ``python -m spark_runtime run first_pipeline.py``. No Hazelcast,
 no Kubernetes, no checkout on the path: the snapshots go to the embedded store under
 ``.snapshotjob``. The driver is killed with ``SIGKILL`` after its second snapshot; the same
-command restores, the job is exported while it runs, suspended with a terminal export, its
-stopped state exported again, a second job starts from the terminal export, and the first
-resumes. Every event id the sink committed is counted: each job's ids exactly once.
+command restores, the job is exported while it runs and suspended with a terminal export, a
+second job starts from the terminal export, and the first resumes. Every event id the sink
+committed is counted: each job's ids exactly once.
 """
 
 from __future__ import annotations
@@ -181,10 +181,10 @@ def test_a_pipeline_file_survives_kill_9_suspend_and_export_with_only_the_wheel(
     assert second.wait(timeout=60) == 64, _tail(log)  # TERMINATED: ended as asked
     assert "suspended at snapshot" in suspended.stdout
 
-    # 3. A stopped job's restore point exports too, every chunk verified.
-    offline = job.command("export", "first_pipeline.py", "--as", "offline")
-    assert offline.returncode == 0, offline.stderr
-    assert "verified" in offline.stdout
+    # 3. A stopped job has no driver to take an export: the command says what to do.
+    refused = job.command("export", "first_pipeline.py", "--as", "late")
+    assert refused.returncode == 1
+    assert "is not running" in refused.stderr and "suspend --export" in refused.stderr
 
     # 4. A second job starts from the terminal export and runs to the end.
     third, log = job.start("--name", "from-golden", "--from-export", "golden")
@@ -202,7 +202,7 @@ def test_a_pipeline_file_survives_kill_9_suspend_and_export_with_only_the_wheel(
     expected = {k: (sum(range(k, END, 10)), len(range(k, END, 10))) for k in range(10)}
     assert _final_sums(work, uid) == expected
     exports = {e["name"] for e in _exports(work)}
-    assert exports == {"mid", "golden", "offline"}
+    assert exports == {"mid", "golden"}
 
 
 def _exports(work: Path) -> list[dict[str, object]]:
