@@ -142,6 +142,39 @@ fetch_maven_deps "$SPARK_KAFKA_DIR" "org.apache.spark:spark-sql-kafka-0-10_2.13:
 DEPS
 step "Spark Kafka connector $SPARK_KAFKA_VERSION in $SPARK_KAFKA_DIR"
 
+# Delta Lake, for the runtime's DeltaSink: its two jars; everything else it needs PySpark ships.
+DELTA_DIR=$CACHE/jars/delta-$DELTA_VERSION
+fetch_maven_deps "$DELTA_DIR" "io.delta:delta-spark_2.13:$DELTA_VERSION" \
+    -DincludeArtifactIds=delta-spark_2.13,delta-storage <<DEPS
+<dependency><groupId>io.delta</groupId><artifactId>delta-spark_2.13</artifactId><version>$DELTA_VERSION</version></dependency>
+DEPS
+step "Delta Lake $DELTA_VERSION in $DELTA_DIR"
+
+# s3a:// for Spark: hadoop-aws and the AWS SDK v2 modules it loads (about 9 MiB), without the
+# SDK's bundle (654 MiB), the analytics accelerator and what PySpark ships already (HTTP client,
+# netty, logging). spark_runtime/session.py turns off the two defaults that need the
+# accelerator (fs.s3a.input.stream.type, fs.s3a.audit.enabled).
+S3A_DIR=$CACHE/jars/s3a-$HADOOP_AWS_VERSION
+fetch_maven_deps "$S3A_DIR" "org.apache.hadoop:hadoop-aws:$HADOOP_AWS_VERSION with the AWS SDK's modules" <<DEPS
+<dependency><groupId>org.apache.hadoop</groupId><artifactId>hadoop-aws</artifactId><version>$HADOOP_AWS_VERSION</version>
+<exclusions><exclusion><groupId>software.amazon.awssdk</groupId><artifactId>bundle</artifactId></exclusion>
+<exclusion><groupId>software.amazon.s3.analyticsaccelerator</groupId><artifactId>*</artifactId></exclusion>
+<exclusion><groupId>org.wildfly.openssl</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>
+<dependency><groupId>software.amazon.awssdk</groupId><artifactId>s3</artifactId><version>$AWS_SDK_VERSION</version>
+<exclusions><exclusion><groupId>org.apache.httpcomponents</groupId><artifactId>*</artifactId></exclusion>
+<exclusion><groupId>commons-codec</groupId><artifactId>*</artifactId></exclusion>
+<exclusion><groupId>commons-logging</groupId><artifactId>*</artifactId></exclusion>
+<exclusion><groupId>org.slf4j</groupId><artifactId>*</artifactId></exclusion>
+<exclusion><groupId>io.netty</groupId><artifactId>*</artifactId></exclusion>
+<exclusion><groupId>software.amazon.awssdk</groupId><artifactId>netty-nio-client</artifactId></exclusion>
+<exclusion><groupId>software.amazon.awssdk</groupId><artifactId>crt-core</artifactId></exclusion>
+<exclusion><groupId>software.amazon.awssdk</groupId><artifactId>http-auth-aws-eventstream</artifactId></exclusion>
+<exclusion><groupId>software.amazon.eventstream</groupId><artifactId>eventstream</artifactId></exclusion></exclusions></dependency>
+<dependency><groupId>software.amazon.awssdk</groupId><artifactId>s3-transfer-manager</artifactId><version>$AWS_SDK_VERSION</version>
+<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>
+DEPS
+step "hadoop-aws $HADOOP_AWS_VERSION (s3a) in $S3A_DIR"
+
 # --- The executors' chunk writer and reader (jvm/, spark_runtime/jvm_chunks.py) -----------
 # jvm/ is a Maven module (jvm/pom.xml): Spark $SPARK_VERSION and Hazelcast are provided
 # dependencies, its JUnit tests run in every build. The first build after the POM changes runs

@@ -151,8 +151,8 @@ def load_definition(module_name: str) -> DefinePipeline:
 
 
 def start_spark(config: JobConfig, app_name: str) -> SparkSession:
-    """Starts the driver's session, with Arrow, the cached JDBC drivers and Spark's Kafka
-    connector on the classpath.
+    """Starts the driver's session, with Arrow, the cached JDBC drivers, Spark's Kafka
+    connector and Delta Lake on the classpath.
 
     The shuffle partitions are the state partitions, so a shuffle by key lands where the
     state is; the job's own Spark settings come last and win, but for the embedded store's:
@@ -168,6 +168,7 @@ def start_spark(config: JobConfig, app_name: str) -> SparkSession:
         arrow=True,
         jdbc_drivers=True,
         kafka=True,
+        delta=True,
         conf=conf,
     )
 

@@ -54,6 +54,40 @@ def kafka_connector_jars() -> list[str]:
     return sorted(str(path) for path in complete[-1].parent.glob("*.jar"))
 
 
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+"""What Delta Lake needs of a session beyond its jars: it refuses to write without them."""
+
+
+def delta_jars() -> list[str]:
+    """Delta Lake's jars (``make install`` puts them in ``JAR_DIR/delta-<version>``), for
+    :class:`~spark_runtime.sinks.DeltaSink`, sorted; none if they are missing."""
+    complete = sorted(JAR_DIR.glob("delta-*/.complete"))
+    if not complete:
+        return []
+    return sorted(str(path) for path in complete[-1].parent.glob("*.jar"))
+
+
+S3A_CONF = {
+    # hadoop-aws 3.5's defaults load the S3 analytics accelerator, which the install leaves
+    # out (with the SDK's 654 MiB bundle): the classic input stream and no request auditing.
+    "spark.hadoop.fs.s3a.input.stream.type": "classic",
+    "spark.hadoop.fs.s3a.audit.enabled": "false",
+}
+"""What s3a:// needs of a session beyond the jars of :func:`s3a_jars`."""
+
+
+def s3a_jars() -> list[str]:
+    """hadoop-aws and the AWS SDK's modules for ``s3a://`` paths (``make install`` puts them
+    in ``JAR_DIR/s3a-<version>``), sorted; none if they are missing."""
+    complete = sorted(JAR_DIR.glob("s3a-*/.complete"))
+    if not complete:
+        return []
+    return sorted(str(path) for path in complete[-1].parent.glob("*.jar"))
+
+
 def state_chunk_jars() -> list[str]:
     """The executors' chunk writer and reader (``jvm/``, built by ``make install`` into
     ``JAR_DIR/snapshotjob-chunks``) and the jars it needs beyond PySpark's, sorted; none if
@@ -74,6 +108,7 @@ def spark_session(
     arrow: bool = False,
     jdbc_drivers: bool = False,
     kafka: bool = False,
+    delta: bool = False,
     conf: Mapping[str, str] | None = None,
     class_data_sharing: bool = True,
 ) -> SparkSession:
@@ -91,6 +126,10 @@ def spark_session(
             classpath.
         kafka: Whether Spark's Kafka connector (:func:`kafka_connector_jars`) goes on the
             classpath, for :class:`~spark_runtime.sources.KafkaSource`.
+        delta: Whether Delta Lake (:func:`delta_jars` and :data:`DELTA_CONF`) and ``s3a://``
+            (:func:`s3a_jars`, :data:`S3A_CONF`) are in the session, for
+            :class:`~spark_runtime.sinks.DeltaSink` and files in object storage; each only if
+            its jars are there.
         conf: Further settings, applied last so they override everything above.
         class_data_sharing: Whether the driver's JVM maps its classes from this machine's
             archive (:mod:`spark_runtime.cds`) if there is a valid one; a JVM with
@@ -120,14 +159,21 @@ def spark_session(
         builder = builder.config("spark.driver.memory", driver_memory)
     if arrow:
         builder = builder.config(ARROW_CONF, "true")
+    lakehouse, object_storage = (delta_jars(), s3a_jars()) if delta else ([], [])
     jars = (
         (jdbc_driver_jars() if jdbc_drivers else [])
         + (kafka_connector_jars() if kafka else [])
+        + lakehouse
+        + object_storage
         + state_chunk_jars()
     )
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
-    settings = dict(conf or {})
+    settings = {
+        **(DELTA_CONF if lakehouse else {}),
+        **(S3A_CONF if object_storage else {}),
+        **(conf or {}),
+    }
     if class_data_sharing and "spark.driver.extraClassPath" not in settings:
         settings = cds.with_archive(settings, cds.java_options())
     for key, value in settings.items():

@@ -10,7 +10,8 @@
 # Product images (what a release tags, SJ_IMAGE_TAG, default dev):
 #   snapshotjob/operator         the operator: Python and its dependencies, no JVM, no Spark
 #   snapshotjob/spark-runtime    the drivers and executors: Java 17, PySpark, the runtime's
-#                                 dependencies, Spark's Kafka connector, the chunk jars (jvm/)
+#                                 dependencies, Spark's Kafka connector, Delta Lake, s3a,
+#                                 the chunk jars (jvm/)
 #   snapshotjob/member           the store's Hazelcast members: Java 17, the Hazelcast jar
 # Built on top of those (never released):
 #   snapshotjob/examples:dev     spark-runtime + examples/ on PYTHONPATH (`make demo`,
@@ -43,6 +44,10 @@ LOCK_FILE="${REPO_ROOT}/requirements.lock"
 HAZELCAST_JAR="${SJ_HAZELCAST_JAR:-${SJ_CACHE}/jars/hazelcast-${HAZELCAST_VERSION}.jar}"
 # Spark's Kafka connector for the drivers' KafkaSource (fetched by hack/install.sh).
 SPARK_KAFKA_DIR="${SJ_CACHE}/jars/spark-kafka-${SPARK_VERSION}"
+# Delta Lake for the drivers' DeltaSink (fetched by hack/install.sh).
+DELTA_DIR="${SJ_CACHE}/jars/delta-${DELTA_VERSION}"
+# hadoop-aws and the AWS SDK's modules, for s3a:// paths (fetched by hack/install.sh).
+S3A_DIR="${SJ_CACHE}/jars/s3a-${HADOOP_AWS_VERSION}"
 # The executors' chunk writer and reader, built from jvm/ by hack/install.sh.
 CHUNKS_DIR="${SJ_CACHE}/jars/snapshotjob-chunks"
 # The Kafka broker's jars for the `kafka-broker` launcher (fetched by hack/install.sh).
@@ -337,7 +342,7 @@ stage_context() {
     spark-runtime)
       mkdir -p "${ctx}/cds/spark_runtime" "${ctx}/jars"
       (cd "${REPO_ROOT}" && cp "${CDS_SOURCES[@]}" "${ctx}/cds/spark_runtime/")
-      link_into "${SPARK_KAFKA_DIR}" "${CHUNKS_DIR}" "${ctx}/jars"
+      link_into "${SPARK_KAFKA_DIR}" "${DELTA_DIR}" "${S3A_DIR}" "${CHUNKS_DIR}" "${ctx}/jars"
       # Their .complete markers stay: spark_runtime/session.py loads a folder's jars only
       # when it has one (a half-fetched folder would fail the session's start).
       cp "${IMAGES_DIR}/executor" "${ctx}/bin/"
@@ -420,8 +425,9 @@ build_split() {
   image="$(split_image "${target}")"
   case "${target}" in
     spark-runtime)
-      [[ -f "${SPARK_KAFKA_DIR}/.complete" && -f "${CHUNKS_DIR}/.complete" ]] \
-        || die "Spark's Kafka connector or the chunk jars missing: run 'make install'" ;;
+      [[ -f "${SPARK_KAFKA_DIR}/.complete" && -f "${DELTA_DIR}/.complete" \
+        && -f "${S3A_DIR}/.complete" && -f "${CHUNKS_DIR}/.complete" ]] \
+        || die "Spark's Kafka connector, Delta Lake, s3a or the chunk jars missing: run 'make install'" ;;
     member) [[ -f "${HAZELCAST_JAR}" ]] || die "Hazelcast jar missing jar=${HAZELCAST_JAR}: run 'make install'" ;;
     test-kafka-broker) [[ -f "${KAFKA_LIBS}/.complete" ]] || die "Kafka jars missing: run 'make install'" ;;
     test-s3proxy) [[ -f "${S3PROXY_JAR}" ]] || die "s3proxy jar missing: run 'make install'" ;;
