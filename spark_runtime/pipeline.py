@@ -22,6 +22,7 @@ from snapshot_protocol.chunks import PipelineShape
 from snapshot_protocol.ports import Participant
 from snapshotjob_contract.spec import ProcessingGuarantee
 from spark_runtime.sinks.base import Sink, StagedSink
+from spark_runtime.sinks.foreach_batch import ForeachBatchParticipant, ForeachBatchSink
 from spark_runtime.sinks.participant import SinkParticipant
 from spark_runtime.sinks.staged import StagedSinkParticipant
 from spark_runtime.sources.base import Offset, Source
@@ -170,11 +171,18 @@ class Pipeline:
         if self._open_sinks:
             sink.open(schema_of.schema, self._job_uid, key)
         count = self._rows.rows_out if self._rows is not None else None
-        participant = (
-            StagedSinkParticipant(key, sink, self._guarantee, self.state_context, count)
-            if isinstance(sink, StagedSink)
-            else SinkParticipant(key, sink, self._guarantee, count)
-        )
+        participant: SinkParticipant | StagedSinkParticipant
+        if isinstance(sink, ForeachBatchSink):
+            # Staged like any staged sink, but handed to its function whole, on the driver.
+            participant = ForeachBatchParticipant(
+                key, sink, self._guarantee, self.state_context, count
+            )
+        elif isinstance(sink, StagedSink):
+            participant = StagedSinkParticipant(
+                key, sink, self._guarantee, self.state_context, count
+            )
+        else:
+            participant = SinkParticipant(key, sink, self._guarantee, count)
         self._sinks[key] = (input_node, participant)
         self._participants.append(participant)
 

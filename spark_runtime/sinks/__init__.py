@@ -6,6 +6,9 @@
   takes part in phase 1, phase 2 and restore for a sink
 - :mod:`~spark_runtime.sinks.staged`: ``StagedSinkParticipant``, the same for a staged sink
   (output staged in the snapshot, published in phase 2)
+- :mod:`~spark_runtime.sinks.foreach_batch`: ``ForeachBatchSink`` and its
+  ``ForeachBatchParticipant``: a function of each batch's DataFrame and its snapshot id
+  (``stream.foreachBatch``)
 - :mod:`~spark_runtime.sinks.kafka`: ``KafkaSink`` (needs confluent-kafka)
 - :mod:`~spark_runtime.sinks.file`: ``FileSink``
 - :mod:`~spark_runtime.sinks.postgres`: ``PostgresSink``, ``MaxPreparedTransactionsDisabled``
@@ -28,6 +31,11 @@ if TYPE_CHECKING:
     from spark_runtime.sinks.base import EPOCH_COLUMN, Sink, StagedSink, TransactionalSink
     from spark_runtime.sinks.console import ConsoleSink
     from spark_runtime.sinks.file import FileSink
+    from spark_runtime.sinks.foreach_batch import (
+        BatchFunction,
+        ForeachBatchParticipant,
+        ForeachBatchSink,
+    )
     from spark_runtime.sinks.hazelcast_map import HazelcastMapSink
     from spark_runtime.sinks.kafka import KafkaSink
     from spark_runtime.sinks.participant import SinkParticipant
@@ -36,8 +44,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EPOCH_COLUMN",
+    "BatchFunction",
     "ConsoleSink",
     "FileSink",
+    "ForeachBatchParticipant",
+    "ForeachBatchSink",
     "HazelcastMapSink",
     "KafkaSink",
     "MaxPreparedTransactionsDisabled",
@@ -56,8 +67,11 @@ if not TYPE_CHECKING:
         globals(),
         {
             "EPOCH_COLUMN": "base",
+            "BatchFunction": "foreach_batch",
             "ConsoleSink": "console",
             "FileSink": "file",
+            "ForeachBatchParticipant": "foreach_batch",
+            "ForeachBatchSink": "foreach_batch",
             "HazelcastMapSink": "hazelcast_map",
             "KafkaSink": "kafka",
             "MaxPreparedTransactionsDisabled": "postgres",

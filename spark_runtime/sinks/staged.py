@@ -184,13 +184,7 @@ class StagedSinkParticipant(EpochOutput[StagedSink]):
 
     def _publish(self, ref: SnapshotRef) -> int:
         """Publishes every partition of ``ref`` in parallel tasks; returns the rows published."""
-        by_partition: dict[int, list[ChunkDescriptor]] = {}
-        for chunk in ref.chunks:
-            by_partition.setdefault(chunk.key.partition, []).append(chunk)
-        parts = [
-            (partition, sorted(chunks, key=lambda chunk: chunk.key.seq))
-            for partition, chunks in sorted(by_partition.items())
-        ]
+        parts = staged_partitions(ref)
         if not parts:
             return 0
         sink, address = self.sink, self._context.store
@@ -204,3 +198,15 @@ class StagedSinkParticipant(EpochOutput[StagedSink]):
         spark = self._context.spark
         published = spark.sparkContext.parallelize(parts, len(parts)).mapPartitions(publish)
         return sum(published.collect())
+
+
+def staged_partitions(ref: SnapshotRef) -> list[tuple[int, list[ChunkDescriptor]]]:
+    """Each sink partition of ``ref`` with its chunks in the order they were written (by
+    sequence number, so a key's output keeps its epochs' order), by partition."""
+    by_partition: dict[int, list[ChunkDescriptor]] = {}
+    for chunk in ref.chunks:
+        by_partition.setdefault(chunk.key.partition, []).append(chunk)
+    return [
+        (partition, sorted(chunks, key=lambda chunk: chunk.key.seq))
+        for partition, chunks in sorted(by_partition.items())
+    ]

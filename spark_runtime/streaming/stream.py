@@ -25,6 +25,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import StructField, StructType
 
 from spark_runtime.sinks.base import Sink
+from spark_runtime.sinks.foreach_batch import ForeachBatchSink
 from spark_runtime.state import Deduplicate, PandasState, RunningAggregate, TumblingWindow
 from spark_runtime.state.pandas_state import OUTPUT_MODES
 from spark_runtime.streaming.aggregation import (
@@ -261,6 +262,33 @@ class EpochStream:
             name: The sink's name in snapshots and transactions (default ``sink-<n>``).
         """
         self._pipeline.add_sink(sink, name, self._node, self._template)
+
+    def foreachBatch(
+        self,
+        func: Callable[[DataFrame, int], None],
+        *,
+        name: str | None = None,
+        key: Sequence[str] = (),
+    ) -> None:
+        """Calls ``func(batch_df, batch_id)`` with each batch of output, as Structured Streaming's
+        ``foreachBatch`` does.
+
+        A batch is the output one snapshot commits, and ``batch_id`` is that snapshot's id,
+        which a restore does not change: ``func`` runs on the driver in the snapshot's 2nd
+        phase, and a restore calls it again for the restore point's batch with the same id and
+        rows, so a ``func`` that writes once per id is exactly once. A batch without rows is not
+        handed over. Under AT_LEAST_ONCE ``func`` gets every epoch's output at once, with an id
+        that only grows but is not stable across restores
+        (:class:`~spark_runtime.sinks.foreach_batch.ForeachBatchSink`).
+
+        Args:
+            func: Takes the batch's DataFrame and its id.
+            name: The sink's name in snapshots (default ``sink-<n>``, counted with
+                ``writeStream``'s).
+            key: For an update stream (``groupBy(...).agg(...)``): the columns that identify a
+                row; the batch then holds each key's latest row, not a row per epoch.
+        """
+        self.writeStream(ForeachBatchSink(func, key=key), name=name)
 
     # --- plumbing ----------------------------------------------------------------------------
 
