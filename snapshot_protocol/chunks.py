@@ -415,12 +415,17 @@ class SnapshotRef:
         snapshot_id: The snapshot's id; transactions it names are committed "just in case".
         chunks: The chunks this participant wrote into it, with their checksums.
         state_partitions: The keyed state partitions the snapshot was taken with.
+        job_uid: The job that took the snapshot (its validation record's): another job's when
+            this one starts from an export. That job finished the snapshot's second phase
+            before the export was listed, so its output is not this job's to publish again.
+            Empty when not known.
     """
 
     map_name: str
     snapshot_id: int
     chunks: tuple[ChunkDescriptor, ...]
     state_partitions: int = 0
+    job_uid: str = ""
 
     @property
     def chunk_keys(self) -> tuple[ChunkKey, ...]:

@@ -263,6 +263,7 @@ class SnapshotCoordinator:
                             validation.snapshot_id,
                             chunks_of(validation, participant.name),
                             validation.shape.state_partitions,
+                            validation.job_uid,
                         )
                     participant.restore(ref, self._snapshots, record.ongoing_snapshot_id)
         except SnapshotUnusable as unusable:

@@ -118,6 +118,18 @@ class StagedSink(Sink):
         """Columns whose hash picks a row's sink partition (none: spread evenly)."""
         return ()
 
+    def as_writer(self, job_uid: str) -> StagedSink:
+        """This sink, publishing as the job ``job_uid`` does (its markers, its transactions).
+
+        A job started from another job's export restores that job's snapshot, and restore
+        step 5 publishes its staged output "just in case". Whether it was published is in the
+        other job's markers, so that publish must look there and write under the other job's
+        identity: published, it is skipped; not published (that job stopped before its
+        second phase), it is published once. A sink whose markers do not depend on the job
+        returns itself (the default).
+        """
+        return self
+
     @abstractmethod
     def publish(self, snapshot_id: int, partition: int, batches: Iterator[pa.RecordBatch]) -> int:
         """Publishes one sink partition's staged output of ``snapshot_id``, once.

@@ -31,6 +31,7 @@ that epoch's output and an id that only grows (:meth:`ForeachBatchSink.write`).
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import time
@@ -51,8 +52,10 @@ from spark_runtime.state.keyed import StateContext
 
 _log = logging.getLogger(__name__)
 
-BatchFunction = Callable[[DataFrame, int], None]
-"""``func(batch_df, batch_id)``, PySpark's ``foreachBatch`` signature."""
+BatchFunction = Callable[..., None]
+"""``func(batch_df, batch_id)``, PySpark's ``foreachBatch`` signature, or
+``func(batch_df, batch_id, job_uid)`` to know whose snapshot the batch is (see
+:class:`ForeachBatchSink`)."""
 
 
 class ForeachBatchSink(StagedSink):
@@ -65,9 +68,13 @@ class ForeachBatchSink(StagedSink):
     removes.
 
     Args:
-        function: ``func(batch_df, batch_id)``. Under EXACTLY_ONCE ``batch_id`` is the id of the
-            snapshot that committed the batch, and a restore calls the function again with the
-            same id and rows; under the other guarantees, see :meth:`write`.
+        function: ``func(batch_df, batch_id)``, or ``func(batch_df, batch_id, job_uid)``.
+            Under EXACTLY_ONCE ``batch_id`` is the id of the snapshot that committed the batch,
+            and a restore calls the function again with the same id and rows; under the other
+            guarantees, see :meth:`write`. Ids are a job's own: a job started from another's
+            export numbers its snapshots from 0 again, and restores the export's batch under
+            the exporting job's uid and id. So a function that records the batches it applied
+            records ``(job_uid, batch_id)``, which is unique.
         key: Columns identifying a row of an update stream (``groupBy(...).agg(...)``): under
             EXACTLY_ONCE a batch holds the output of every epoch since the previous snapshot,
             where a key may have a row per epoch; with ``key`` the batch holds each key's latest
@@ -92,6 +99,8 @@ class ForeachBatchSink(StagedSink):
         if partitions < 1:
             raise ValueError(f"A foreachBatch sink needs at least 1 partition, not {partitions}")
         self.function = function
+        self.takes_job_uid = _takes_three_arguments(function)
+        self.job_uid = ""
         self.key = tuple(key)
         self.partitions = partitions
         self._schema: StructType | None = None
@@ -103,6 +112,7 @@ class ForeachBatchSink(StagedSink):
         Raises:
             ValueError: If a ``key`` column is not in the output, or is a struct, array or map.
         """
+        self.job_uid = job_uid
         columns = [field.name for field in schema.fields if field.name != EPOCH_COLUMN]
         missing = [column for column in self.key if column not in columns]
         if missing:
@@ -150,7 +160,14 @@ class ForeachBatchSink(StagedSink):
         """
         now = time.time_ns() // 1000
         self._last_unstaged_id = max(now, self._last_unstaged_id + 1)
-        self.function(frame, self._last_unstaged_id)
+        self.call(frame, self._last_unstaged_id, self.job_uid)
+
+    def call(self, batch: DataFrame, batch_id: int, job_uid: str) -> None:
+        """Calls the function, with ``job_uid`` if it takes three arguments."""
+        if self.takes_job_uid:
+            self.function(batch, batch_id, job_uid)
+        else:
+            self.function(batch, batch_id)
 
     def publish(self, snapshot_id: int, partition: int, batches: Iterator[pa.RecordBatch]) -> int:
         """Not used: a batch is handed to the function whole, on the driver
@@ -199,7 +216,8 @@ class ForeachBatchParticipant(StagedSinkParticipant):
         rows = sum(chunk.num_keys for chunk in ref.chunks)
         started = time.monotonic()
         try:
-            sink.function(batch, ref.snapshot_id)
+            # Another job's snapshot (this job started from its export) keeps its writer's id.
+            sink.call(batch, ref.snapshot_id, ref.job_uid or sink.job_uid)
         except Exception as error:
             # Phase 2 or the restore fails and the execution restarts; its restore calls the
             # function again with this batch.
@@ -264,3 +282,18 @@ def batch_frame(
 
     tasks = spark.sparkContext.parallelize(listed, max(1, len(listed)))
     return spark.createDataFrame(tasks, "partition int, chunks string").mapInArrow(read, schema)
+
+
+def _takes_three_arguments(function: BatchFunction) -> bool:
+    """Whether ``function`` takes a third positional argument (the job's uid)."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: PySpark's two arguments
+        return False
+    positional = [
+        p
+        for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    variadic = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters)
+    return variadic or len(positional) >= 3

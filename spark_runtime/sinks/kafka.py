@@ -23,6 +23,7 @@ shared: another producer's open transaction in a partition would hold back
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -139,6 +140,7 @@ class KafkaSink(StagedSink):
         self.topic = topic
         self.partitions = partitions
         self.commit_topic = commit_topic or ""
+        self._given_commit_topic = self.commit_topic
         self.options = dict(options or {})
         self.security = security if security is not None else KafkaSecurity.from_environment()
         self._job_uid = ""
@@ -223,6 +225,17 @@ class KafkaSink(StagedSink):
     def partition_columns(self) -> Sequence[str]:
         """Rows with the same key share a partition, so their order is kept."""
         return ("key",) if self._keyed else ()
+
+    def as_writer(self, job_uid: str) -> KafkaSink:
+        """This sink with the transactional ids and commit topic of the job ``job_uid``
+        (:meth:`StagedSink.as_writer`): another job's staged output is published under its
+        markers, once."""
+        if job_uid == self._job_uid:
+            return self
+        writer = copy.copy(self)
+        writer._job_uid = job_uid
+        writer.commit_topic = self._given_commit_topic or commit_topic_name(job_uid, self._name)
+        return writer
 
     def write(self, frame: DataFrame) -> None:
         """Writes one epoch now with Spark's Kafka writer (the at-least-once path)."""

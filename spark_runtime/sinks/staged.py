@@ -187,7 +187,9 @@ class StagedSinkParticipant(EpochOutput[StagedSink]):
         parts = staged_partitions(ref)
         if not parts:
             return 0
-        sink, address = self.sink, self._context.store
+        # Another job's snapshot (this job started from its export): its markers decide.
+        sink = self.sink.as_writer(ref.job_uid) if ref.job_uid else self.sink
+        address = self._context.store
         map_name, snapshot_id = ref.map_name, ref.snapshot_id
 
         def publish(items: Iterable[tuple[int, list[ChunkDescriptor]]]) -> Iterator[int]:

@@ -25,7 +25,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import StructField, StructType
 
 from spark_runtime.sinks.base import Sink
-from spark_runtime.sinks.foreach_batch import ForeachBatchSink
+from spark_runtime.sinks.foreach_batch import BatchFunction, ForeachBatchSink
 from spark_runtime.state import Deduplicate, PandasState, RunningAggregate, TumblingWindow
 from spark_runtime.state.pandas_state import OUTPUT_MODES
 from spark_runtime.streaming.aggregation import (
@@ -265,7 +265,7 @@ class EpochStream:
 
     def foreachBatch(
         self,
-        func: Callable[[DataFrame, int], None],
+        func: BatchFunction,
         *,
         name: str | None = None,
         key: Sequence[str] = (),
@@ -282,7 +282,9 @@ class EpochStream:
         (:class:`~spark_runtime.sinks.foreach_batch.ForeachBatchSink`).
 
         Args:
-            func: Takes the batch's DataFrame and its id.
+            func: Takes the batch's DataFrame and its id, and, with a third parameter, the
+                uid of the job whose snapshot the batch is: ids are a job's own, so a function
+                that records what it applied keys it by ``(job_uid, batch_id)``.
             name: The sink's name in snapshots (default ``sink-<n>``, counted with
                 ``writeStream``'s).
             key: For an update stream (``groupBy(...).agg(...)``): the columns that identify a

@@ -44,6 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from spark_runtime.sinks.base import EPOCH_COLUMN, Sink, StagedSink, TransactionalSink
+from spark_runtime.sinks.foreach_batch import ForeachBatchSink
 
 ROWS_PER_BATCH = 6
 """Rows per batch: more than a few sink partitions, so a sink that splits its output into
@@ -58,8 +59,12 @@ ToFrame = Callable[[SparkSession, Sequence[str]], DataFrame]
 ReadValues = Callable[[], Iterable[str]]
 """The values of the rows a reader of the destination sees now, duplicates included."""
 
-BatchFunction = Callable[[DataFrame, int], None]
-"""A ``foreachBatch`` function: ``func(batch_df, batch_id)``."""
+BatchFunction = Callable[..., None]
+"""A ``foreachBatch`` function: ``func(batch_df, batch_id)`` or
+``func(batch_df, batch_id, job_uid)``."""
+
+KIT_JOB_UID = "kit-job"
+"""The job uid the kit calls a three-argument ``foreachBatch`` function with."""
 
 
 @dataclass(frozen=True)
@@ -127,9 +132,13 @@ class _Scenario:
         """A new instance, opened as a new process opens it."""
         return cast(StagedSink, self._sink(StagedSink, "", ""))
 
-    def function(self) -> BatchFunction:
-        """The foreachBatch function, as a new process would have it."""
-        return cast(BatchFunction, self._make())
+    def function(self, job_uid: str = KIT_JOB_UID) -> Callable[[DataFrame, int], None]:
+        """The foreachBatch function, as a new process of job ``job_uid`` would call it."""
+        made = self._make()
+        if not callable(made):
+            raise TypeError(f"make_function() made a {type(made).__name__}, not a function")
+        sink = ForeachBatchSink(made)
+        return lambda frame, batch_id: sink.call(frame, batch_id, job_uid)
 
     def values(self, snapshot_id: int) -> list[str]:
         """The rows of one batch, unique to this scenario and snapshot."""
@@ -558,6 +567,24 @@ def _call_older_after_newer(s: _Scenario) -> None:
     s.function()(s.frame(older), 3)
     s.expect(older, 1, "batches 3, 4, then 3 again")
     s.expect(newer, 1, "batches 3, 4, then 3 again")
+
+
+@_scenario(_FOREACH, "another-jobs-ids")
+def _another_jobs_ids(s: _Scenario) -> None:
+    """A job started from another job's export numbers its batches from 0 again: the same id
+    of another job is another batch, applied too."""
+    exporting, started = s.values(6), s.values(7)
+    s.function("kit-exporting-job")(s.frame(exporting), 6)
+    s.function()(s.frame(started), 6)
+    problem = (
+        "; a function keyed by batch_id alone drops a job's batches after it starts from an "
+        "export: take a third parameter, job_uid, and key by (job_uid, batch_id)"
+    )
+    try:
+        s.expect(exporting, 1, "batch 6 of the exporting job")
+        s.expect(started, 1, "batch 6 of a job started from its export")
+    except _WrongError as wrong:
+        raise _WrongError(f"{wrong}{problem}") from None
 
 
 @_scenario(_FOREACH, "fails-midway")

@@ -24,7 +24,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
 from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.record import export_map_name, snapshot_map_name
 from snapshotjob_contract.spec import ProcessingGuarantee
+from spark_runtime.file_record_store import FileRecordStore
 from spark_runtime.sources import SequenceSource
 from spark_runtime.streaming import Pipeline
 from spark_runtime.testing.sink_conformance import (
@@ -109,6 +111,42 @@ def test_a_batch_is_a_snapshots_output_and_the_restore_calls_it_again(runner: Ru
     assert ids == sorted(ids) and len(set(ids)) == len(ids) - 1, f"ids {ids}"
     by_id = calls.by_id()
     assert sorted(v for rows in by_id.values() for v in rows) == list(range(600))
+
+
+class UidCalls:
+    """A three-argument foreachBatch function recording ``(job uid, batch id, rows)``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, int]] = []
+
+    def __call__(self, batch: DataFrame, batch_id: int, job_uid: str) -> None:
+        self.calls.append((job_uid, batch_id, batch.count()))
+
+
+def test_a_job_started_from_an_export_hands_over_its_batch_under_the_exporters_uid(
+    runner: Runner,
+) -> None:
+    calls = UidCalls()
+    build = numbers(600, lambda s: s.foreachBatch(calls, name="out"))
+    exporting, started = job(), job()
+    assert runner.run(build, exporting, 0, 3) is DriverExit.INTERRUPTED
+    exported = list(calls.calls)
+    assert {uid for uid, _id, _rows in exported} == {exporting}
+    # The export of the stopped job, as the operator copies a suspended job's restore point.
+    record = FileRecordStore(runner.record_path(exporting), "").read()
+    source = snapshot_map_name(exporting, record.data_map_index, record.data_map_backup_count)
+    name = f"golden-{exporting}"
+    runner.store.copy_snapshot(source, export_map_name("test", name), record.snapshot_id)
+
+    assert runner.run(build, started, 10**9, initial_snapshot_name=name) is DriverExit.COMPLETED
+    again, own = calls.calls[len(exported)], calls.calls[len(exported) + 1 :]
+    # The export's batch again, "just in case", under the exporting job's uid and id: a
+    # function keyed by (job uid, batch id) finds it applied.
+    assert again == exported[-1]
+    assert own and {uid for uid, _id, _rows in own} == {started}
+    # The new job numbers its own batches from 0 again: the same ids as the exporter's.
+    assert {batch_id for _uid, batch_id, _rows in own} & {b for _u, b, _r in exported}
+    assert sum(rows for _uid, _id, rows in exported + own) == 600
 
 
 def test_a_failing_function_restarts_the_job_and_the_restore_retries_the_batch(

@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from spark_runtime.sinks.kafka import (
+    KafkaSink,
     check_schema,
     commit_topic_name,
     latest_marker,
@@ -60,3 +61,17 @@ def test_output_needs_a_string_or_binary_value_and_may_have_a_key() -> None:
         check_schema(_schema(id=LongType()), "t")
     with pytest.raises(ValueError, match=r"'key' as string or binary, not bigint; cast it"):
         check_schema(_schema(key=LongType(), value=StringType()), "t")
+
+
+def test_another_jobs_staged_output_is_published_under_that_jobs_markers() -> None:
+    sink = KafkaSink("127.0.0.1:9092", "out", security=None)
+    # What open() sets: the job's identity and its default commit topic.
+    sink._job_uid, sink._name = "job-a", "events"
+    sink.commit_topic = commit_topic_name("job-a", "events")
+    assert sink.as_writer("job-a") is sink
+    writer = sink.as_writer("job-b")
+    assert (writer._job_uid, writer.commit_topic) == ("job-b", commit_topic_name("job-b", "events"))
+    assert (sink._job_uid, sink.commit_topic) == ("job-a", commit_topic_name("job-a", "events"))
+    given = KafkaSink("127.0.0.1:9092", "out", commit_topic="markers", security=None)
+    given._job_uid, given._name = "job-a", "events"
+    assert given.as_writer("job-b").commit_topic == "markers"
