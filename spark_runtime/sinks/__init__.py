@@ -9,6 +9,8 @@
 - :mod:`~spark_runtime.sinks.foreach_batch`: ``ForeachBatchSink`` and its
   ``ForeachBatchParticipant``: a function of each batch's DataFrame and its snapshot id
   (``stream.foreachBatch``)
+- :mod:`~spark_runtime.sinks.delta`: ``DeltaSink``, a Delta Lake table, exactly once by
+  Delta's idempotent writes (needs Delta Lake's jars in the session)
 - :mod:`~spark_runtime.sinks.kafka`: ``KafkaSink`` (needs confluent-kafka)
 - :mod:`~spark_runtime.sinks.file`: ``FileSink``
 - :mod:`~spark_runtime.sinks.postgres`: ``PostgresSink``, ``MaxPreparedTransactionsDisabled``
@@ -30,6 +32,7 @@ from spark_runtime.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from spark_runtime.sinks.base import EPOCH_COLUMN, Sink, StagedSink, TransactionalSink
     from spark_runtime.sinks.console import ConsoleSink
+    from spark_runtime.sinks.delta import DeltaSink
     from spark_runtime.sinks.file import FileSink
     from spark_runtime.sinks.foreach_batch import (
         BatchFunction,
@@ -46,6 +49,7 @@ __all__ = [
     "EPOCH_COLUMN",
     "BatchFunction",
     "ConsoleSink",
+    "DeltaSink",
     "FileSink",
     "ForeachBatchParticipant",
     "ForeachBatchSink",
@@ -69,6 +73,7 @@ if not TYPE_CHECKING:
             "EPOCH_COLUMN": "base",
             "BatchFunction": "foreach_batch",
             "ConsoleSink": "console",
+            "DeltaSink": "delta",
             "FileSink": "file",
             "ForeachBatchParticipant": "foreach_batch",
             "ForeachBatchSink": "foreach_batch",

@@ -12,7 +12,8 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from spark_runtime.sinks import EPOCH_COLUMN, ForeachBatchSink
+from spark_runtime.sinks import EPOCH_COLUMN, DeltaSink, ForeachBatchSink
+from spark_runtime.sinks.delta import app_id
 
 OUTPUT = StructType(
     [
@@ -76,3 +77,24 @@ def test_at_least_once_ids_only_grow_and_are_never_a_snapshots() -> None:
 def test_a_batch_is_never_published_by_partition() -> None:
     with pytest.raises(TypeError, match="calls its function with the whole batch on the driver"):
         ForeachBatchSink(lambda batch, batch_id: None).publish(1, 0, iter([]))
+
+
+def test_a_function_may_ask_for_the_uid_of_the_job_whose_batch_it_is() -> None:
+    seen: list[tuple[Any, ...]] = []
+    two = ForeachBatchSink(lambda batch, batch_id: seen.append((batch_id,)))
+    three = ForeachBatchSink(lambda batch, batch_id, job_uid: seen.append((batch_id, job_uid)))
+    assert not two.takes_job_uid and three.takes_job_uid
+    frame = cast(DataFrame, object())
+    two.call(frame, 4, "job-a")
+    three.call(frame, 4, "job-a")
+    assert seen == [(4,), (4, "job-a")]
+
+
+def test_a_delta_sink_keeps_its_idempotent_options_and_needs_delta_in_the_session() -> None:
+    with pytest.raises(ValueError, match="sets txnappid itself"):
+        DeltaSink("/tmp/table", options={"txnAppId": "mine"})
+    assert app_id("job-a", "events") == "snapshotjob-job-a-events"
+    schema = StructType([StructField("id", LongType())])
+    # No session here, so no Delta Lake in it: the definition fails, saying what to add.
+    with pytest.raises(ValueError, match="Delta Lake is not in the driver's Spark session"):
+        DeltaSink("/tmp/table").open(schema, "job-a", "events")
