@@ -31,195 +31,48 @@ wrong. The scenarios are :data:`TRANSACTIONAL_SCENARIOS`, :data:`STAGED_SCENARIO
 from __future__ import annotations
 
 import contextlib
-import inspect
 import uuid
-from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from collections.abc import Callable, Collection, Iterator
 
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
-from spark_runtime.sinks.base import EPOCH_COLUMN, Sink, StagedSink, TransactionalSink
-from spark_runtime.sinks.foreach_batch import ForeachBatchSink
+from spark_runtime.sinks.base import StagedSink, TransactionalSink
+from spark_runtime.testing._conformance import (
+    FOREACH,
+    KIT_JOB_UID,
+    RECOVER_ALL,
+    STAGED,
+    TRANSACTIONAL,
+    BatchFunction,
+    ReadValues,
+    Scenario,
+    ScenarioFailure,
+    SinkConformanceError,
+    ToFrame,
+    WrongResultError,
+    catalogue,
+    key_value_frame,
+    run_scenarios,
+    scenario,
+)
 
-ROWS_PER_BATCH = 6
-"""Rows per batch: more than a few sink partitions, so a sink that splits its output into
-transactions gets several."""
-
-RECOVER_ALL = 10**12
-"""A ``through_snapshot_id`` above every id the kit uses: cleans up after a scenario."""
-
-ToFrame = Callable[[SparkSession, Sequence[str]], DataFrame]
-"""Makes the frame a sink is given from the rows' values (one row per value)."""
-
-ReadValues = Callable[[], Iterable[str]]
-"""The values of the rows a reader of the destination sees now, duplicates included."""
-
-BatchFunction = Callable[..., None]
-"""A ``foreachBatch`` function: ``func(batch_df, batch_id)`` or
-``func(batch_df, batch_id, job_uid)``."""
-
-KIT_JOB_UID = "kit-job"
-"""The job uid the kit calls a three-argument ``foreachBatch`` function with."""
-
-
-@dataclass(frozen=True)
-class ScenarioFailure:
-    """One scenario the sink failed: its name (a key of a ``*_SCENARIOS``) and what was wrong."""
-
-    scenario: str
-    problem: str
-
-    def __str__(self) -> str:
-        return f"[{self.scenario}] {self.problem}"
-
-
-class SinkConformanceError(AssertionError):
-    """The sink failed scenarios of the kit (:attr:`failures`); pytest reports the list."""
-
-    def __init__(self, subject: str, failures: Sequence[ScenarioFailure]) -> None:
-        self.failures = list(failures)
-        listed = "\n".join(f"- {failure}" for failure in self.failures)
-        super().__init__(f"{subject} fails {len(self.failures)} scenario(s) of the kit:\n{listed}")
-
-
-def key_value_frame(spark: SparkSession, values: Sequence[str]) -> DataFrame:
-    """The kit's default rows: ``key`` and ``value`` strings, both the row's value (a Kafka
-    sink's columns; a table or files take them as they are)."""
-    return spark.createDataFrame([(v, v) for v in values], "key string, value string")
-
-
-class _WrongError(Exception):
-    """What a scenario found wrong."""
-
-
-class _Scenario:
-    """One scenario's rows, sinks and checks; ``make`` builds a sink or a foreachBatch function."""
-
-    def __init__(
-        self,
-        name: str,
-        make: Callable[[], object],
-        read_values: ReadValues,
-        spark: SparkSession,
-        to_frame: ToFrame,
-        job_uid: str,
-        sink_name: str,
-    ) -> None:
-        self.name, self.spark, self.job_uid = name, spark, job_uid
-        self.sink_name = f"{sink_name}-{name}"
-        self._make, self._read_values, self._to_frame = make, read_values, to_frame
-        self.opened: set[tuple[str, str]] = set()
-
-    def _sink(self, kind: type, job_uid: str, sink_name: str) -> Any:
-        made = self._make()
-        if not isinstance(made, kind):
-            raise TypeError(f"make_sink() made a {type(made).__name__}, not a {kind.__name__}")
-        identity = (job_uid or self.job_uid, sink_name or self.sink_name)
-        cast(Sink, made).open(self._to_frame(self.spark, ["schema"]).schema, *identity)
-        self.opened.add(identity)
-        return made
-
-    def transactional(self, job_uid: str = "", sink_name: str = "") -> TransactionalSink:
-        """A new instance, opened as a new process opens it."""
-        return cast(TransactionalSink, self._sink(TransactionalSink, job_uid, sink_name))
-
-    def staged(self) -> StagedSink:
-        """A new instance, opened as a new process opens it."""
-        return cast(StagedSink, self._sink(StagedSink, "", ""))
-
-    def function(self, job_uid: str = KIT_JOB_UID) -> Callable[[DataFrame, int], None]:
-        """The foreachBatch function, as a new process of job ``job_uid`` would call it."""
-        made = self._make()
-        if not callable(made):
-            raise TypeError(f"make_function() made a {type(made).__name__}, not a function")
-        sink = ForeachBatchSink(made)
-        return lambda frame, batch_id: sink.call(frame, batch_id, job_uid)
-
-    def values(self, snapshot_id: int) -> list[str]:
-        """The rows of one batch, unique to this scenario and snapshot."""
-        return [f"{self.name}:{snapshot_id}:{n}" for n in range(ROWS_PER_BATCH)]
-
-    def frame(self, values: Sequence[str], epoch: int | None = None) -> DataFrame:
-        """The rows as a sink gets them; with ``epoch``, the epoch column of buffered output."""
-        frame = self._to_frame(self.spark, values)
-        return frame if epoch is None else frame.withColumn(EPOCH_COLUMN, F.lit(epoch))
-
-    def batches(self, values: Sequence[str]) -> list[pa.RecordBatch]:
-        """The rows as a staged chunk holds them: Arrow, with the epoch column."""
-        return list(self.frame(values, epoch=0).toArrow().to_batches())
-
-    def expect(self, values: Sequence[str], times: int, after: str) -> None:
-        """Checks that each of ``values`` is seen ``times`` times (0 or 1) now."""
-        wanted = set(values)
-        counts = Counter(v for v in self._read_values() if v in wanted)
-        if any(counts[v] != times for v in values):
-            raise _WrongError(
-                f"after {after}: expected each of its {len(values)} rows "
-                f"{'once' if times else 'absent'}, but {_describe(values, counts)}"
-            )
-
-
-_Check = Callable[[_Scenario], None]
-_TRANSACTIONAL: dict[str, _Check] = {}
-_STAGED: dict[str, _Check] = {}
-_FOREACH: dict[str, _Check] = {}
-
-
-def _scenario(registry: dict[str, _Check], name: str) -> Callable[[_Check], _Check]:
-    """Registers a check under ``name``; its docstring says what it checks."""
-
-    def register(check: _Check) -> _Check:
-        registry[name] = check
-        return check
-
-    return register
-
-
-def _describe(values: Sequence[str], counts: Counter[str]) -> str:
-    """How often the rows were seen, e.g. ``2 absent (a, b); 4 seen twice (c, ...)``."""
-    by_count: dict[int, list[str]] = {}
-    for value in values:
-        by_count.setdefault(counts[value], []).append(value)
-    words = {0: "absent", 1: "seen once", 2: "seen twice"}
-    parts = []
-    for count, seen in sorted(by_count.items()):
-        shown = ", ".join(seen[:3]) + (", ..." if len(seen) > 3 else "")
-        parts.append(f"{len(seen)} {words.get(count, f'seen {count} times')} ({shown})")
-    return "; ".join(parts)
-
-
-def _run(
-    subject: str,
-    registry: Mapping[str, _Check],
-    selected: Collection[str] | None,
-    scenario: Callable[[str], _Scenario],
-    settle: Callable[[_Scenario], None] | None = None,
-) -> list[str]:
-    """Runs the selected scenarios; returns their names, or raises with every failure."""
-    unknown = sorted(set(selected or ()) - set(registry))
-    if unknown:
-        raise ValueError(f"No scenario {unknown}; the kit's are {', '.join(registry)}")
-    names = [name for name in registry if selected is None or name in selected]
-    failures = []
-    for name in names:
-        s = scenario(name)
-        try:
-            registry[name](s)
-        except _WrongError as wrong:
-            failures.append(ScenarioFailure(name, str(wrong)))
-        except Exception as error:  # the sink raised: reported with the scenario, not fatal
-            failures.append(ScenarioFailure(name, f"raised {type(error).__name__}: {error}"))
-        finally:
-            if settle is not None:
-                settle(s)
-    if failures:
-        raise SinkConformanceError(subject, failures)
-    return names
+__all__ = [
+    "FOREACH_BATCH_SCENARIOS",
+    "KIT_JOB_UID",
+    "STAGED_SCENARIOS",
+    "TRANSACTIONAL_SCENARIOS",
+    "BatchFunction",
+    "ReadValues",
+    "ScenarioFailure",
+    "SinkConformanceError",
+    "ToFrame",
+    "check_foreach_batch",
+    "check_staged_sink",
+    "check_transactional_sink",
+    "key_value_frame",
+]
 
 
 def check_transactional_sink(
@@ -253,35 +106,33 @@ def check_transactional_sink(
     """
     uid = job_uid or f"conformance-{uuid.uuid4().hex[:12]}"
 
-    def settle(s: _Scenario) -> None:
+    def settle(s: Scenario) -> None:
         # What a failed check left prepared would hold locks; its failure is what counts.
         for job, sink_name in set(s.opened):
             with contextlib.suppress(Exception):
                 s.transactional(job_uid=job, sink_name=sink_name).recover([], RECOVER_ALL)
 
-    return _run(
+    return run_scenarios(
         type(make_sink()).__name__,
-        _TRANSACTIONAL,
+        TRANSACTIONAL,
         scenarios,
-        lambda key: _Scenario(key, make_sink, read_values, spark, to_frame, uid, name),
+        lambda key: Scenario(key, make_sink, read_values, spark, to_frame, uid, name),
         settle,
     )
 
 
-def _prepare(
-    s: _Scenario, sink: TransactionalSink, snapshot_id: int
-) -> tuple[list[str], list[str]]:
+def _prepare(s: Scenario, sink: TransactionalSink, snapshot_id: int) -> tuple[list[str], list[str]]:
     """Prepares a batch of ``snapshot_id``; returns its values and transaction ids."""
     values = s.values(snapshot_id)
     ids = list(sink.prepare(s.frame(values, epoch=snapshot_id), snapshot_id))
     if not ids:
-        raise _WrongError(f"prepare of snapshot {snapshot_id} returned no transaction id")
+        raise WrongResultError(f"prepare of snapshot {snapshot_id} returned no transaction id")
     s.expect(values, 0, f"prepare of snapshot {snapshot_id}, before any commit (a dirty read)")
     return values, ids
 
 
-@_scenario(_TRANSACTIONAL, "prepare-commit")
-def _prepare_commit(s: _Scenario) -> None:
+@scenario(TRANSACTIONAL, "prepare-commit")
+def _prepare_commit(s: Scenario) -> None:
     """Prepare writes nothing a reader sees; commit publishes each row once."""
     sink = s.transactional()
     values, ids = _prepare(s, sink, 1)
@@ -289,8 +140,8 @@ def _prepare_commit(s: _Scenario) -> None:
     s.expect(values, 1, "prepare and commit")
 
 
-@_scenario(_TRANSACTIONAL, "commit-twice")
-def _commit_twice(s: _Scenario) -> None:
+@scenario(TRANSACTIONAL, "commit-twice")
+def _commit_twice(s: Scenario) -> None:
     """A commit repeated (phase 2, then a restore's "just in case"), by a new process too, and a
     recover of committed ids leave each row once."""
     sink = s.transactional()
@@ -303,19 +154,19 @@ def _commit_twice(s: _Scenario) -> None:
     _, rolled_back = s.transactional().recover(ids, 2)
     s.expect(values, 1, "a restore's recover(committed ids) after phase 2 committed them")
     if set(rolled_back) & set(ids):
-        raise _WrongError(f"recover reported committed ids as rolled back: {rolled_back}")
+        raise WrongResultError(f"recover reported committed ids as rolled back: {rolled_back}")
 
 
-@_scenario(_TRANSACTIONAL, "crash-after-prepare-recover-commits")
-def _crash_after_prepare_recover_commits(s: _Scenario) -> None:
+@scenario(TRANSACTIONAL, "crash-after-prepare-recover-commits")
+def _crash_after_prepare_recover_commits(s: Scenario) -> None:
     """A crash after prepare; a new process's recover of those ids publishes each row once."""
     values, ids = _prepare(s, s.transactional(), 3)
     s.transactional().recover(ids, 3)
     s.expect(values, 1, "a crash after prepare, then recover(those ids) by a new process")
 
 
-@_scenario(_TRANSACTIONAL, "crash-after-prepare-recover-rolls-back")
-def _crash_after_prepare_recover_rolls_back(s: _Scenario) -> None:
+@scenario(TRANSACTIONAL, "crash-after-prepare-recover-rolls-back")
+def _crash_after_prepare_recover_rolls_back(s: Scenario) -> None:
     """A crash after prepare; recover without those ids rolls them back: the rows never
     appear, not even when the ids are committed afterwards."""
     values, ids = _prepare(s, s.transactional(), 5)
@@ -325,8 +176,8 @@ def _crash_after_prepare_recover_rolls_back(s: _Scenario) -> None:
     s.expect(values, 0, "a commit of ids recover should have rolled back (left prepared)")
 
 
-@_scenario(_TRANSACTIONAL, "recover-leaves-newer")
-def _recover_leaves_newer(s: _Scenario) -> None:
+@scenario(TRANSACTIONAL, "recover-leaves-newer")
+def _recover_leaves_newer(s: Scenario) -> None:
     """Recover commits the restore point's ids, rolls back the others up to
     through_snapshot_id, and leaves higher ids (a newer execution's) prepared."""
     first = s.transactional()
@@ -346,8 +197,8 @@ def _recover_leaves_newer(s: _Scenario) -> None:
     )
 
 
-@_scenario(_TRANSACTIONAL, "abort")
-def _abort(s: _Scenario) -> None:
+@scenario(TRANSACTIONAL, "abort")
+def _abort(s: Scenario) -> None:
     """Abort after a prepare rolls it back; an abort with nothing prepared is a no-op."""
     sink = s.transactional()
     values, ids = _prepare(s, sink, 9)
@@ -359,8 +210,8 @@ def _abort(s: _Scenario) -> None:
     s.expect(values, 0, "a commit of ids abort should have rolled back (left prepared)")
 
 
-@_scenario(_TRANSACTIONAL, "rollback")
-def _rollback(s: _Scenario) -> None:
+@scenario(TRANSACTIONAL, "rollback")
+def _rollback(s: Scenario) -> None:
     """Rollback rolls back; a rollback of ids already gone is a no-op."""
     sink = s.transactional()
     values, ids = _prepare(s, sink, 10)
@@ -372,8 +223,8 @@ def _rollback(s: _Scenario) -> None:
     s.expect(values, 0, "a commit of ids rollback should have rolled back (left prepared)")
 
 
-@_scenario(_TRANSACTIONAL, "rollback-after-commit")
-def _rollback_after_commit(s: _Scenario) -> None:
+@scenario(TRANSACTIONAL, "rollback-after-commit")
+def _rollback_after_commit(s: Scenario) -> None:
     """Rollback, abort and roll_back_older of committed ids change nothing."""
     sink = s.transactional()
     values, ids = _prepare(s, sink, 11)
@@ -384,8 +235,8 @@ def _rollback_after_commit(s: _Scenario) -> None:
     s.expect(values, 1, "rollback, abort and roll_back_older(12) of committed snapshot 11")
 
 
-@_scenario(_TRANSACTIONAL, "roll-back-older")
-def _roll_back_older(s: _Scenario) -> None:
+@scenario(TRANSACTIONAL, "roll-back-older")
+def _roll_back_older(s: Scenario) -> None:
     """roll_back_older(n) rolls back the ids of snapshots below n only."""
     zombie = s.transactional()
     older, older_ids = _prepare(s, zombie, 12)
@@ -395,7 +246,7 @@ def _roll_back_older(s: _Scenario) -> None:
     sink.commit(current_ids)
     rolled_back = sink.roll_back_older(13)
     if set(rolled_back) & {*current_ids, *newer_ids}:
-        raise _WrongError(f"roll_back_older(13) reported ids of 13 or 14: {rolled_back}")
+        raise WrongResultError(f"roll_back_older(13) reported ids of 13 or 14: {rolled_back}")
     last = s.transactional()
     last.commit(older_ids)
     s.expect(older, 0, "commit of snapshot 12's ids after roll_back_older(13) (left prepared)")
@@ -404,8 +255,8 @@ def _roll_back_older(s: _Scenario) -> None:
     s.expect(newer, 1, "commit of snapshot 14's ids after roll_back_older(13) rolled them back")
 
 
-@_scenario(_TRANSACTIONAL, "other-sinks")
-def _other_sinks(s: _Scenario) -> None:
+@scenario(TRANSACTIONAL, "other-sinks")
+def _other_sinks(s: Scenario) -> None:
     """Recover and roll_back_older leave another sink's and another job's transactions alone."""
     values, ids = _prepare(s, s.transactional(), 15)
     # Names that begin this sink's and this job's: a prefix match without a delimiter takes ours.
@@ -441,26 +292,28 @@ def check_staged_sink(
     and errors as :func:`check_transactional_sink`'s.
     """
     uid = job_uid or f"conformance-{uuid.uuid4().hex[:12]}"
-    return _run(
+    return run_scenarios(
         type(make_sink()).__name__,
-        _STAGED,
+        STAGED,
         scenarios,
-        lambda key: _Scenario(key, make_sink, read_values, spark, to_frame, uid, name),
+        lambda key: Scenario(key, make_sink, read_values, spark, to_frame, uid, name),
     )
 
 
-@_scenario(_STAGED, "publish-once")
-def _publish_once(s: _Scenario) -> None:
+@scenario(STAGED, "publish-once")
+def _publish_once(s: Scenario) -> None:
     """A publish shows each row once and returns the rows it published."""
     values = s.values(1)
     published = s.staged().publish(1, 0, iter(s.batches(values)))
     s.expect(values, 1, "a publish of snapshot 1, partition 0")
     if published != len(values):
-        raise _WrongError(f"publish returned {published}, not the {len(values)} rows published")
+        raise WrongResultError(
+            f"publish returned {published}, not the {len(values)} rows published"
+        )
 
 
-@_scenario(_STAGED, "publish-twice")
-def _publish_twice(s: _Scenario) -> None:
+@scenario(STAGED, "publish-twice")
+def _publish_twice(s: Scenario) -> None:
     """A publish repeated, by a new process too, publishes nothing more and returns 0."""
     sink, values = s.staged(), s.values(2)
     sink.publish(2, 0, iter(s.batches(values)))
@@ -469,11 +322,11 @@ def _publish_twice(s: _Scenario) -> None:
     s.staged().publish(2, 0, iter(s.batches(values)))
     s.expect(values, 1, "the same publish again by a new process (a restore's)")
     if again != 0:
-        raise _WrongError(f"a publish already done returned {again}, not 0")
+        raise WrongResultError(f"a publish already done returned {again}, not 0")
 
 
-@_scenario(_STAGED, "older-after-newer")
-def _publish_older_after_newer(s: _Scenario) -> None:
+@scenario(STAGED, "older-after-newer")
+def _publish_older_after_newer(s: Scenario) -> None:
     """A publish of an older snapshot after a newer one (a replaced driver's) publishes
     nothing."""
     newer, older = s.values(4), s.values(3)
@@ -482,8 +335,8 @@ def _publish_older_after_newer(s: _Scenario) -> None:
     s.expect(older, 0, "a publish of snapshot 3 after partition 0 published snapshot 4")
 
 
-@_scenario(_STAGED, "partitions-independent")
-def _partitions_independent(s: _Scenario) -> None:
+@scenario(STAGED, "partitions-independent")
+def _partitions_independent(s: Scenario) -> None:
     """Each partition's marker is its own: a newer publish of one partition does not stop
     another's."""
     first, second = s.values(6), s.values(5)
@@ -493,8 +346,8 @@ def _partitions_independent(s: _Scenario) -> None:
     s.expect(first, 1, "partition 1 published snapshot 6")
 
 
-@_scenario(_STAGED, "crash-mid-publish")
-def _crash_mid_publish(s: _Scenario) -> None:
+@scenario(STAGED, "crash-mid-publish")
+def _crash_mid_publish(s: Scenario) -> None:
     """A publish whose input fails midway raises and shows nothing; the same publish by a new
     process then shows each row once."""
     values = s.values(7)
@@ -509,7 +362,7 @@ def _crash_mid_publish(s: _Scenario) -> None:
     except Exception:  # the kit's, or the sink's own error for it: either way it failed
         pass
     else:
-        raise _WrongError("publish returned although its input failed midway; it must raise")
+        raise WrongResultError("publish returned although its input failed midway; it must raise")
     s.expect(values, 0, "a publish whose input failed midway (atomic: all or nothing)")
     s.staged().publish(7, 0, iter(s.batches(values)))
     s.expect(values, 1, "a publish cut short, then the same publish by a new process")
@@ -529,24 +382,24 @@ def check_foreach_batch(
     ``make_function()`` returns the function, again for each new process the kit plays; the
     other arguments, the result and the errors are :func:`check_transactional_sink`'s.
     """
-    return _run(
+    return run_scenarios(
         "The foreachBatch function",
-        _FOREACH,
+        FOREACH,
         scenarios,
-        lambda key: _Scenario(key, make_function, read_values, spark, to_frame, "", ""),
+        lambda key: Scenario(key, make_function, read_values, spark, to_frame, "", ""),
     )
 
 
-@_scenario(_FOREACH, "call-once")
-def _call_once(s: _Scenario) -> None:
+@scenario(FOREACH, "call-once")
+def _call_once(s: Scenario) -> None:
     """A batch's rows appear once."""
     values = s.values(1)
     s.function()(s.frame(values), 1)
     s.expect(values, 1, "batch 1")
 
 
-@_scenario(_FOREACH, "call-twice")
-def _call_twice(s: _Scenario) -> None:
+@scenario(FOREACH, "call-twice")
+def _call_twice(s: Scenario) -> None:
     """The same id and rows again (a restore's "just in case"), by a new process too, add
     nothing."""
     values, function = s.values(2), s.function()
@@ -557,8 +410,8 @@ def _call_twice(s: _Scenario) -> None:
     s.expect(values, 1, "batch 2 again by a new process (a restore's)")
 
 
-@_scenario(_FOREACH, "older-after-newer")
-def _call_older_after_newer(s: _Scenario) -> None:
+@scenario(FOREACH, "older-after-newer")
+def _call_older_after_newer(s: Scenario) -> None:
     """An older batch again after a newer one (a replaced driver's late phase 2) adds
     nothing."""
     older, newer, function = s.values(3), s.values(4), s.function()
@@ -569,8 +422,8 @@ def _call_older_after_newer(s: _Scenario) -> None:
     s.expect(newer, 1, "batches 3, 4, then 3 again")
 
 
-@_scenario(_FOREACH, "another-jobs-ids")
-def _another_jobs_ids(s: _Scenario) -> None:
+@scenario(FOREACH, "another-jobs-ids")
+def _another_jobs_ids(s: Scenario) -> None:
     """A job started from another job's export numbers its batches from 0 again: the same id
     of another job is another batch, applied too."""
     exporting, started = s.values(6), s.values(7)
@@ -583,12 +436,12 @@ def _another_jobs_ids(s: _Scenario) -> None:
     try:
         s.expect(exporting, 1, "batch 6 of the exporting job")
         s.expect(started, 1, "batch 6 of a job started from its export")
-    except _WrongError as wrong:
-        raise _WrongError(f"{wrong}{problem}") from None
+    except WrongResultError as wrong:
+        raise WrongResultError(f"{wrong}{problem}") from None
 
 
-@_scenario(_FOREACH, "fails-midway")
-def _fails_midway(s: _Scenario) -> None:
+@scenario(FOREACH, "fails-midway")
+def _fails_midway(s: Scenario) -> None:
     """A call whose batch fails midway raises; the retry with the same id and rows shows each
     row once."""
     values = s.values(5)
@@ -597,7 +450,7 @@ def _fails_midway(s: _Scenario) -> None:
     except Exception:  # the kit's failure, as Spark or the function reports it
         pass
     else:
-        raise _WrongError(
+        raise WrongResultError(
             "the function returned although its batch failed to read: it must raise, so that "
             "phase 2 fails and a restore calls it again"
         )
@@ -619,15 +472,11 @@ def _failing(frame: DataFrame) -> DataFrame:
     return frame.mapInArrow(poisoned, frame.schema)
 
 
-def _catalogue(registry: Mapping[str, _Check]) -> Mapping[str, str]:
-    return {name: inspect.cleandoc(check.__doc__ or "") for name, check in registry.items()}
-
-
-TRANSACTIONAL_SCENARIOS = _catalogue(_TRANSACTIONAL)
+TRANSACTIONAL_SCENARIOS = catalogue(TRANSACTIONAL)
 """The TransactionalSink scenarios, in the order they run: name -> what it checks."""
 
-STAGED_SCENARIOS = _catalogue(_STAGED)
+STAGED_SCENARIOS = catalogue(STAGED)
 """The StagedSink scenarios, in the order they run: name -> what it checks."""
 
-FOREACH_BATCH_SCENARIOS = _catalogue(_FOREACH)
+FOREACH_BATCH_SCENARIOS = catalogue(FOREACH)
 """The foreachBatch function scenarios, in the order they run: name -> what it checks."""
