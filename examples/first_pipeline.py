@@ -1,6 +1,6 @@
 """The README's first example: a running sum per key, exactly once into files, on a laptop.
 
-Run it with nothing but the installed package (``pip install 'snapshotjob[runtime]'``)::
+Run it with nothing but the installed package (``pip install '.[runtime]'`` from a checkout)::
 
     python -m spark_runtime run first_pipeline.py
 
