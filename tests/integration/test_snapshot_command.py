@@ -1,9 +1,9 @@
-"""``python -m spark_runtime snapshot list|inspect|validate`` on real Hazelcast and real S3.
+"""``python -m spark_runtime snapshot list|inspect|validate`` on Hazelcast, S3 and a directory.
 
 Why: the command is what a user runs after an incident, so it is run here as a user would, as
 a process, against snapshots in real Hazelcast members and their copies in a real S3 server
-(s3proxy), and its exit codes and messages are checked: a sound snapshot validates, a changed
-chunk is named with exit 65, an absent one is exit 66.
+(s3proxy) and in a local job's embedded store, and its exit codes and messages are checked:
+a sound snapshot validates, a changed chunk is named with exit 65, an absent one is exit 66.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ import pytest
 
 from snapshot_protocol import ChunkWriter, PipelineShape, ValidationRecord
 from snapshot_protocol.transfer import transfer_snapshot
+from snapshot_store.directory import DirectorySnapshotStore
 from snapshot_store.hazelcast import HazelcastSnapshotStore, connect
 from snapshot_store.s3 import S3SnapshotStore
 from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.record import export_map_name
 from testbed.hazelcast import HazelcastCluster
 from testbed.s3 import S3Server
 
@@ -68,11 +70,12 @@ def _command(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     )
 
 
-def test_list_inspect_and_validate_in_hazelcast_and_in_s3(
+def test_list_inspect_and_validate_in_hazelcast_in_s3_and_in_a_directory(
     healthy_hazelcast: HazelcastCluster,
     hazelcast: HazelcastSnapshotStore,
     s3: S3Server,
     s3_bucket: str,
+    tmp_path: Path,
 ) -> None:
     map_name = f"__sj.test.{uuid.uuid4().hex[:8]}"
     for snapshot_id in (4, 5):
@@ -112,8 +115,19 @@ def test_list_inspect_and_validate_in_hazelcast_and_in_s3(
     assert absent.returncode == DriverExit.SNAPSHOT_NOT_FOUND, absent.stderr
     assert "No snapshot with a validation record in map __sj.export.ns.nothing" in absent.stderr
 
+    # A local job's embedded store; its exports are in the namespace "local".
+    embedded = DirectorySnapshotStore(tmp_path / "store")
+    transfer_snapshot(hazelcast, map_name, embedded, export_map_name("local", "golden"), 5)
+    in_directory = ["--store-dir", str(tmp_path / "store")]
+    valid = _command("validate", "--export", "golden", *in_directory)
+    assert valid.returncode == 0, valid.stderr
+    assert "Valid: the validation record, all 3 chunks present" in valid.stdout
+
 
 def test_a_store_given_twice_or_not_at_all_is_bad_input() -> None:
     neither = _command("list", "--map", "m")
     assert neither.returncode == DriverExit.BAD_INPUT
-    assert "Give exactly one of --hazelcast and --s3-endpoint" in neither.stderr
+    assert "Give exactly one of --hazelcast, --s3-endpoint and --store-dir" in neither.stderr
+    missing = _command("list", "--map", "m", "--store-dir", "/nonexistent/store")
+    assert missing.returncode == DriverExit.BAD_INPUT
+    assert "--store-dir /nonexistent/store is not a directory" in missing.stderr
