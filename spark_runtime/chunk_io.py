@@ -79,12 +79,6 @@ class StoreAddress:
         """Whether this is the embedded store in a local directory."""
         return bool(self.directory)
 
-    def describe(self) -> str:
-        """Where the store is, for log lines and messages."""
-        if self.is_embedded:
-            return f"directory={self.directory}"
-        return f"members={','.join(self.members)} clusterName={self.cluster_name}"
-
 
 ChunkStore = HazelcastSnapshotStore | DirectorySnapshotStore
 """A store that executors' tasks write chunks to and read them from."""
