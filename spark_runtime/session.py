@@ -48,10 +48,7 @@ def jdbc_driver_jars() -> list[str]:
 def kafka_connector_jars() -> list[str]:
     """Spark's Kafka connector and the jars it needs beyond PySpark's (``make install`` puts
     them in ``JAR_DIR/spark-kafka-<version>``), sorted; none if they are missing."""
-    complete = sorted(JAR_DIR.glob("spark-kafka-*/.complete"))
-    if not complete:
-        return []
-    return sorted(str(path) for path in complete[-1].parent.glob("*.jar"))
+    return _fetched_jars("spark-kafka")
 
 
 DELTA_CONF = {
@@ -64,10 +61,7 @@ DELTA_CONF = {
 def delta_jars() -> list[str]:
     """Delta Lake's jars (``make install`` puts them in ``JAR_DIR/delta-<version>``), for
     :class:`~spark_runtime.sinks.DeltaSink`, sorted; none if they are missing."""
-    complete = sorted(JAR_DIR.glob("delta-*/.complete"))
-    if not complete:
-        return []
-    return sorted(str(path) for path in complete[-1].parent.glob("*.jar"))
+    return _fetched_jars("delta")
 
 
 S3A_CONF = {
@@ -82,7 +76,13 @@ S3A_CONF = {
 def s3a_jars() -> list[str]:
     """hadoop-aws and the AWS SDK's modules for ``s3a://`` paths (``make install`` puts them
     in ``JAR_DIR/s3a-<version>``), sorted; none if they are missing."""
-    complete = sorted(JAR_DIR.glob("s3a-*/.complete"))
+    return _fetched_jars("s3a")
+
+
+def _fetched_jars(name: str) -> list[str]:
+    """The jars of the newest complete ``JAR_DIR/<name>-<version>`` folder, sorted; none if
+    there is none (a folder gets its ``.complete`` marker once every jar is in it)."""
+    complete = sorted(JAR_DIR.glob(f"{name}-*/.complete"))
     if not complete:
         return []
     return sorted(str(path) for path in complete[-1].parent.glob("*.jar"))
