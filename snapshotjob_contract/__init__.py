@@ -54,9 +54,11 @@ from snapshotjob_contract.record import (
     snapshot_map_name,
 )
 from snapshotjob_contract.spec import (
+    DeletionPolicy,
     DriverResources,
     DurableStorageSpec,
     ExecutorResources,
+    ExpiredOffsetsPolicy,
     ExportSnapshotSpec,
     HazelcastSpec,
     ImagePullPolicy,
@@ -65,6 +67,7 @@ from snapshotjob_contract.spec import (
     RestartPolicy,
     SnapshotJobSpec,
     SparkSpec,
+    StallDetectionSpec,
     UpgradeMode,
 )
 from snapshotjob_contract.status import (
@@ -100,6 +103,7 @@ __all__ = [
     "ConditionReason",
     "ConditionStatus",
     "ConditionType",
+    "DeletionPolicy",
     "DriverExit",
     "DriverExitStatus",
     "DriverResources",
@@ -108,6 +112,7 @@ __all__ = [
     "ExecutionRecordStatus",
     "ExecutionStatus",
     "ExecutorResources",
+    "ExpiredOffsetsPolicy",
     "ExportFailureStatus",
     "ExportRequestStatus",
     "ExportSnapshotSpec",
@@ -128,6 +133,7 @@ __all__ = [
     "SnapshotStats",
     "SnapshotStatsStatus",
     "SparkSpec",
+    "StallDetectionSpec",
     "StartFailureStatus",
     "TerminationMode",
     "TerminationStatus",

@@ -154,6 +154,8 @@ class ConditionReason(enum.StrEnum):
     SNAPSHOT_RECENT = "SnapshotRecent"
     SNAPSHOT_STALE = "SnapshotStale"
     SNAPSHOT_FAILED = "SnapshotFailed"
+    DRIVER_STALLED = "DriverStalled"
+    SOURCE_DATA_LOST = "SourceDataLost"
     NO_SNAPSHOT_YET = "NoSnapshotYet"
     SNAPSHOTS_DISABLED = "SnapshotsDisabled"
     CLUSTER_SAFE = "ClusterSafe"
@@ -245,6 +247,14 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         ConditionReason.SNAPSHOT_STALE: "the restore point of the running job is older than a "
         "few snapshot intervals",
         ConditionReason.SNAPSHOT_FAILED: "the last snapshot attempt failed",
+        ConditionReason.DRIVER_STALLED: "the running execution took no snapshot for "
+        "spec.stallDetection's bound, or an epoch or a sink call outlived its timeout (exit "
+        "70): the execution was ended and restarts from the last snapshot through the restart "
+        "policy",
+        ConditionReason.SOURCE_DATA_LOST: "a Kafka source's restored offset is below the "
+        "partition's earliest retained offset (exit 71): retention deleted records the job "
+        "never read; the message names the partitions and how many records are gone, and "
+        "spec.expiredOffsets Earliest goes on without them",
         ConditionReason.NO_SNAPSHOT_YET: "the job has no snapshot yet",
         ConditionReason.SNAPSHOTS_DISABLED: "processingGuarantee NONE takes no snapshots",
         ConditionReason.CLUSTER_SAFE: "the store is cluster-safe and may start an execution",

@@ -52,6 +52,15 @@ class DriverExit(enum.IntEnum):
     external system during a snapshot's 2nd phase): the operator restarts it after a backoff,
     counting a failure, so a lasting outage ends in ``maxRestarts``. sysexits'
     EX_UNAVAILABLE."""
+    STALLED = 70
+    """An epoch or a sink call ran longer than its timeout (``spec.stallDetection``): the
+    driver ended the execution without finishing the step; the operator restarts it from the
+    last snapshot after a backoff, counting a failure."""
+    SOURCE_DATA_LOST = 71
+    """A Kafka source's restored offset is below the partition's earliest retained offset
+    (retention deleted records the job never read), and ``spec.expiredOffsets`` is Fail: the
+    job fails permanently until the spec changes; the message names the partitions and how
+    many records are gone."""
     RESTART_FORCEFUL = 75
     """A write of the execution record was indeterminate (docs/concepts/protocol.md, taking step 7a,
     or restore step 2): the job must restart and restore at once, since only a restore can commit

@@ -249,6 +249,63 @@ class RestartPolicy(ApiModel):
         return min(self.backoff_seconds << doublings, self.max_backoff_seconds)
 
 
+class StallDetectionSpec(ApiModel):
+    """When a driver that lives but makes no progress is restarted, and how long its steps may
+    take.
+
+    A stall is a running execution that takes no snapshot: a wedged sink call, a hung epoch, a
+    driver cut off from the API server. The operator reports it (``SnapshotHealthy=False
+    SnapshotStale`` and an Event) once the restore point is older than the staleness bound,
+    then ends the execution once no snapshot has been taken for ``intervals`` snapshot
+    intervals (at least ``minSeconds``) since the later of the last snapshot and the start of
+    the execution's pipeline; the restart goes through ``restartPolicy``, so a job that keeps
+    stalling ends FAILED. The driver bounds its own steps: an epoch or a sink call that runs
+    longer than its timeout ends the execution at once (exit code 70, ``STALLED``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    """Whether the operator restarts a stalled execution; the driver's timeouts hold either
+    way."""
+    intervals: int = Field(default=6, ge=2, le=1000)
+    """Snapshot intervals without a new snapshot after which a running execution is ended."""
+    min_seconds: int = Field(default=300, ge=30)
+    """The stall bound is never shorter than this, so long snapshots and slow starts pass."""
+    epoch_timeout_seconds: int = Field(default=900, ge=10)
+    """An epoch (reading, transforming and writing one batch) that runs longer ends the
+    execution."""
+    sink_timeout_seconds: int = Field(default=300, ge=10)
+    """A sink call of a snapshot (prepare, commit, abort) that runs longer ends the
+    execution."""
+
+    def bound_seconds(self, snapshot_interval_seconds: int) -> int:
+        """The time without a snapshot after which a running execution is ended."""
+        return max(self.intervals * snapshot_interval_seconds, self.min_seconds)
+
+
+class DeletionPolicy(enum.StrEnum):
+    """What deleting a SnapshotJob does with the job's state."""
+
+    EXPORT = "Export"
+    """Take a terminal export (a SnapshotJobExport that outlives the job, with a durable copy
+    where durable storage is configured), then destroy the job's own snapshot maps."""
+    DESTROY = "Destroy"
+    """Cancel without a snapshot and destroy the job's own snapshot maps at once; only exports
+    taken before are kept."""
+
+
+class ExpiredOffsetsPolicy(enum.StrEnum):
+    """What a restore does when a Kafka source's restored offset was deleted by retention."""
+
+    FAIL = "Fail"
+    """Stop (exit code 71, ``SOURCE_DATA_LOST``), naming the partitions and how many records
+    are gone; the job stays FAILED until the spec changes."""
+    EARLIEST = "Earliest"
+    """Go on from each such partition's earliest retained offset, logging and reporting what
+    was skipped."""
+
+
 class HazelcastSpec(ApiModel):
     """The snapshot store: the installation's Hazelcast cluster unless an address is given."""
 
@@ -451,6 +508,15 @@ class SnapshotJobSpec(ApiModel):
     the most members seen)."""
     restart_policy: RestartPolicy = Field(default_factory=RestartPolicy)
     """Restarts of failed executions."""
+    stall_detection: StallDetectionSpec = Field(default_factory=StallDetectionSpec)
+    """Restarts of running executions that take no snapshot, and the timeouts of epochs and
+    sink calls; on by default."""
+    deletion_policy: DeletionPolicy = DeletionPolicy.EXPORT
+    """What deleting the job does with its state: Export (the default) keeps a terminal export
+    of it, Destroy destroys it."""
+    expired_offsets: ExpiredOffsetsPolicy = ExpiredOffsetsPolicy.FAIL
+    """What a restore does when a Kafka source's restored offset is below the partition's
+    earliest retained offset: Fail (the default) or go on from the Earliest."""
     hazelcast: HazelcastSpec = Field(default_factory=HazelcastSpec)
     """The Hazelcast cluster holding the snapshot data."""
     durable_storage: DurableStorageSpec | None = Field(default=None, exclude_if=_unset)
@@ -518,5 +584,12 @@ class SnapshotJobSpec(ApiModel):
             relevant["snapshot_signing"] = self.snapshot_signing.model_dump(mode="json")
         if self.kafka is not None:
             relevant["kafka"] = self.kafka.model_dump(mode="json")
+        stall = self.stall_detection
+        if (stall.epoch_timeout_seconds, stall.sink_timeout_seconds) != (
+            StallDetectionSpec().epoch_timeout_seconds,
+            StallDetectionSpec().sink_timeout_seconds,
+        ):
+            # The driver's own timeouts; the operator's bound needs no new execution.
+            relevant["step_timeouts"] = [stall.epoch_timeout_seconds, stall.sink_timeout_seconds]
         canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -72,6 +72,9 @@ class EventReason(enum.StrEnum):
     DRIVER_UNSCHEDULABLE = "DriverUnschedulable"
     DRIVER_NOT_STARTING = "DriverNotStarting"
     EXECUTORS_NOT_STARTING = "ExecutorsNotStarting"
+    SNAPSHOT_STALE = "SnapshotStale"
+    DRIVER_STALLED = "DriverStalled"
+    SOURCE_DATA_LOST = "SourceDataLost"
 
     @property
     def event_type(self) -> EventType:
@@ -107,6 +110,9 @@ _WARNINGS = frozenset(
         EventReason.DRIVER_NOT_STARTING,
         EventReason.EXECUTORS_NOT_STARTING,
         EventReason.DURABLE_COPIES_KEPT,
+        EventReason.SNAPSHOT_STALE,
+        EventReason.DRIVER_STALLED,
+        EventReason.SOURCE_DATA_LOST,
     }
 )
 

@@ -190,6 +190,22 @@ EXITS: Mapping[DriverExit | None, ExitHandling] = MappingProxyType(
             "{context}{detail}",
             failure=ConditionReason.TRANSIENT_FAILURE,
         ),
+        # A step outlived its timeout: counted, so a job that keeps stalling ends FAILED.
+        DriverExit.STALLED: ExitHandling(
+            ExitOutcome.RESTART_POLICY,
+            message="Driver ended a step that outlived its timeout exitCode={code} "
+            "{context}{detail}",
+            failure=ConditionReason.DRIVER_STALLED,
+        ),
+        DriverExit.SOURCE_DATA_LOST: ExitHandling(
+            ExitOutcome.STOP,
+            EventReason.SOURCE_DATA_LOST,
+            "Restore found Kafka offsets that retention deleted {context}{detail}; no restart "
+            "brings them back: set spec.expiredOffsets to Earliest to go on without the "
+            "records, or restore from another snapshot",
+            phase=Phase.FAILED,
+            failure=ConditionReason.SOURCE_DATA_LOST,
+        ),
         # The state may hold prepared transactions that only a restore resolves (see
         # docs/concepts/protocol.md, Termination modes), so the pending request is dropped, not
         # served.

@@ -82,8 +82,15 @@ def test_only_failures_and_outages_count_and_back_off() -> None:
     assert (
         counted
         == backed_off
-        == {None, DriverExit.FAILED, DriverExit.FAILPOINT_CRASH, DriverExit.TRANSIENT_FAILURE}
+        == {
+            None,
+            DriverExit.FAILED,
+            DriverExit.FAILPOINT_CRASH,
+            DriverExit.TRANSIENT_FAILURE,
+            DriverExit.STALLED,
+        }
     )
+    assert EXITS[DriverExit.STALLED].failure is ConditionReason.DRIVER_STALLED
     assert EXITS[None].failure is ConditionReason.DRIVER_FAILED
     assert EXITS[DriverExit.TRANSIENT_FAILURE].failure is ConditionReason.TRANSIENT_FAILURE
 
@@ -98,6 +105,7 @@ def test_exits_that_stop_the_job_name_their_phase() -> None:
         DriverExit.SNAPSHOT_NOT_FOUND: Phase.FAILED,
         DriverExit.RESTORE_NEEDS_CONSENT: Phase.FAILED,
         DriverExit.SNAPSHOT_INCOMPATIBLE: Phase.FAILED,
+        DriverExit.SOURCE_DATA_LOST: Phase.FAILED,
     }
     assert all((h.phase is Phase.FAILED) == (h.failure is not None) for h in stops.values())
 

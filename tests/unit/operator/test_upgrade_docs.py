@@ -40,6 +40,9 @@ CHANGES: dict[str, dict[str, Any]] = {
     "kafka": {"kafka": {"securityProtocol": "SSL"}},
     "sparkUi": {"sparkUi": {"enabled": True}},
     "podTemplate": {"podTemplate": {"metadata": {"annotations": {"rollout": "2"}}}},
+    "stallDetection": {"stallDetection": {"epochTimeoutSeconds": 60}},
+    "deletionPolicy": {"deletionPolicy": "Destroy"},
+    "expiredOffsets": {"expiredOffsets": "Earliest"},
 }
 """Each top-level spec field, changed alone from the test bed's valid spec."""
 BASES = {"snapshotChains": {"incrementalSnapshots": True}}
@@ -64,6 +67,11 @@ def test_the_table_names_every_spec_field_once() -> None:
     fields = {info.alias or name for name, info in SnapshotJobSpec.model_fields.items()}
     assert not new & same, new & same
     assert new | same == fields == set(CHANGES)
+
+
+def test_only_the_drivers_own_stall_timeouts_start_a_new_execution() -> None:
+    assert _fingerprint({}) == _fingerprint({"stallDetection": {"intervals": 9, "minSeconds": 60}})
+    assert _fingerprint({}) != _fingerprint({"stallDetection": {"sinkTimeoutSeconds": 60}})
 
 
 @pytest.mark.parametrize("field", sorted(CHANGES))
