@@ -26,7 +26,12 @@ from snapshotjob_contract.environment import (
     ENV_SNAPSHOT_KEY_PREFIX,
 )
 from snapshotjob_contract.exits import EXIT_REPORT_AFTER_SIGNAL_SECONDS
-from snapshotjob_contract.spec import ProcessingGuarantee, SnapshotChainsSpec
+from snapshotjob_contract.spec import (
+    ExpiredOffsetsPolicy,
+    ProcessingGuarantee,
+    SnapshotChainsSpec,
+    StallDetectionSpec,
+)
 from snapshotjob_contract.status import ExportedSnapshot
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.durable import DurableStorage
@@ -97,6 +102,12 @@ class DriverSettings:
         chain_policy: The bounds of incremental snapshots' chains (``spec.snapshotChains``).
         snapshot_keys: The keys validation records are signed and verified with
             (``spec.snapshotSigning``); None to sign nothing.
+        epoch_timeout_s: An epoch that runs longer ends the execution (exit 70,
+            ``spec.stallDetection.epochTimeoutSeconds``).
+        sink_timeout_s: A sink call of a snapshot that runs longer ends the execution (exit
+            70, ``spec.stallDetection.sinkTimeoutSeconds``).
+        expired_offsets: What a restore does with a Kafka offset that retention deleted
+            (``spec.expiredOffsets``).
     """
 
     job: JobIdentity
@@ -115,6 +126,9 @@ class DriverSettings:
     chain_policy: ChainPolicy = field(default_factory=ChainPolicy)
     initial_snapshot_identity: ExportIdentity | None = None
     snapshot_keys: SnapshotKeys | None = None
+    epoch_timeout_s: float = float(StallDetectionSpec().epoch_timeout_seconds)
+    sink_timeout_s: float = float(StallDetectionSpec().sink_timeout_seconds)
+    expired_offsets: ExpiredOffsetsPolicy = ExpiredOffsetsPolicy.FAIL
 
 
 def chain_policy(chains: SnapshotChainsSpec | None) -> ChainPolicy:
