@@ -245,7 +245,8 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         ConditionReason.SNAPSHOT_RECENT: "the last snapshot succeeded and the restore point is "
         "recent",
         ConditionReason.SNAPSHOT_STALE: "the restore point of the running job is older than a "
-        "few snapshot intervals",
+        "few snapshot intervals (SnapshotHealthy); Degraded too while the running execution "
+        "has taken none for that long, until stall detection ends it",
         ConditionReason.SNAPSHOT_FAILED: "the last snapshot attempt failed",
         ConditionReason.DRIVER_STALLED: "the running execution took no snapshot for "
         "spec.stallDetection's bound, or an epoch or a sink call outlived its timeout (exit "

@@ -270,7 +270,7 @@ class StallDetectionSpec(ApiModel):
     way."""
     intervals: int = Field(default=6, ge=2, le=1000)
     """Snapshot intervals without a new snapshot after which a running execution is ended."""
-    min_seconds: int = Field(default=300, ge=30)
+    min_seconds: int = Field(default=300, ge=10)
     """The stall bound is never shorter than this, so long snapshots and slow starts pass."""
     epoch_timeout_seconds: int = Field(default=900, ge=10)
     """An epoch (reading, transforming and writing one batch) that runs longer ends the

@@ -55,6 +55,7 @@ _DEGRADED_EVENTS: Mapping[ConditionReason, EventReason] = MappingProxyType(
         ConditionReason.DRIVER_UNSCHEDULABLE: EventReason.DRIVER_UNSCHEDULABLE,
         ConditionReason.DRIVER_NOT_STARTING: EventReason.DRIVER_NOT_STARTING,
         ConditionReason.EXECUTORS_NOT_STARTING: EventReason.EXECUTORS_NOT_STARTING,
+        ConditionReason.SNAPSHOT_STALE: EventReason.SNAPSHOT_STALE,
     }
 )
 """Degraded reasons that need the user, and the Event that tells them when one appears."""
@@ -229,6 +230,8 @@ def _degraded(plan: Plan, spec: SnapshotJobSpec | None) -> _State:
             f"{plan.start_problem.message}; the execution ends as a failure unless its "
             f"pipeline starts within timeoutSeconds={limit}",
         )
+    if plan.stalled is not None:
+        return _State(ConditionStatus.TRUE, *plan.stalled)
     if plan.export_problem is not None:
         return _State(ConditionStatus.TRUE, *plan.export_problem)
     export_failed = _export_failure_message(spec, status, plan.settings)

@@ -26,6 +26,7 @@ from snapshot_operator.reconcile.gates import export_to_take
 from snapshot_operator.reconcile.observation import DriverPod, PodPhase
 from snapshot_operator.reconcile.pipeline_start import announce_pipeline, watch_pipeline_start
 from snapshot_operator.reconcile.plan import Plan
+from snapshot_operator.reconcile.stalls import snapshotted_since_start, watch_for_stall
 from snapshot_operator.reconcile.starting import retry_start, start_or_wait
 from snapshotjob_contract import (
     ActionAfter,
@@ -142,12 +143,17 @@ def supervise(plan: Plan, spec: SnapshotJobSpec) -> None:
         ran_for = (plan.now - max(reported.time, execution.started_at)).total_seconds()
     else:
         ran_for = 0.0
-    if ran_for >= spec.restart_policy.max_backoff_seconds:
-        # A long run is progress, also for a job that takes no snapshots.
+    if ran_for >= spec.restart_policy.max_backoff_seconds and (
+        spec.processing_guarantee is ProcessingGuarantee.NONE or snapshotted_since_start(plan)
+    ):
+        # A long run with a snapshot of its own is progress, as is one of a job that takes
+        # none; a stalled run is not (it runs until its stall bound).
         if status.restarts:
             plan.update(restarts=0)
         if status.forced_restarts is not None:
             plan.update(forced_restarts=None)
+    if runs and watch_for_stall(plan, spec, pod):
+        return
     _watch_export_request(plan)
     _serve_spec_change(plan, spec, pod)
 

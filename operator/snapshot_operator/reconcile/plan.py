@@ -62,6 +62,9 @@ class Plan:
             Degraded; None if nothing says so.
         waiting_for_pipeline: The current driver runs but has not reported its pipeline
             running yet, for Progressing.
+        stalled: Why the running execution looks stalled (no snapshot for longer than the
+            staleness bound), for Degraded; None if it does not
+            (:mod:`~snapshot_operator.reconcile.stalls`).
         lost_drivers: Driver Pods this decision deletes at once because their node stopped
             reporting (:mod:`~snapshot_operator.reconcile.lost_nodes`).
     """
@@ -82,6 +85,7 @@ class Plan:
         self.fenced: str | None = None
         self.start_problem: Problem | None = None
         self.waiting_for_pipeline = False
+        self.stalled: Problem | None = None
         self.lost_drivers: frozenset[str] = frozenset()
 
     def update(self, **fields: Any) -> None:

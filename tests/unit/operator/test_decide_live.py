@@ -114,7 +114,10 @@ def test_a_graceful_request_not_served_in_time_becomes_forceful(
 
 
 def test_an_export_only_request_is_cleared_once_the_driver_exported() -> None:
-    observation = running_job(spec_of({"exportSnapshot": {"name": "nightly"}}))
+    # No snapshot in the whole wait: stall detection would end the execution first.
+    observation = running_job(
+        spec_of({"exportSnapshot": {"name": "nightly"}, "stallDetection": {"enabled": False}})
+    )
     requested = status_after(observation.status, decide(observation))
     assert requested.export_request is not None
     exported = requested.model_copy(
@@ -135,7 +138,10 @@ def test_an_export_only_request_is_cleared_once_the_driver_exported() -> None:
 
 
 def test_an_export_only_request_not_served_in_time_is_asked_again() -> None:
-    observation = running_job(spec_of({"exportSnapshot": {"name": "nightly"}}))
+    # No snapshot in the whole wait: stall detection would end the execution first.
+    observation = running_job(
+        spec_of({"exportSnapshot": {"name": "nightly"}, "stallDetection": {"enabled": False}})
+    )
     requested = status_after(observation.status, decide(observation))
     late = replace(
         observation,

@@ -45,6 +45,7 @@ from tests.unit.operator.decide_helpers import (
     of_type,
     reasons,
     running_job,
+    snapshot_at,
     spec_of,
 )
 from tests.unit.operator.world import NOW, ago, observations, status_after
@@ -273,7 +274,13 @@ def test_a_long_wait_for_the_pipeline_does_not_reset_the_restarts() -> None:
 def test_a_run_counts_from_the_drivers_report_for_resetting_the_restarts() -> None:
     observation = _reported(_starting(seconds_ago=TIMEOUT - 1))
     observation = replace(observation, status=observation.status.model_copy(update={"restarts": 2}))
-    later = replace(observation, now=NOW + timedelta(seconds=3600))
+    # A run with a snapshot of its own: one without may be a stall (test_decide_stalls.py).
+    snapshot = ExecutionRecordStatus.of(snapshot_at(NOW + timedelta(seconds=3590)))
+    later = replace(
+        observation,
+        now=NOW + timedelta(seconds=3600),
+        status=observation.status.model_copy(update={"execution_record": snapshot}),
+    )
 
     assert status_after(observation.status, decide(observation)).restarts == 2
     assert status_after(later.status, decide(later)).restarts == 0

@@ -51,6 +51,7 @@ from tests.unit.operator.decide_helpers import (
     of_type,
     reasons,
     running_job,
+    snapshot_at,
     spec_of,
 )
 from tests.unit.operator.world import NOW, ago, specs, status_after
@@ -106,11 +107,14 @@ def test_a_restart_waits_for_its_backoff(spec: SnapshotJobSpec, restarts: int, w
 
 def test_restarts_reset_once_an_execution_ran_for_the_maximum_backoff() -> None:
     spec = spec_of({"restartPolicy": {"maxBackoffSeconds": 20}})
-    observation = running_job(spec, restarts=4)
+    # With a snapshot of its own: a run without one may be a stall (test_decide_stalls.py).
+    observation = running_job(spec, restarts=4, record=snapshot_at(ago(5)))
+    without = running_job(spec, restarts=4)
 
     after = status_after(observation.status, decide(observation))
 
     assert after.restarts == 0
+    assert status_after(without.status, decide(without)).restarts == 4
 
 
 @pytest.mark.parametrize(
@@ -290,7 +294,7 @@ def test_a_new_snapshot_or_completion_resets_the_forced_restarts() -> None:
     [pod] = counted.pods
     completed = replace(counted, pods=(replace(pod, phase=PodPhase.SUCCEEDED, exit_code=0),))
     done = status_after(counted.status, decide(completed))
-    running = running_job(spec_of(), record=a_snapshot())
+    running = running_job(spec_of(), record=snapshot_at(NOW + timedelta(hours=1, seconds=-5)))
     long_run = replace(
         running,
         status=running.status.model_copy(update={"forced_restarts": forced}),
