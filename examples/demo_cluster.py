@@ -350,10 +350,20 @@ def run_job(demo: Demo, manifest: dict[str, Any]) -> None:
         "jsonpath={.status.containerStatuses[0].state.terminated.exitCode}",
     )  # fmt: skip
     if exit_code:
+        # A driver that ended as asked exits 0 (Completed); the status and the termination
+        # message say it was a suspend, not the end of the pipeline.
+        message = demo.kubectl(
+            "get", "pod", last_driver, "--ignore-not-found", "-o",
+            "jsonpath={.status.containerStatuses[0].state.terminated.message}",
+        )  # fmt: skip
+        reported = (status(suspended).get("driverExit") or {}).get("exitCode")
         say(
-            f"    {last_driver} exited {exit_code} after the terminal snapshot (64: TERMINATED "
-            "as asked; kubectl shows any non-zero exit as Error)"
+            f"    {last_driver} exited {exit_code} after the terminal snapshot, reported "
+            f"{reported} (TERMINATED: ended as asked) in status.driverExit; its termination "
+            f"message: {message.strip() or '(none)'}"
         )
+        if exit_code != "0":
+            raise DemoError(f"The suspended driver exited {exit_code}, not 0: see its log")
     time.sleep(5)
     with step("resuming: kubectl patch snapshotjob --type=merge -p {spec:{suspend:false}}"):
         demo.kubectl(

@@ -22,6 +22,13 @@ code, and a driver the kubelet kills before it reports is taken for a lost one (
 Leaves ``DRIVER_GRACE_SECONDS`` minus this for the report's own retries."""
 
 
+ENDED_AS_ASKED_PREFIX = "Ended as asked: "
+"""How the termination message of a driver that served ``status.termination`` begins, e.g.
+``Ended as asked: mode=SUSPEND_GRACEFUL snapshotId=12``. Its process exits 0
+(:func:`process_exit_status`), so this, or ``status.driverExit`` saying 64, is what tells the
+operator that the driver ended as asked rather than completed."""
+
+
 class DriverExit(enum.IntEnum):
     """Every exit code a driver uses on purpose, with its meaning for the operator."""
 
@@ -35,7 +42,11 @@ class DriverExit(enum.IntEnum):
     restart helps, so the job fails until its spec changes."""
     TERMINATED = 64
     """The driver served the termination request in ``status.termination`` and stopped; the
-    operator carries out the request's action (restart, suspend or cancel)."""
+    operator carries out the request's action (restart, suspend or cancel). The driver
+    reports 64 in ``status.driverExit``, but its process exits 0 (the Pod shows
+    ``Completed``, not ``Error``) and its termination message starts ``Ended as asked:``; the
+    operator reads an exit 0 with either as 64. Drivers of earlier releases exit 64, which
+    still means the same."""
     SNAPSHOT_CORRUPTED = 65
     """Restore found the restore point inconsistent (docs/concepts/protocol.md, restore step 4): the
     job fails permanently. sysexits' EX_DATAERR."""
@@ -97,3 +108,14 @@ class DriverExit(enum.IntEnum):
             return cls(exit_code)
         except ValueError:
             return None
+
+
+def process_exit_status(code: DriverExit) -> int:
+    """Returns the status the driver's process exits with to mean ``code``.
+
+    The code itself, but 0 for :attr:`DriverExit.TERMINATED`: a driver that stopped as asked
+    did not fail, and Kubernetes shows any other status as ``Error``. The meaning still
+    reaches the operator, through ``status.driverExit`` (64) and the termination message
+    (:data:`ENDED_AS_ASKED_PREFIX`).
+    """
+    return 0 if code == DriverExit.TERMINATED else int(code)

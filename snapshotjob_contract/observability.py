@@ -109,6 +109,37 @@ OPERATOR_KUBERNETES_API_ERRORS = Metric(
     ("operation", "code"),
 )
 
+OPERATOR_JOB_PHASE = Metric(
+    "snapshotjob_operator_job_phase",
+    MetricType.GAUGE,
+    "1 for each SnapshotJob, labelled with the phase its last reconcile left",
+    ("namespace", "snapshotjob", "phase"),
+)
+OPERATOR_JOB_LAST_SNAPSHOT_TIME = Metric(
+    "snapshotjob_operator_job_last_snapshot_timestamp_seconds",
+    MetricType.GAUGE,
+    "Unix time the job's restore point was taken (status.lastSnapshotTime), across executions",
+    ("namespace", "snapshotjob"),
+)
+OPERATOR_JOB_SNAPSHOT_INTERVAL = Metric(
+    "snapshotjob_operator_job_snapshot_interval_seconds",
+    MetricType.GAUGE,
+    "The job's spec.snapshotIntervalSeconds, for alerts on its restore point's age",
+    ("namespace", "snapshotjob"),
+)
+OPERATOR_JOB_SNAPSHOT_SIZE = Metric(
+    "snapshotjob_operator_job_snapshot_size_bytes",
+    MetricType.GAUGE,
+    "Bytes of the job's restore point, one copy, as its execution record states",
+    ("namespace", "snapshotjob"),
+)
+OPERATOR_JOB_SNAPSHOT_CHUNKS = Metric(
+    "snapshotjob_operator_job_snapshot_chunks",
+    MetricType.GAUGE,
+    "Map entries (chunks) of the job's restore point, as its execution record states",
+    ("namespace", "snapshotjob"),
+)
+
 OPERATOR_METRICS: tuple[Metric, ...] = (
     OPERATOR_JOBS,
     OPERATOR_RECONCILE_DURATION,
@@ -118,6 +149,11 @@ OPERATOR_METRICS: tuple[Metric, ...] = (
     OPERATOR_STORE_MEMBERS_REACHABLE,
     OPERATOR_STORE_CLUSTER_SAFE,
     OPERATOR_KUBERNETES_API_ERRORS,
+    OPERATOR_JOB_PHASE,
+    OPERATOR_JOB_LAST_SNAPSHOT_TIME,
+    OPERATOR_JOB_SNAPSHOT_INTERVAL,
+    OPERATOR_JOB_SNAPSHOT_SIZE,
+    OPERATOR_JOB_SNAPSHOT_CHUNKS,
 )
 """Every metric the operator serves."""
 
@@ -180,6 +216,18 @@ DRIVER_ROWS_OUT = Metric(
     "Rows written, by sink",
     ("sink",),
 )
+DRIVER_RECORDS_SKIPPED = Metric(
+    "snapshotjob_driver_source_records_skipped_total",
+    MetricType.COUNTER,
+    "Records a restore skipped because the source no longer held them, by source",
+    ("source",),
+)
+DRIVER_SOURCE_RECORDS_BEHIND = Metric(
+    "snapshotjob_driver_source_records_behind",
+    MetricType.GAUGE,
+    "Records a source holds past the job's read position, by source, at the last epoch plan",
+    ("source",),
+)
 
 DRIVER_METRICS: tuple[Metric, ...] = (
     DRIVER_SNAPSHOT_DURATION,
@@ -193,5 +241,7 @@ DRIVER_METRICS: tuple[Metric, ...] = (
     DRIVER_EPOCH_DURATION,
     DRIVER_ROWS_IN,
     DRIVER_ROWS_OUT,
+    DRIVER_RECORDS_SKIPPED,
+    DRIVER_SOURCE_RECORDS_BEHIND,
 )
 """Every metric the driver serves."""

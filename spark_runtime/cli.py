@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from snapshotjob_contract.environment import ENV_EXECUTION_ID, ENV_JOB_NAME, ENV_NAMESPACE
-from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.exits import DriverExit, process_exit_status
 from snapshotjob_contract.logs import configure_logging
 from snapshotjob_contract.observability import (
     ENV_LOG_FORMAT,
@@ -36,7 +36,12 @@ from snapshotjob_contract.observability import (
     LogFormat,
 )
 from snapshotjob_contract.record import MAX_BACKUP_COUNT
-from snapshotjob_contract.spec import DEFAULT_STATE_PARTITIONS, ProcessingGuarantee
+from snapshotjob_contract.spec import (
+    DEFAULT_STATE_PARTITIONS,
+    ExpiredOffsetsPolicy,
+    ProcessingGuarantee,
+    StallDetectionSpec,
+)
 from spark_runtime.execution import BadInput, Mode, run
 from spark_runtime.local_command import (
     REQUEST_COMMANDS,
@@ -152,6 +157,29 @@ def parser() -> argparse.ArgumentParser:
         help="stop (a transient failure) after failing this long to find where the next "
         "epoch's range of a source ends (a Kafka cluster that is down)",
     )
+    run.add_argument(
+        "--expired-offsets",
+        choices=[policy.value for policy in ExpiredOffsetsPolicy],
+        default=ExpiredOffsetsPolicy.FAIL.value,
+        help="local mode: what a restore does when a Kafka source's restored offset is below "
+        "the partition's earliest retained offset, as spec.expiredOffsets: Fail stops (exit "
+        "71) naming the partitions and the records gone, Earliest goes on from the earliest "
+        "offset and logs what it skipped",
+    )
+    run.add_argument(
+        "--epoch-timeout-seconds",
+        type=positive_seconds,
+        default=StallDetectionSpec().epoch_timeout_seconds,
+        help="local mode: an epoch that runs longer ends the execution (exit 70), as "
+        "spec.stallDetection.epochTimeoutSeconds",
+    )
+    run.add_argument(
+        "--sink-timeout-seconds",
+        type=positive_seconds,
+        default=StallDetectionSpec().sink_timeout_seconds,
+        help="local mode: a sink call of a snapshot that runs longer ends the execution "
+        "(exit 70), as spec.stallDetection.sinkTimeoutSeconds",
+    )
     run.add_argument("--log-level", default="INFO")
     run.add_argument(
         "--log-format",
@@ -173,6 +201,21 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+def positive_seconds(text: str) -> float:
+    """A duration option's value: a number of seconds above 0.
+
+    Raises:
+        argparse.ArgumentTypeError: If it is not one; argparse names the option.
+    """
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return seconds
+
+
 def open_mode(ns: argparse.Namespace) -> Mode:
     """Reads the job and claims its record, in the mode the command line asks for.
 
@@ -188,7 +231,12 @@ def open_mode(ns: argparse.Namespace) -> Mode:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The process entry point; a failpoint crash never returns (see ``execution.crash_now``)."""
+    """The process entry point; returns the process's exit status.
+
+    A driver's status is its :class:`DriverExit` code, but 0 for one that ended as asked
+    (:func:`~snapshotjob_contract.exits.process_exit_status`). A failpoint crash never
+    returns (see ``execution.crash_now``).
+    """
     ns = parser().parse_args(argv)
     if ns.command == "snapshot":
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -200,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("py4j", "hazelcast"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        return int(run(open_mode(ns), metrics_port=ns.metrics_port))
+        return process_exit_status(run(open_mode(ns), metrics_port=ns.metrics_port))
     except BadInput as error:
         _log.error("Bad input error=%s", error)
         return DriverExit.BAD_INPUT

@@ -66,11 +66,13 @@ from spark_runtime.driver_settings import (
 )
 from spark_runtime.durable import DurableCopies
 from spark_runtime.kafka_security import KafkaConnectionRefused
-from spark_runtime.metrics import DriverMetrics, taken_snapshot
+from spark_runtime.metrics import DriverMetrics, restore_point_time, taken_snapshot
 from spark_runtime.pipeline import DefinePipeline, Pipeline
 from spark_runtime.sinks.base import Sink
-from spark_runtime.sources.base import Source
+from spark_runtime.sinks.participant import EpochOutput
+from spark_runtime.sources.base import OffsetsExpired, Source
 from spark_runtime.state import StateContext
+from spark_runtime.watchdog import StepWatchdog, WatchedSink
 
 __all__ = [
     "Driver",
@@ -120,6 +122,9 @@ class Driver:
         clock: Current time in epoch milliseconds.
         substitutes: For tests: sources and sinks to use in place of the definition's, by
             operator name (:class:`~spark_runtime.pipeline.Pipeline`).
+        watchdog: Watches epochs and sink calls against the settings' timeouts and ends the
+            execution when one outlives its own (:mod:`spark_runtime.watchdog`); nothing is
+            watched if omitted.
     """
 
     def __init__(
@@ -141,6 +146,7 @@ class Driver:
         metrics: DriverMetrics | None = None,
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
         substitutes: Mapping[str, Source | Sink] | None = None,
+        watchdog: StepWatchdog | None = None,
     ) -> None:
         self._spark = spark
         self._define = define
@@ -155,6 +161,7 @@ class Driver:
         self._membership = membership
         self._durable = durable
         self._clock = clock
+        self._watchdog = watchdog or StepWatchdog(None)
         self.metrics = metrics if metrics is not None else DriverMetrics()
         self.metrics.configured(settings.snapshot_interval_ms / 1000)
         self.pipeline = Pipeline(
@@ -171,6 +178,7 @@ class Driver:
             args,
             rows=self.metrics,
             substitutes=substitutes,
+            expired_offsets=settings.expired_offsets,
         )
         self.epochs = 0
         self.snapshots_taken = 0
@@ -225,7 +233,12 @@ class Driver:
             ),
             self._records,
             self._snapshots,
-            self.pipeline.participants,
+            [
+                WatchedSink(participant, self._watchdog, self._settings.sink_timeout_s)
+                if isinstance(participant, EpochOutput)
+                else participant
+                for participant in self.pipeline.participants
+            ],
             self._clock,
             self._failpoints,
             durable=durable.store if (durable := self._durable) is not None else None,
@@ -247,7 +260,8 @@ class Driver:
             record is not None and record.snapshot_id != NO_SNAPSHOT
         )
         self.metrics.restored(
-            time.monotonic() - started, self._clock() / 1000 if from_snapshot else None
+            time.monotonic() - started,
+            restore_point_time(record, self._clock() / 1000) if from_snapshot else None,
         )
         try:
             return self._loop(coordinator, max_epochs)
@@ -273,11 +287,17 @@ class Driver:
                 if coordinator.state is not CoordinatorState.RUNNING:
                     return self._exit_code()
             try:
+                self.pipeline.check_offsets()
                 plan = self.pipeline.plan_epoch()
             except KafkaConnectionRefused as refused:
                 self.exit_message = str(refused)
                 _log.error("Kafka refused the connection error=%s", refused)
                 return DriverExit.TRANSIENT_FAILURE
+            except OffsetsExpired as expired:
+                # No restart brings the records back: the operator waits for the spec.
+                self.exit_message = str(expired)
+                _log.error("Source data lost error=%s", expired)
+                return DriverExit.SOURCE_DATA_LOST
             except Exception as error:
                 if not self._source_retry(error):
                     return DriverExit.TRANSIENT_FAILURE
@@ -316,7 +336,10 @@ class Driver:
             else:
                 started = time.monotonic()
                 try:
-                    self.pipeline.run_epoch(self.epochs, plan)
+                    with self._watchdog.step(
+                        f"Epoch {self.epochs}", self._settings.epoch_timeout_s
+                    ):
+                        self.pipeline.run_epoch(self.epochs, plan)
                 except Exception as error:
                     _log.exception("Epoch failed epoch=%d", self.epochs)
                     coordinator.fail(f"epoch {self.epochs} failed: {error}")

@@ -32,7 +32,11 @@ from pyspark.sql import SparkSession
 from snapshot_protocol import FailpointCrash, Failpoints, RecordStore, SnapshotStoreError
 from snapshot_store.directory import DirectorySnapshotStore
 from snapshot_store.hazelcast import CONNECT_TIMEOUT_S, HazelcastSnapshotStore, connect
-from snapshotjob_contract.exits import EXIT_REPORT_AFTER_SIGNAL_SECONDS, DriverExit
+from snapshotjob_contract.exits import (
+    ENDED_AS_ASKED_PREFIX,
+    EXIT_REPORT_AFTER_SIGNAL_SECONDS,
+    DriverExit,
+)
 from snapshotjob_contract.spark import JVM_CHUNKS_CONF
 from spark_runtime.chunk_io import ChunkStore, StoreAddress
 from spark_runtime.driver import (
@@ -48,6 +52,7 @@ from spark_runtime.executor_reach import executors_unreached, unreached_message
 from spark_runtime.metrics import DriverMetrics
 from spark_runtime.pipeline import DefinePipeline
 from spark_runtime.session import spark_session
+from spark_runtime.watchdog import StepWatchdog
 
 # The driver's own messages have always come from this logger, whichever module logs them.
 _log = logging.getLogger("spark_runtime")
@@ -218,7 +223,8 @@ def _open_store(address: StoreAddress) -> Iterator[ChunkStore]:
 
 
 def run(mode: Mode, metrics_port: int | None = None) -> DriverExit:
-    """Runs one execution; returns its exit code.
+    """Runs one execution; returns how it ended (the process exits with
+    :func:`~snapshotjob_contract.exits.process_exit_status` of it).
 
     Args:
         mode: Where the job and its record come from.
@@ -241,6 +247,7 @@ def run(mode: Mode, metrics_port: int | None = None) -> DriverExit:
         overdue_after_s=EXIT_REPORT_AFTER_SIGNAL_SECONDS,
     )
     signals.install()
+    watchdog = StepWatchdog(lambda message: _end_stalled(mode.records, message))
     spark = start_spark(config, mode.app_name)
     try:
         with (
@@ -270,6 +277,7 @@ def run(mode: Mode, metrics_port: int | None = None) -> DriverExit:
                 membership=snapshots,
                 durable=durable,
                 metrics=metrics,
+                watchdog=watchdog,
             )
             mode.start()
             try:
@@ -283,11 +291,17 @@ def run(mode: Mode, metrics_port: int | None = None) -> DriverExit:
                 driver.epochs,
                 driver.snapshots_taken,
             )
-            if driver.exit_message is not None:
-                _log.error("Execution ended code=%s message=%s", code.name, driver.exit_message)
-                write_termination_message(driver.exit_message)
+            message = driver.exit_message
+            if code is DriverExit.TERMINATED:
+                # The process exits 0 for it (process_exit_status): the message says why.
+                message = ended_as_asked_message(driver)
+                _log.info("%s", message)
+                write_termination_message(message)
+            elif message is not None:
+                _log.error("Execution ended code=%s message=%s", code.name, message)
+                write_termination_message(message)
             signals.served()
-            report_exit(mode.records, code, driver.exit_message)
+            report_exit(mode.records, code, message)
             return code
     except StoreUnreachable as unreachable:
         # Counted as a failure with a backoff: an outage that lasts ends in maxRestarts.
@@ -328,6 +342,21 @@ class ExitReporter(Protocol):
         ...
 
 
+def _end_stalled(records: object, message: str) -> NoReturn:
+    """Ends the process at once for a step that outlived its timeout (exit 70).
+
+    Called from the watchdog's thread while the main thread is still in the step: nothing
+    can unwedge it, and a crash at any moment is safe (the next execution restores the last
+    snapshot). The report and the termination message go first, so the operator and
+    ``kubectl describe pod`` say which step it was.
+    """
+    write_termination_message(message)
+    report_exit(records, DriverExit.STALLED, message)
+    sys.stderr.write(f"Execution ended code=STALLED message={message}\n")
+    sys.stderr.flush()
+    os._exit(DriverExit.STALLED)
+
+
 def report_exit(records: object, code: DriverExit, message: str | None) -> None:
     """Reports the exit where the store can (Kubernetes mode); a failed report is only logged.
 
@@ -341,6 +370,25 @@ def report_exit(records: object, code: DriverExit, message: str | None) -> None:
         records.report_exit(int(code), message)
     except Exception as error:
         _log.warning("Could not report the exit code=%s error=%s", code.name, error)
+
+
+def ended_as_asked_message(driver: Driver) -> str:
+    """The termination message of a driver that served the termination request.
+
+    It starts with :data:`~snapshotjob_contract.exits.ENDED_AS_ASKED_PREFIX`, which tells the
+    operator (with ``status.driverExit``) that an exit 0 means TERMINATED, then names the mode
+    carried out and the terminal snapshot, e.g. ``Ended as asked: mode=SUSPEND_GRACEFUL
+    snapshotId=12 exportName=golden``.
+    """
+    coordinator = driver.coordinator
+    end = coordinator.execution_end if coordinator is not None else None
+    outcome = coordinator.last_outcome if coordinator is not None else None
+    parts = [f"mode={end.mode.value if end is not None and end.mode is not None else 'unknown'}"]
+    if outcome is not None and outcome.kind.is_terminal and outcome.successful:
+        parts.append(f"snapshotId={outcome.snapshot_id}")
+        if outcome.export_name is not None:
+            parts.append(f"exportName={outcome.export_name}")
+    return ENDED_AS_ASKED_PREFIX + " ".join(parts)
 
 
 def write_termination_message(message: str, path: str | None = None) -> bool:

@@ -190,6 +190,9 @@ def kubernetes_config(
         durable_restore=durable_restore(os.environ.get(ENV_DURABLE_RESTORE)),
         chain_policy=chain_policy(spec.snapshot_chains),
         snapshot_keys=keys,
+        epoch_timeout_s=float(spec.stall_detection.epoch_timeout_seconds),
+        sink_timeout_s=float(spec.stall_detection.sink_timeout_seconds),
+        expired_offsets=spec.expired_offsets,
     )
     master, conf = spark_settings(spec.spark, operator_conf or {})
     try:

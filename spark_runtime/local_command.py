@@ -6,7 +6,8 @@ the job's directory (:class:`~spark_runtime.local_jobs.LocalJobDir`), where its 
 at every epoch boundary, and wait for the outcome:
 
 - ``suspend``: the driver takes a terminal snapshot (exported too with ``--export NAME``),
-  commits the output, and exits with 64; ``run`` with the same pipeline resumes from it.
+  commits the output, marks the record suspended and exits with 0 (it ended as asked, which
+  is no failure); ``run`` with the same pipeline resumes from it.
 - ``export --as NAME``: the running driver takes an export-only snapshot and goes on.
 
 Both need a running driver: only the driver knows that a snapshot's output is committed
@@ -118,6 +119,15 @@ def _suspend(job_dir: LocalJobDir, export_name: str | None, timeout_s: float, ou
             return 1
         time.sleep(_POLL_S)
     record = _record(job_dir)
+    if not record.suspended:
+        # The driver is no child of this process, and it exits 0 for a completion too: the
+        # record, which the driver marks as it suspends, tells whether it did.
+        print(
+            f"Job {job_dir.name} stopped without suspending (it completed, or failed, before "
+            "it could); see its driver's log",
+            file=sys.stderr,
+        )
+        return 1
     if export_name is not None and not _new_export(job_dir, export_name, before):
         print(
             f"Job {job_dir.name} stopped but exported no snapshot {export_name}; see its "

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from snapshot_protocol import JobIdentity
 from snapshotjob_contract.base import explain
-from snapshotjob_contract.spec import ProcessingGuarantee, SnapshotChainsSpec
+from snapshotjob_contract.spec import ExpiredOffsetsPolicy, ProcessingGuarantee, SnapshotChainsSpec
 from spark_runtime.chunk_io import StoreAddress
 from spark_runtime.driver import (
     DriverSettings,
@@ -101,6 +101,9 @@ def local_config(ns: argparse.Namespace, job_dir: LocalJobDir | None = None) -> 
         store_lost_s=ns.store_lost_seconds,
         source_lost_s=ns.source_lost_seconds,
         chain_policy=chain_policy(chains),
+        epoch_timeout_s=float(ns.epoch_timeout_seconds),
+        sink_timeout_s=float(ns.sink_timeout_seconds),
+        expired_offsets=ExpiredOffsetsPolicy(ns.expired_offsets),
     )
     return JobConfig(module, args, settings, ns.master, key_value_pairs(ns.conf, "--conf"))
 

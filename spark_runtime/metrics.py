@@ -23,6 +23,22 @@ the Hazelcast map (the entries it puts). Spark's own writers (the file sink, Kaf
 at-least-once path) and the console do not count, so those sinks have no series; nor are the
 transactions of an earlier execution that a restore commits counted.
 
+Records skipped are those a source no longer held when the execution started and that
+``spec.expiredOffsets: Earliest`` let it go on without (Kafka's retention deleted them unread):
+each source checked gets a series at 0, so a nonzero value stands out for the execution that
+skipped.
+
+Records behind is each source's lag: what its upstream holds past the position the job has
+read to, found when an epoch is planned
+(:meth:`~spark_runtime.sources.base.Source.records_behind`). Kafka answers from the latest
+offsets its plan lists anyway (:mod:`spark_runtime.sources.kafka_lag`); a source that would
+have to ask its upstream again reports no series. It grows while a job falls behind its
+input, before any snapshot or restart says so.
+
+The last snapshot's time survives restarts: a restore sets it to the restored snapshot's
+time from the execution record (:func:`restore_point_time`), so a job that keeps restarting
+without snapshotting shows its restore point ageing instead of a new one each execution.
+
 Each :class:`DriverMetrics` has its own registry rather than prometheus_client's global one,
 so that tests can build many drivers in one process. A driver built without one keeps an
 unserved instance, which spares the driver a check at every observation.
@@ -41,6 +57,7 @@ from snapshot_protocol import CoordinatorState, SnapshotCoordinator, SnapshotOut
 from snapshotjob_contract.observability import (
     DRIVER_EPOCH_DURATION,
     DRIVER_LAST_SNAPSHOT_TIME,
+    DRIVER_RECORDS_SKIPPED,
     DRIVER_RESTORE_DURATION,
     DRIVER_ROWS_IN,
     DRIVER_ROWS_OUT,
@@ -50,11 +67,12 @@ from snapshotjob_contract.observability import (
     DRIVER_SNAPSHOT_INTERVAL,
     DRIVER_SNAPSHOT_SIZE,
     DRIVER_SNAPSHOTS,
+    DRIVER_SOURCE_RECORDS_BEHIND,
     METRICS_PATH,
     Metric,
     MetricType,
 )
-from snapshotjob_contract.record import SnapshotStats
+from snapshotjob_contract.record import NO_SNAPSHOT, ExecutionRecord, SnapshotStats
 
 _log = logging.getLogger(__name__)
 
@@ -120,6 +138,28 @@ def taken_snapshot(
     return SnapshotFailure.UNKNOWN
 
 
+def restore_point_time(record: ExecutionRecord | None, restored_at_unix_s: float) -> float:
+    """The Unix time of the snapshot a restore left the execution at, for the age gauge.
+
+    The execution record's figures are the last snapshot attempt's. When that attempt is the
+    restore point, its start is the point of the stream the restored state describes (as for
+    a snapshot taken, :meth:`DriverMetrics.snapshot_taken`). When a later attempt failed, the
+    restore point is older than that attempt's start, which is then used: the age shown is
+    at least that old, never younger than the truth. A job restored from an export
+    (``initialSnapshotName``), with no snapshot of its own, starts its history at the restore.
+
+    Args:
+        record: The execution record after the restore; None if there was none.
+        restored_at_unix_s: When the restore ended.
+    """
+    if record is None or record.snapshot_id == NO_SNAPSHOT:
+        return restored_at_unix_s
+    stats = record.snapshot_stats
+    if stats is None or stats.snapshot_id < record.snapshot_id:
+        return restored_at_unix_s
+    return min(stats.start_time / 1000, restored_at_unix_s)
+
+
 class DriverMetrics:
     """The driver's collectors on a registry of their own, and the endpoint serving them.
 
@@ -141,6 +181,8 @@ class DriverMetrics:
         self._epoch_seconds = _histogram(DRIVER_EPOCH_DURATION, registry, EPOCH_BUCKETS)
         self._rows_in = _counter(DRIVER_ROWS_IN, registry)
         self._rows_out = _counter(DRIVER_ROWS_OUT, registry)
+        self._records_skipped = _counter(DRIVER_RECORDS_SKIPPED, registry)
+        self._records_behind = _gauge(DRIVER_SOURCE_RECORDS_BEHIND, registry)
         # Every reason from the start: `increase()` over a series that appears with its first
         # failure misses that failure.
         for reason in SnapshotFailure:
@@ -157,9 +199,10 @@ class DriverMetrics:
 
         Args:
             seconds: How long the restore took.
-            at_unix_s: When the restore from a snapshot ended, the state being then the
-                snapshot's: a failure right away would go back no further, so the RPO alert
-                does not fire after every restart. None if there was no snapshot to restore.
+            at_unix_s: The time of the snapshot restored (:func:`restore_point_time`): the
+                state is that snapshot's, and a failure right away would go back to it, so its
+                age goes on from where the last execution left it instead of restarting at
+                0 with every execution. None if there was no snapshot to restore.
         """
         self._restore_seconds.set(seconds)
         if at_unix_s is not None:
@@ -210,6 +253,16 @@ class DriverMetrics:
     def rows_out(self, sink: str, rows: int) -> None:
         """Records rows a sink (its operator name) published."""
         self._rows_out.labels(sink).inc(rows)
+
+    def records_behind(self, source: str, records: int) -> None:
+        """Records how many records a source (its operator name) holds past the job's
+        position, as the last epoch plan found it."""
+        self._records_behind.labels(source).set(records)
+
+    def records_skipped(self, source: str, records: int) -> None:
+        """Records what a source (its operator name) skipped when the execution started; 0
+        for a source that lost nothing, which still gives it its series."""
+        self._records_skipped.labels(source).inc(records)
 
     def serve(self, port: int, address: str = "0.0.0.0") -> int:
         """Serves the metrics on ``http://address:port/metrics`` in a daemon thread.

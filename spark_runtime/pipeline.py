@@ -7,6 +7,12 @@ state operator and sink becomes a snapshot participant there, as Jet knows its D
 restoring it). Then, for every epoch, :meth:`Pipeline.run_epoch` evaluates the graph on that
 epoch's batches: each stateless node on the epoch's batch alone, each state operator merging
 the batch into the state it keeps across epochs, each sink receiving the epoch's output.
+
+Before the first epoch of an execution each source is asked whether its restored offset still
+points at data its upstream holds (:meth:`~spark_runtime.sources.base.Source.expired`: Kafka's
+retention may have deleted records the job never read); ``spec.expiredOffsets`` decides here,
+once for every kind of source, whether that stops the execution or the source goes on from
+its earliest data.
 """
 
 from __future__ import annotations
@@ -20,12 +26,12 @@ from pyspark.sql import DataFrame, SparkSession
 
 from snapshot_protocol.chunks import PipelineShape
 from snapshot_protocol.ports import Participant
-from snapshotjob_contract.spec import ProcessingGuarantee
+from snapshotjob_contract.spec import ExpiredOffsetsPolicy, ProcessingGuarantee
 from spark_runtime.sinks.base import Sink, StagedSink
 from spark_runtime.sinks.foreach_batch import ForeachBatchParticipant, ForeachBatchSink
 from spark_runtime.sinks.participant import SinkParticipant
 from spark_runtime.sinks.staged import StagedSinkParticipant
-from spark_runtime.sources.base import Offset, Source
+from spark_runtime.sources.base import Offset, OffsetsExpired, Source
 from spark_runtime.sources.participant import SourceParticipant
 from spark_runtime.state import KeyedState, StateContext
 
@@ -42,13 +48,20 @@ DefinePipeline = Callable[["Pipeline"], None]
 
 class RowCounts(Protocol):
     """Told the rows the pipeline read and wrote, where the sources and sinks can count them
-    without a Spark job of their own (the driver's metrics, :mod:`spark_runtime.metrics`)."""
+    without a Spark job of their own, and the records a restore skipped (the driver's metrics,
+    :mod:`spark_runtime.metrics`)."""
 
     def rows_in(self, source: str, rows: int) -> None:
         """Rows an epoch read from the source named ``source``."""
 
     def rows_out(self, sink: str, rows: int) -> None:
         """Rows the sink named ``sink`` published."""
+
+    def records_skipped(self, source: str, records: int) -> None:
+        """Records of the source named ``source`` that were gone when it was restored."""
+
+    def records_behind(self, source: str, records: int) -> None:
+        """Records the source named ``source`` holds past the job's position, at a plan."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,8 @@ class Pipeline:
         substitutes: For tests (:mod:`spark_runtime.testing`): operator name -> the source or
             sink to use in place of the one the definition reads or writes under that name,
             so a module's own ``define_pipeline`` runs on memory sources and sinks unchanged.
+        expired_offsets: What the first epoch does with a source whose restored offset points
+            at data its upstream deleted (``spec.expiredOffsets``).
     """
 
     def __init__(
@@ -102,6 +117,7 @@ class Pipeline:
         open_sinks: bool = True,
         rows: RowCounts | None = None,
         substitutes: Mapping[str, Source | Sink] | None = None,
+        expired_offsets: ExpiredOffsetsPolicy = ExpiredOffsetsPolicy.FAIL,
     ) -> None:
         self.spark = spark
         self._substitutes = dict(substitutes or {})
@@ -121,6 +137,9 @@ class Pipeline:
         self._counters: dict[str, int] = {}
         self._defined = False
         self._batches: dict[str, DataFrame] = {}
+        self._expired_offsets = expired_offsets
+        self._offsets_checked: set[str] = set()
+        """Sources whose offset this execution has compared with what their upstream holds."""
 
     # --- the user's API ---------------------------------------------------------------------
 
@@ -250,17 +269,65 @@ class Pipeline:
         emits that output, and the operators save that they did so with the next snapshot.
         So the driver runs the closing epoch before the final snapshot, exactly once per
         snapshot lineage, without knowing about it.
+
+        The driver calls :meth:`check_offsets` before it, so the restored offsets are
+        checked before they are first used.
+
+        Each source's lag is reported as its plan finds it: the records past the position the
+        job has read to, from what ``next_offset`` learnt
+        (:meth:`~spark_runtime.sources.base.Source.records_behind`).
         """
         ranges = {}
         for name, participant in self._sources.items():
             end = participant.source.next_offset(participant.offset)
             if end is not None:
                 ranges[name] = (participant.offset, end)
+            if self._rows is not None:
+                behind = participant.source.records_behind(participant.offset)
+                if behind is not None:
+                    self._rows.records_behind(name, behind)
         if ranges:
             return EpochPlan(ranges)
         if self.exhausted() and any(s.holds_open_output for s in self._states.values()):
             return EpochPlan({}, end_of_input=True)
         return None
+
+    def check_offsets(self) -> None:
+        """Compares each source's offset with what its upstream still holds, once per source.
+
+        The driver calls it before every :meth:`plan_epoch`; it asks each source once per
+        execution, before its offset is first used (so, after a restore, with the restored
+        one). A source that lost data stops the execution under Fail, or goes on from its
+        earliest data under Earliest, logged and counted. A source whose check failed (its
+        upstream unreachable) is asked again at the next call, and the driver retries the
+        failure as it retries ``next_offset``'s.
+
+        Not part of :meth:`plan_epoch`, which others call too (the test kit's idle check):
+        the execution ends where the driver plans, with exit 71.
+
+        Raises:
+            OffsetsExpired: A source's offset points at deleted data and
+                ``spec.expiredOffsets`` is Fail.
+        """
+        for name, participant in self._sources.items():
+            if name in self._offsets_checked:
+                continue
+            found = participant.source.expired(participant.offset)
+            if found is not None and found.ranges:
+                if self._expired_offsets is not ExpiredOffsetsPolicy.EARLIEST:
+                    raise OffsetsExpired(name, found.ranges)
+                _log.warning(
+                    "Skipped records no longer in the source source=%s records=%d "
+                    "partitions=%s policy=%s",
+                    name,
+                    found.lost,
+                    "; ".join(expired.describe() for expired in found.ranges),
+                    self._expired_offsets.value,
+                )
+                participant.offset = found.resumed
+            if self._rows is not None:
+                self._rows.records_skipped(name, found.lost if found is not None else 0)
+            self._offsets_checked.add(name)
 
     def exhausted(self) -> bool:
         """Whether every source has reached its end."""

@@ -15,6 +15,11 @@ Restores never look at the consumer group: after each snapshot's second phase th
 that snapshot are committed to ``group_id`` for monitoring (consumer lag in the usual tools)
 only. A partition added to a topic while the job runs is picked up at the next epoch, from
 its earliest offset.
+
+Retention may delete records the job has not read yet, most often while a job stays
+suspended or failed for longer than the topic keeps them. So the first epoch of each execution
+compares each restored position with its partition's earliest offset (:meth:`KafkaSource.expired`)
+and ``spec.expiredOffsets`` decides: stop, naming what is gone, or go on from the earliest.
 """
 
 from __future__ import annotations
@@ -45,8 +50,9 @@ from pyspark.sql.types import (
 )
 
 from spark_runtime.kafka_security import ClientErrors, KafkaSecurity
-from spark_runtime.sources.base import Offset, Source
+from spark_runtime.sources.base import ExpiredOffsets, ExpiredRange, Offset, Source
 from spark_runtime.sources.kafka_fetch import DriverFetcher, Ranges, TooLargeForDriverError
+from spark_runtime.sources.kafka_lag import LatestOffsets
 
 _log = logging.getLogger(__name__)
 
@@ -82,7 +88,7 @@ Positions = dict[str, dict[str, int]]
 """topic -> partition (as a string, as in JSON) -> the next offset to read."""
 
 
-class KafkaSource(Source):
+class KafkaSource(LatestOffsets, Source):
     """One or more Kafka topics, read in offset ranges per partition.
 
     Args:
@@ -210,6 +216,7 @@ class KafkaSource(Source):
         current: Positions = {t: dict(p) for t, p in offset.items()}
         partitions = self._partitions()
         stable = self._list_offsets(partitions, _LATEST)
+        self.remember_latest(stable)  # the records-behind gauge's input (kafka_lag)
         new = [tp for tp in partitions if str(tp.partition) not in current.get(tp.topic, {})]
         earliest = self._list_offsets(new, _EARLIEST) if new else {}
         end: Positions = {t: dict(p) for t, p in current.items()}
@@ -236,6 +243,36 @@ class KafkaSource(Source):
         for index, (topic, part, lag) in enumerate(behind):
             end[topic][part] += min(lag, max(1, share + (1 if index < extra else 0)))
         return end
+
+    def expired(self, offset: Offset) -> ExpiredOffsets | None:
+        """The partitions whose position in ``offset`` is below their earliest offset.
+
+        Their records from the position up to the earliest offset were deleted (retention,
+        ``deleteRecords``) before the job read them. A partition of ``offset`` that the topics
+        no longer have is left to :meth:`next_offset`, as always.
+
+        Raises:
+            KafkaConnectionRefused: The brokers refused the credentials or the certificate.
+            KafkaException: The brokers did not answer (retried by the epoch loop).
+        """
+        positions = {
+            (topic, int(part)): int(position)
+            for topic, parts in offset.items()
+            for part, position in parts.items()
+        }
+        if not positions:
+            return None
+        present = [tp for tp in self._partitions() if (tp.topic, tp.partition) in positions]
+        earliest = self._list_offsets(present, _EARLIEST) if present else {}
+        resumed: Positions = {topic: dict(parts) for topic, parts in offset.items()}
+        ranges: list[ExpiredRange] = []
+        for tp in present:
+            restored = positions[(tp.topic, tp.partition)]
+            start = earliest[tp.topic][str(tp.partition)]
+            if restored < start:
+                ranges.append(ExpiredRange(f"{tp.topic}-{tp.partition}", restored, start))
+                resumed[tp.topic][str(tp.partition)] = start
+        return ExpiredOffsets(tuple(ranges), resumed) if ranges else None
 
     def is_exhausted(self, offset: Offset) -> bool:
         """A bounded source ends when no committed record is left unread; else never."""

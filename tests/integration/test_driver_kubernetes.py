@@ -34,7 +34,7 @@ from snapshotjob_contract.environment import (
     ENV_INITIAL_SNAPSHOT_ID,
     ENV_INITIAL_SNAPSHOT_JOB_UID,
 )
-from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.exits import ENDED_AS_ASKED_PREFIX, DriverExit
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from snapshotjob_contract.spec import ProcessingGuarantee
 from snapshotjob_contract.status import ExportedSnapshot
@@ -101,7 +101,14 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
     work = tmp_path / "job-1"
     name = create_driver_job(api, healthy_hazelcast, work, "exec-1")
     allow(work, EXPORTED_AT)
-    first = drivers.start(name, "exec-1", extra_env=durable_env)
+    # The kubelet creates the container's termination message file; here the test does.
+    termination_log = tmp_path / "termination-log"
+    termination_log.touch()
+    first = drivers.start(
+        name,
+        "exec-1",
+        extra_env={**durable_env, "SJ_TERMINATION_MESSAGE_PATH": str(termination_log)},
+    )
 
     # The driver snapshots every second and keeps the record in the job's status.
     seen: list[int] = []
@@ -152,7 +159,8 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
     # The export never becomes the restore point.
     assert execution_record(api, name).get("exportedSnapshotName") is None
 
-    # SUSPEND_GRACEFUL: a terminal snapshot, then exit TERMINATED with the record suspended.
+    # SUSPEND_GRACEFUL: a terminal snapshot, the record suspended, then TERMINATED: reported
+    # as 64 and in the termination message, while the process exits 0 (not a failure).
     before_suspend = int(execution_record(api, name)["snapshotId"])
     patch_job_status(
         api,
@@ -166,10 +174,18 @@ def test_export_suspend_resume_fencing_and_initial_snapshot(
             }
         },
     )
-    assert drivers.wait(first) == DriverExit.TERMINATED, drivers.tail(first)
+    assert drivers.wait(first) == 0, drivers.tail(first)
     suspended = execution_record(api, name)
     assert suspended["suspended"] is True
     assert int(suspended["snapshotId"]) > before_suspend
+    ended_as_asked = (
+        f"{ENDED_AS_ASKED_PREFIX}mode=SUSPEND_GRACEFUL snapshotId={suspended['snapshotId']}"
+    )
+    assert termination_log.read_text() == ended_as_asked
+    reported = job_status(api, name)["driverExit"]
+    assert reported["executionId"] == "exec-1"
+    assert reported["exitCode"] == DriverExit.TERMINATED
+    assert reported["message"] == ended_as_asked
 
     # A second execution restores and runs to the end; the output is exact.
     claim_execution(api, name, "exec-2", 2)

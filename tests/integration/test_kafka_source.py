@@ -3,22 +3,32 @@
 What the snapshot protocol needs of a source: a range, once decided, reads the same records
 every time; the ranges of successive epochs cover every committed record once; nothing of an
 open or aborted transaction is ever in them. And what a Kafka user expects: partitions added
-while the job runs are read too, and the consumer group shows the snapshotted offsets.
+while the job runs are read too, the consumer group shows the snapshotted offsets, and a
+restore whose offsets retention deleted stops or goes on from the earliest offset as
+``spec.expiredOffsets`` says.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 from pyspark.sql import Row, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - PySpark's universal alias
 
+from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.observability import DRIVER_RECORDS_SKIPPED
+from snapshotjob_contract.spec import ExpiredOffsetsPolicy
+from spark_runtime.pipeline import Pipeline
 from spark_runtime.sources import KafkaSource
 from spark_runtime.sources import kafka as kafka_source
 from spark_runtime.sources.base import Offset
+from spark_runtime.testing import MemorySink, PipelineRunFailed, PipelineTest, assert_exactly_once
 from testbed.kafka import KafkaBroker
 
 pytestmark = pytest.mark.integration
@@ -247,3 +257,58 @@ def test_committing_to_a_lost_broker_holds_the_snapshot_up_for_a_bounded_time(
         while "Kafka offsets not committed" not in caplog.text and time.monotonic() < deadline:
             time.sleep(0.2)
     assert "Kafka offsets not committed to the group group=g-gone" in caplog.text
+
+
+def test_a_restore_below_the_earliest_offset_stops_or_goes_on_from_it_as_the_spec_says(
+    spark: SparkSession,
+    kafka: KafkaBroker,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """In-process executions of one job (embedded store, record file, memory sink): a
+    snapshot at offset 10 of each partition, then partition 0's records below offset 25
+    deleted, as retention does while a job is suspended."""
+    topic = kafka.create_topic(partitions=2)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "log_level": 0})
+    for n in range(60):
+        producer.produce(topic, value=str(n).encode(), partition=n % 2)
+    producer.flush(30)
+    sink = MemorySink()
+
+    def define_pipeline(p: Pipeline) -> None:
+        source = KafkaSource(kafka.bootstrap, [topic], max_rows_per_epoch=20, bounded=True)
+        records = p.readStream(source, name="ids")
+        ids = records.select(F.col("value").cast("string").cast("long").alias("id"))
+        ids.writeStream(sink, name="out")
+
+    job = PipelineTest(define_pipeline, tmp_path, spark=spark, timeout_s=120)
+    # Epoch 0 enters both partitions at offset 0, epoch 1 reads 10 of each; a snapshot after each.
+    assert job.run(epochs=2).exit is DriverExit.INTERRUPTED
+    assert_exactly_once(sink, "id", range(20))
+    admin = kafka.admin()  # referenced until the futures are done: its handle serves them
+    for future in admin.delete_records([TopicPartition(topic, 0, 25)]).values():
+        future.result(timeout=30)
+
+    with pytest.raises(PipelineRunFailed) as failed:
+        job.run()  # spec.expiredOffsets: Fail, the default
+    assert failed.value.result.exit is DriverExit.SOURCE_DATA_LOST
+    assert failed.value.result.epochs == 0
+    assert f"{topic}-0 restored offset 10, earliest 25, 15 records gone" in str(
+        failed.value.message
+    )
+    assert f"{topic}-1" not in str(failed.value.message), "partition 1 lost nothing"
+
+    job.settings = dataclasses.replace(job.settings, expired_offsets=ExpiredOffsetsPolicy.EARLIEST)
+    with caplog.at_level("WARNING", logger="spark_runtime.pipeline"):
+        assert job.run().exit is DriverExit.COMPLETED
+    gone = range(20, 50, 2)  # partition 0's offsets 10..24
+    assert_exactly_once(sink, "id", sorted(set(range(60)) - set(gone)))
+    assert (
+        f"Skipped records no longer in the source source=ids records=15 partitions={topic}-0 "
+        "restored offset 10, earliest 25, 15 records gone policy=Earliest"
+    ) in caplog.text
+    assert job.driver is not None
+    skipped = job.driver.metrics.registry.get_sample_value(
+        DRIVER_RECORDS_SKIPPED.name, {"source": "ids"}
+    )
+    assert skipped == 15
