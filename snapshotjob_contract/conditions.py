@@ -155,6 +155,8 @@ class ConditionReason(enum.StrEnum):
     SNAPSHOT_STALE = "SnapshotStale"
     SNAPSHOT_FAILED = "SnapshotFailed"
     DRIVER_STALLED = "DriverStalled"
+    CHECKING_UPGRADE = "CheckingUpgrade"
+    UPGRADE_REFUSED = "UpgradeRefused"
     SOURCE_DATA_LOST = "SourceDataLost"
     NO_SNAPSHOT_YET = "NoSnapshotYet"
     SNAPSHOTS_DISABLED = "SnapshotsDisabled"
@@ -252,6 +254,12 @@ REASON_DESCRIPTIONS: Mapping[ConditionReason, str] = MappingProxyType(
         "spec.stallDetection's bound, or an epoch or a sink call outlived its timeout (exit "
         "70): the execution was ended and restarts from the last snapshot through the restart "
         "policy",
+        ConditionReason.CHECKING_UPGRADE: "the spec changed: a short-lived Pod of the new image "
+        "checks that its pipeline can restore the restore point before the running execution "
+        "is asked to stop",
+        ConditionReason.UPGRADE_REFUSED: "the changed spec's pipeline cannot restore the "
+        "restore point (or the check could not run): the rollout is refused and the running "
+        "execution keeps running; the message names what differs",
         ConditionReason.SOURCE_DATA_LOST: "a Kafka source's restored offset is below the "
         "partition's earliest retained offset (exit 71): retention deleted records the job "
         "never read; the message names the partitions and how many records are gone, and "

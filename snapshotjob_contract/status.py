@@ -225,7 +225,8 @@ class DriverExitStatus(StatusModel):
     execution_id: str = Field(min_length=1)
     """The execution whose driver reported."""
     exit_code: int = Field(ge=0, le=255)
-    """The exit code the driver is about to exit with (see the driver exit codes)."""
+    """How the driver ends (see the driver exit codes): the code it is about to exit with; 64
+    (TERMINATED) for a driver that ended as asked, whose process exits 0."""
     message: str | None = Field(default=None, max_length=1024)
     """The driver's own words on why it ended, if it has any."""
     time: AwareDatetime
@@ -244,6 +245,29 @@ class PipelineStartedStatus(StatusModel):
     """The execution whose driver reported."""
     time: AwareDatetime
     """When the driver reported."""
+
+
+class UpgradeCheckStatus(StatusModel):
+    """The check, before a spec change is rolled out, that its pipeline can restore the job's
+    restore point: ``snapshot validate --pipeline`` in the new image, in a short-lived Pod.
+
+    The running execution is asked to stop only once the check of that very spec passed; a
+    failed check leaves it running and refuses the rollout (Degraded ``UpgradeRefused``)
+    until the spec changes again.
+    """
+
+    spec_hash: str = Field(min_length=1)
+    """The execution fingerprint of the spec checked."""
+    pod_name: str = Field(min_length=1)
+    """The Pod that runs the check."""
+    snapshot_id: int = Field(ge=0)
+    """The restore point it checks."""
+    started_at: AwareDatetime
+    """When the operator created the Pod."""
+    passed: bool | None = None
+    """True if the new pipeline can restore the snapshot, False if not; unset while it runs."""
+    message: str | None = Field(default=None, max_length=1024)
+    """What the check said: what differs, or why it could not run."""
 
 
 class ExportFailureStatus(StatusModel):
@@ -335,6 +359,9 @@ class SnapshotJobStatus(StatusModel):
     is known even when its Pod is deleted as soon as it stops."""
     spark_ui: SparkUiStatus | None = None
     """Where the running driver's Spark UI is (spec.sparkUi); absent while there is none."""
+    upgrade_check: UpgradeCheckStatus | None = None
+    """The check that a changed spec's pipeline can restore the restore point, run before the
+    running execution is asked to stop for it."""
 
     def reported_exit(self) -> DriverExitStatus | None:
         """The current execution's driver's exit report, if it made one."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from snapshot_protocol import PipelineShape, SnapshotCorrupted, SnapshotIncompatible
-from snapshot_protocol.chunks import check_compatible
+from snapshot_protocol.chunks import ValidationRecord, check_compatible
 from snapshot_protocol.errors import SnapshotStoreError
 from snapshot_protocol.inspection import SnapshotSummary, summarize, verify_snapshot
 from snapshot_protocol.ports import SnapshotStore
@@ -96,6 +96,14 @@ def add_parser(commands: Any) -> None:
             )
             action.add_argument("--arg", action="append", default=[], help="key=value")
             action.add_argument("--args-json", default="{}", help="the pipeline's arguments")
+            action.add_argument(
+                "--compatibility-only",
+                action="store_true",
+                help="only check that --pipeline could restore the newest snapshot of the "
+                "maps in --map (comma-separated), from its validation record, reading no "
+                "chunk: the operator's upgrade check of a running job, whose maps change "
+                "while it looks",
+            )
         if name == "read":
             action.add_argument("--operator", required=True, help="the state operator's name")
             action.add_argument("--limit", type=int, default=20, help="rows to print (0: all)")
@@ -140,6 +148,8 @@ def _run(ns: argparse.Namespace, store: SnapshotStore, map_name: str, out: TextI
                 summaries.append(summarize(record))
         _print_list(map_name, summaries, ns.output, out)
         return 0
+    if ns.action == "validate" and ns.compatibility_only:
+        return _check_compatibility(ns, store, map_name.split(","), out)
     snapshot_id: int | None = ns.snapshot_id
     if snapshot_id is None:
         snapshot_id = store.latest_snapshot_id(map_name)
@@ -169,6 +179,45 @@ def _run(ns: argparse.Namespace, store: SnapshotStore, map_name: str, out: TextI
         assert record is not None  # verify_snapshot found it
         check_compatible(map_name, record, pipeline_shape(ns, record.shape.state_partitions))
     _print_one(map_name, summary, ns.output, out, verified=True, pipeline=ns.pipeline)
+    return 0
+
+
+_NEWEST_ATTEMPTS = 3
+"""Reads of the newest validation record: one may be cleared between its id and its read."""
+
+
+def _check_compatibility(
+    ns: argparse.Namespace, store: SnapshotStore, map_names: list[str], out: TextIO
+) -> int:
+    """Checks ``--pipeline`` against the newest validation record of ``map_names``.
+
+    The record is read first, right after connecting, and held: a running job with a short
+    interval rewrites its maps within seconds, far less than Spark takes to start for the
+    definition. Every snapshot since the job's last rollout has its current pipeline's shape,
+    so the newest one stands for the restore point.
+    """
+    if not ns.pipeline:
+        raise ValueError("--compatibility-only needs --pipeline")
+    for _ in range(_NEWEST_ATTEMPTS):
+        newest: tuple[str, ValidationRecord] | None = None
+        for name in map_names:
+            latest = store.latest_snapshot_id(name)
+            record = None if latest is None else store.get_validation_record(name, latest)
+            if record is not None and (
+                newest is None or record.snapshot_id > newest[1].snapshot_id
+            ):
+                newest = (name, record)
+        if newest is not None:
+            break
+    if newest is None:
+        print(f"No snapshot with a validation record in {', '.join(map_names)}", file=sys.stderr)
+        return int(DriverExit.SNAPSHOT_NOT_FOUND)
+    map_name, record = newest
+    check_compatible(map_name, record, pipeline_shape(ns, record.shape.state_partitions))
+    out.write(
+        f"Compatible: pipeline {ns.pipeline} can restore snapshot {record.snapshot_id} of "
+        f"map {map_name}\n"
+    )
     return 0
 
 

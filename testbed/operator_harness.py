@@ -24,7 +24,7 @@ from typing import Any
 import urllib3
 from kubernetes import client, watch
 
-from snapshot_operator.reconcile.observe import DRIVER_CONTAINER
+from snapshot_operator.reconcile.observe import CHECK_CONTAINER, DRIVER_CONTAINER
 from snapshotjob_contract.pods import LABEL_JOB_UID
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from testbed.controlplane import KubeAPI
@@ -222,22 +222,45 @@ class OperatorHarness:
                 )
             time.sleep(0.1)
 
+    def wait_pods_include(self, uid: str, name: str, timeout: float = WAIT) -> None:
+        """Waits until the job has a Pod of this name (among others)."""
+        deadline = time.monotonic() + timeout
+        while name not in self.pod_names(uid):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"No Pod {name} in {self.pod_names(uid)}\n"
+                    f"operator log:\n{self.operator.process.log_tail(40)}"
+                )
+            time.sleep(0.1)
+
+    def uid(self, name: str) -> str:
+        """The job's uid."""
+        job = self.job(name)
+        assert job is not None, name
+        return str(job["metadata"]["uid"])
+
     def run_pod(self, pod: str) -> None:
         """Marks the driver Pod Running, as the kubelet would once the container started."""
         self.core.patch_namespaced_pod_status(pod, self.namespace, {"status": {"phase": "Running"}})
 
-    def exit_pod(self, pod: str, code: int) -> None:
-        """Marks the driver container terminated with an exit code, and the Pod terminal."""
+    def exit_pod(
+        self, pod: str, code: int, *, container: str = DRIVER_CONTAINER, message: str | None = None
+    ) -> None:
+        """Marks a container terminated with an exit code (and the termination message the
+        kubelet would pass on), and the Pod terminal."""
+        terminated: dict[str, Any] = {"exitCode": int(code)}
+        if message is not None:
+            terminated["message"] = message
         status = {
             "phase": "Succeeded" if code == 0 else "Failed",
             "containerStatuses": [
                 {
-                    "name": DRIVER_CONTAINER,
+                    "name": container,
                     "image": VALID_SPEC["image"],
                     "imageID": "",
                     "ready": False,
                     "restartCount": 0,
-                    "state": {"terminated": {"exitCode": int(code)}},
+                    "state": {"terminated": terminated},
                 }
             ],
         }
@@ -292,6 +315,19 @@ class OperatorHarness:
         """Plays a driver that starts and gets its pipeline running: the Pod Running, reported."""
         self.run_pod(pod)
         self.report_pipeline(name)
+
+    def answer_upgrade_check(self, name: str, code: int, message: str | None = None) -> str:
+        """Plays the upgrade check the operator started for the job: its Pod ends with
+        ``code`` (0 compatible, 78 incompatible) and ``message``; returns the Pod's name."""
+        status = self.wait_status(
+            name,
+            lambda s: "upgradeCheck" in s and "passed" not in s["upgradeCheck"],
+            "a running upgrade check in the status",
+        )
+        pod = str(status["upgradeCheck"]["podName"])
+        self.wait_pods_include(self.uid(name), pod)
+        self.exit_pod(pod, code, container=CHECK_CONTAINER, message=message)
+        return pod
 
     def record_phases(self, name: str) -> PhaseRecorder:
         """Starts recording every phase the job's status passes through."""

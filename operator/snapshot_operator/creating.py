@@ -85,8 +85,9 @@ def create_pod(api: client.ApiClient, pod: dict[str, Any]) -> bool:
             raise create_failed(error, pod) from error
         existing = core.read_namespaced_pod(metadata["name"], metadata["namespace"])
         labels = existing.metadata.labels or {}
-        wanted = metadata["labels"][LABEL_EXECUTION_ID]
-        if labels.get(LABEL_EXECUTION_ID) != wanted:
+        # An upgrade check's Pod has no execution: one of its name is the same check's.
+        wanted = metadata["labels"].get(LABEL_EXECUTION_ID)
+        if wanted is not None and labels.get(LABEL_EXECUTION_ID) != wanted:
             log.warning(
                 "Driver Pod exists for another execution pod=%s executionId=%s wanted=%s",
                 metadata["name"],

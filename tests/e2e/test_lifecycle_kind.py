@@ -61,6 +61,14 @@ FINISHING_RATE = 2000
 end as fast as its epochs allow."""
 
 
+def _degraded(job: dict[str, Any]) -> tuple[str, str]:
+    """The job's Degraded condition: its reason and message (empty if it has none)."""
+    for condition in (job.get("status") or {}).get("conditions") or ():
+        if condition["type"] == "Degraded":
+            return str(condition.get("reason", "")), str(condition.get("message", ""))
+    return "", ""
+
+
 def _members(release: Release) -> list[dict[str, Any]]:
     return release.pods("app.kubernetes.io/component=hazelcast")
 
@@ -173,6 +181,38 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
         assert live["status"]["terminal"] is False, live
         assert (release.job(job) or {})["status"]["phase"] == "RUNNING"
 
+    with Step("lifecycle-upgrade-refused"):
+        # A pipeline whose state differs (other operators): before the running execution is
+        # asked to stop, a Pod of the image checks the restore point with the new pipeline
+        # (snapshot validate --pipeline, exit 78), the rollout is refused, and the execution
+        # goes on snapshotting. Reverting the spec leaves nothing to roll out.
+        before = release.job(job) or {}
+        patch_spec(
+            release,
+            job,
+            {"pipeline": {"module": "e2e_pipelines.sequence_map_sum", "args": {"map": job}}},
+        )
+        refused = wait_for(
+            release,
+            f"job={job} rollout refused",
+            lambda: (
+                obj if (obj := release.job(job)) and _degraded(obj)[0] == "UpgradeRefused" else None
+            ),
+            timeout=240,
+        )
+        message = _degraded(refused)[1]
+        assert "exitCode=78" in message and "snapshotId=" in message, message
+        assert attempt(refused) == attempt(before), refused["status"]
+        wait_snapshot(release, job, snapshot_id(refused))
+        patch_spec(release, job, {"pipeline": {"module": SEQUENCE_SUM, "args": {"map": None}}})
+        wait_for(
+            release,
+            f"job={job} no longer Degraded",
+            lambda: _degraded(release.job(job) or {})[0] == "AsExpected",
+            timeout=60,
+        )
+        assert not release.pods("app.kubernetes.io/component=upgrade-check")
+
     with Step("lifecycle-upgraded"):
         # statePartitions 8 -> 4 (upgradeMode: snapshot): a terminal snapshot, then the keyed
         # state re-partitioned on restore. The same change raises the pace, as a user speeding
@@ -200,6 +240,17 @@ def test_rollout_suspend_export_resume_upgrade_and_a_job_from_the_export(
         )
         restored = release.restored_snapshot(upgraded["status"]["execution"]["driverPod"])
         assert restored > snapshot_id(before), (restored, snapshot_id(before))
+        # Checked first by a Pod of the image, which is gone once the rollout went on.
+        reasons = release.kubectl(
+            "get",
+            "events",
+            "--field-selector",
+            f"involvedObject.name={job}",
+            "-o",
+            "jsonpath={.items[*].reason}",
+        )
+        assert "UpgradeCheckStarted" in reasons.split(), reasons
+        assert not release.pods("app.kubernetes.io/component=upgrade-check")
 
     with Step("lifecycle-completed"):
         wait_phase(release, job, {"COMPLETED"}, timeout=600)

@@ -137,6 +137,12 @@ def test_a_jobs_state_is_read_back_from_hazelcast_s3_and_the_command(
     assert "Compatible: pipeline tests.integration.driver_pipeline can restore it" in (
         compatible.stdout
     )
+    # The operator's upgrade check: the newest validation record of the maps it names (one
+    # empty here), no chunk read.
+    maps = ["--map", f"__sj.no.such.map,{map_name}", *where[2:]]
+    checked = _command("validate", *maps, *own, "--compatibility-only")
+    assert checked.returncode == 0, checked.stderr
+    assert f"can restore snapshot {snapshot_id} of map {map_name}" in checked.stdout
     (tmp_path / "other_pipeline.py").write_text(INCOMPATIBLE)
     other = ["--pipeline", "other_pipeline", "--args-json", check_args]
     path = os.pathsep.join([str(tmp_path), str(REPO)])

@@ -168,6 +168,14 @@ def _progressing(plan: Plan) -> _State:
         return _State(
             ConditionStatus.TRUE, ConditionReason.EXPORTING_SNAPSHOT, "Copying the restore point"
         )
+    if plan.checking_upgrade:
+        check = plan.status.upgrade_check
+        pod = check.pod_name if check is not None else "-"
+        return _State(
+            ConditionStatus.TRUE,
+            ConditionReason.CHECKING_UPGRADE,
+            f"Checking that the changed spec's pipeline can restore the restore point pod={pod}",
+        )
     request = plan.status.export_request
     if request is not None:
         return _State(
@@ -232,6 +240,8 @@ def _degraded(plan: Plan, spec: SnapshotJobSpec | None) -> _State:
         )
     if plan.stalled is not None:
         return _State(ConditionStatus.TRUE, *plan.stalled)
+    if plan.upgrade_refused is not None:
+        return _State(ConditionStatus.TRUE, *plan.upgrade_refused)
     if plan.export_problem is not None:
         return _State(ConditionStatus.TRUE, *plan.export_problem)
     export_failed = _export_failure_message(spec, status, plan.settings)

@@ -79,6 +79,7 @@ from snapshot_operator.reconcile.lost_nodes import delete_drivers_on_lost_nodes
 from snapshot_operator.reconcile.observation import DecisionSettings, InvalidSpec, Observation
 from snapshot_operator.reconcile.phases import LIVE_PHASES
 from snapshot_operator.reconcile.plan import Plan
+from snapshot_operator.reconcile.upgrade_check import tidy_upgrade_checks
 from snapshotjob_contract import SnapshotJobSpec
 
 
@@ -122,6 +123,7 @@ def _finish(plan: Plan, spec: SnapshotJobSpec | None) -> tuple[Action, ...]:
     """
     plan.update_last_snapshot_time()
     reset_forced_restarts(plan)
+    tidy_upgrade_checks(plan, spec)
     plan.update(observed_generation=plan.obs.generation)
     # Last: the conditions describe the status as everything above left it.
     plan.update(conditions=conditions(plan, spec))

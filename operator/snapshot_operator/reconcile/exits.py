@@ -1,10 +1,12 @@
 """How an execution ends: what the driver's exit code asks for, failures and cancellations.
 
 The operator learns how an execution ended only from the driver container's exit code
-(:class:`DriverExit`) and the record the driver left in the status. Everything that follows
-an ended execution is decided here: complete, carry out the termination the driver served,
-restart at once without counting a failure, wait for a newer execution, or fail, either for
-good or through the restart policy (backoff, ``maxRestarts``, ``suspendOnFailure``).
+(:class:`DriverExit`) and the record the driver left in the status; an exit 0 is read with the
+driver's exit report and termination message (:func:`driver_exit_code`), since a driver that
+ended as asked exits 0 too. Everything that follows an ended execution is decided here:
+complete, carry out the termination the driver served, restart at once without counting a
+failure, wait for a newer execution, or fail, either for good or through the restart policy
+(backoff, ``maxRestarts``, ``suspendOnFailure``).
 
 What each code leads to is a table (:data:`EXITS`), not a chain of branches: codes that mean
 the same thing (an indeterminate record write, an interrupted driver) share one outcome and
@@ -32,12 +34,14 @@ from snapshotjob_contract import (
     ActionAfter,
     ConditionReason,
     DriverExit,
+    DriverExitStatus,
     ForcedRestartsStatus,
     Phase,
     SnapshotJobSpec,
     TerminationMode,
     TerminationStatus,
 )
+from snapshotjob_contract.exits import ENDED_AS_ASKED_PREFIX
 
 CANCELLED = ConditionReason.CANCELLED
 """``lastFailure.reason`` of a cancelled job: Jet reports a cancelled job as failed."""
@@ -260,6 +264,34 @@ def exit_handling(code: int | None, termination: TerminationStatus | None) -> Ex
     return EXITS[meaning]
 
 
+def driver_exit_code(pod: DriverPod, report: DriverExitStatus | None) -> int | None:
+    """Returns the code that tells how the current driver ended, as the driver meant it.
+
+    The container's exit code, but :attr:`DriverExit.TERMINATED` for an exit 0 of a driver
+    that ended as asked: it exits 0 rather than 64
+    (:func:`~snapshotjob_contract.exits.process_exit_status`), and says so in its exit report
+    or in its termination message. A driver of an earlier release exits 64, read as it is.
+    None if the Pod failed without an exit code.
+
+    Args:
+        pod: The current execution's driver Pod, whose containers stopped.
+        report: The current execution's driver's exit report (``status.reported_exit()``).
+    """
+    if pod.exit_code is not None:
+        code = pod.exit_code
+    elif pod.phase is PodPhase.SUCCEEDED:
+        code = DriverExit.COMPLETED
+    else:
+        return None
+    if code != DriverExit.COMPLETED:
+        return code
+    reported_terminated = report is not None and report.exit_code == DriverExit.TERMINATED
+    message = pod.termination_message or ""
+    if reported_terminated or message.startswith(ENDED_AS_ASKED_PREFIX):
+        return DriverExit.TERMINATED
+    return code
+
+
 def cancelled(plan: Plan, message: str) -> None:
     """The job was cancelled: FAILED, as Jet reports a cancelled job."""
     plan.update(phase=Phase.FAILED, termination=None, export_request=None)
@@ -279,11 +311,7 @@ def execution_ended(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> None:
     execution = status.execution
     assert execution is not None
     termination = status.termination
-    code = (
-        pod.exit_code
-        if pod.exit_code is not None
-        else (DriverExit.COMPLETED if pod.phase is PodPhase.SUCCEEDED else None)
-    )
+    code = driver_exit_code(pod, status.reported_exit())
     handling = exit_handling(code, termination)
     context = f"executionId={execution.id} attempt={execution.attempt} pod={pod.name}"
     if handling.outcome is ExitOutcome.RESTART_AT_ONCE and _too_many_forced_restarts(plan):

@@ -28,6 +28,7 @@ from snapshot_operator.reconcile.pipeline_start import announce_pipeline, watch_
 from snapshot_operator.reconcile.plan import Plan
 from snapshot_operator.reconcile.stalls import snapshotted_since_start, watch_for_stall
 from snapshot_operator.reconcile.starting import retry_start, start_or_wait
+from snapshot_operator.reconcile.upgrade_check import upgrade_checked
 from snapshotjob_contract import (
     ActionAfter,
     ConditionReason,
@@ -217,6 +218,9 @@ def _serve_spec_change(plan: Plan, spec: SnapshotJobSpec, pod: DriverPod) -> Non
             export_name=export_name,
         )
     elif execution.spec_hash != spec.execution_fingerprint():
+        if not upgrade_checked(plan, spec):
+            # Checking, or refused: the running execution keeps running.
+            return
         mode = _UPGRADE_MODES[spec.upgrade_mode]
         plan.event(
             EventReason.UPGRADING,

@@ -107,6 +107,28 @@ class ExecutorPod:
 
 
 @dataclass(frozen=True)
+class UpgradeCheckPod:
+    """The Pod of an upgrade check (labelled with the job's uid and component
+    ``upgrade-check``): ``snapshot validate --pipeline`` in the changed spec's image.
+
+    Attributes:
+        name: The Pod's name.
+        spec_hash: The execution fingerprint of the spec it checks.
+        phase: The Pod's phase.
+        exit_code: Its container's exit code once it ended: 0 compatible, 78 incompatible.
+        message: What the check printed last (its termination message), if anything.
+        deleting: Whether the Pod has a deletion timestamp.
+    """
+
+    name: str
+    spec_hash: str
+    phase: PodPhase
+    exit_code: int | None = None
+    message: str | None = None
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
 class StoreHealth:
     """The Hazelcast cluster's health endpoint, as the operator last read it.
 
@@ -153,6 +175,7 @@ class Observation:
         now: The current time (timezone-aware).
         deleting: Whether the SnapshotJob has a deletion timestamp.
         executors: Every Spark executor Pod of the job.
+        checks: Every upgrade check Pod of the job.
     """
 
     job: JobRef
@@ -164,6 +187,7 @@ class Observation:
     store: StoreHealth | None = None
     deleting: bool = False
     executors: tuple[ExecutorPod, ...] = ()
+    checks: tuple[UpgradeCheckPod, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -194,6 +218,9 @@ class DecisionSettings:
         pipeline_start_timeout_seconds: An execution whose driver has not reported a running
             pipeline by then (its Pods unschedulable, its image or executors not starting) is
             ended and counted as a failure, so the restart policy bounds it.
+        upgrade_check_timeout_seconds: An upgrade check that has not answered by then (its
+            Pod unschedulable, its image not pulled) refuses the rollout, which a further
+            spec change tries again.
     """
 
     graceful_timeout_seconds: int = 300
@@ -208,3 +235,4 @@ class DecisionSettings:
     forced_restarts_degraded: int = 3
     forced_restart_limit: int = 10
     pipeline_start_timeout_seconds: int = 300
+    upgrade_check_timeout_seconds: int = 600

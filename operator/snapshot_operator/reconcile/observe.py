@@ -25,6 +25,7 @@ from snapshot_operator.reconcile.observation import (
     PodPhase,
     PodProblem,
     StoreHealth,
+    UpgradeCheckPod,
 )
 from snapshotjob_contract import SnapshotJobSpec, SnapshotJobStatus
 from snapshotjob_contract.resource import GROUP, NAME_RULE
@@ -34,8 +35,10 @@ LABEL_EXECUTION_ID = f"{GROUP}/execution-id"
 DRIVER_CONTAINER = "driver"
 """The driver Pod's container whose exit code tells how the execution ended."""
 TERMINATION_MESSAGE_PATH = "/dev/termination-log"
-"""Where the driver writes one line naming its failure before it exits (65, 66, 69, 78); the
-kubelet hands it to the operator as the container's ``state.terminated.message``."""
+"""Where the driver writes one line naming its failure before it exits (65, 66, 69, 78), or,
+when it ended as asked and exits 0, one starting ``Ended as asked:`` (which makes that exit 0
+mean 64, see ``exits.driver_exit_code``); the kubelet hands it to the operator as the
+container's ``state.terminated.message``."""
 MAX_TERMINATION_MESSAGE = 400
 """The longest driver message the operator passes on (its end: the last log lines matter
 most): with the operator's own text it still fits an Event's note, which the API limits to
@@ -49,6 +52,12 @@ MAX_IMAGE = 200
 LABEL_COMPONENT = "app.kubernetes.io/component"
 """Spark's executor Pods carry ``executor`` in it (``manifests.driver_spark_conf``)."""
 EXECUTOR_COMPONENT = "executor"
+UPGRADE_CHECK_COMPONENT = "upgrade-check"
+"""The component label of an upgrade check's Pod (``manifests_check.build_upgrade_check_pod``)."""
+LABEL_SPEC_HASH = f"{GROUP}/spec-hash"
+"""The upgrade check Pod's label naming the fingerprint of the spec it checks."""
+CHECK_CONTAINER = "check"
+"""The upgrade check Pod's container, whose exit code is the check's answer."""
 WAITING_PROBLEMS = frozenset(
     {
         "ErrImagePull",
@@ -250,6 +259,35 @@ def parse_store_health(document: Mapping[str, Any] | None) -> StoreHealth | None
         return None
 
 
+def parse_upgrade_check_pod(raw: Mapping[str, Any]) -> UpgradeCheckPod | None:
+    """Returns an upgrade check's Pod; None if the Pod is not one."""
+    metadata = raw.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    spec_hash = labels.get(LABEL_SPEC_HASH)
+    if labels.get(LABEL_COMPONENT) != UPGRADE_CHECK_COMPONENT or not spec_hash:
+        return None
+    status = raw.get("status") or {}
+    try:
+        phase = PodPhase(status.get("phase") or PodPhase.PENDING.value)
+    except ValueError:
+        phase = PodPhase.RUNNING
+    exit_code = None
+    message = None
+    for container in status.get("containerStatuses") or ():
+        terminated = (container.get("state") or {}).get("terminated")
+        if (
+            container.get("name") == CHECK_CONTAINER
+            and terminated is not None
+            and terminated.get("exitCode") is not None
+        ):
+            exit_code = int(terminated["exitCode"])
+            message = parse_termination_message(terminated.get("message"))
+    deleting = metadata.get("deletionTimestamp") is not None
+    return UpgradeCheckPod(
+        str(metadata["name"]), str(spec_hash), phase, exit_code, message, deleting
+    )
+
+
 def observe(
     job: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]],
@@ -273,6 +311,7 @@ def observe(
     metadata = job["metadata"]
     drivers = (parse_driver_pod(pod) for pod in pods)
     executors = (parse_executor_pod(pod) for pod in pods)
+    checks = (parse_upgrade_check_pod(pod) for pod in pods)
     name = str(metadata["name"])
     # A job admitted before the CRD refused long names: nothing can be built from its name.
     spec = parse_spec(job.get("spec")) if NAME_RULE.holds(name) else InvalidSpec(NAME_RULE.message)
@@ -288,6 +327,7 @@ def observe(
         now=now,
         pods=tuple(pod for pod in drivers if pod is not None),
         executors=tuple(pod for pod in executors if pod is not None),
+        checks=tuple(pod for pod in checks if pod is not None),
         store=parse_store_health(health),
         deleting=metadata.get("deletionTimestamp") is not None,
     )

@@ -65,6 +65,9 @@ class Plan:
         stalled: Why the running execution looks stalled (no snapshot for longer than the
             staleness bound), for Degraded; None if it does not
             (:mod:`~snapshot_operator.reconcile.stalls`).
+        checking_upgrade: An upgrade check runs before a spec change is rolled out, for
+            Progressing (:mod:`~snapshot_operator.reconcile.upgrade_check`).
+        upgrade_refused: Why a spec change is not rolled out (its check failed), for Degraded.
         lost_drivers: Driver Pods this decision deletes at once because their node stopped
             reporting (:mod:`~snapshot_operator.reconcile.lost_nodes`).
     """
@@ -86,6 +89,8 @@ class Plan:
         self.start_problem: Problem | None = None
         self.waiting_for_pipeline = False
         self.stalled: Problem | None = None
+        self.checking_upgrade = False
+        self.upgrade_refused: Problem | None = None
         self.lost_drivers: frozenset[str] = frozenset()
 
     def update(self, **fields: Any) -> None:

@@ -10,6 +10,7 @@ with one snapshot (:func:`a_snapshot`, :func:`snapshot_at`) and graceful termina
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -43,6 +44,7 @@ from snapshotjob_contract import (
     TerminationMode,
     TerminationStatus,
 )
+from snapshotjob_contract.status import UpgradeCheckStatus
 from tests.unit.operator.world import JOB, NOW, ago
 
 HEALTHY = StoreHealth(cluster_safe=True, member_count=3)
@@ -287,3 +289,19 @@ def decide_running(spec: SnapshotJobSpec, **kwargs: Any) -> tuple[Observation, t
     """
     observation = running_job(spec, **kwargs)
     return observation, decide(observation)
+
+
+def upgrade_check_passed(observation: Observation) -> Observation:
+    """The observation with the upgrade check of its spec passed, as the operator records it
+    once the check's Pod exited 0 (:mod:`snapshot_operator.reconcile.upgrade_check`)."""
+    spec = observation.spec
+    assert isinstance(spec, SnapshotJobSpec)
+    check = UpgradeCheckStatus(
+        spec_hash=spec.execution_fingerprint(),
+        pod_name="job-check",
+        snapshot_id=max(observation.status.record().snapshot_id, 0),
+        started_at=observation.now,
+        passed=True,
+    )
+    status = observation.status.model_copy(update={"upgrade_check": check})
+    return dataclasses.replace(observation, status=status)

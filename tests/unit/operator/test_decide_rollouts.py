@@ -44,6 +44,7 @@ from tests.unit.operator.decide_helpers import (
     running_job,
     spec_of,
     suspended_job,
+    upgrade_check_passed,
 )
 from tests.unit.operator.world import JOB, NOW, OTHER_HASH, ago, specs, status_after
 
@@ -100,6 +101,8 @@ def test_changing_state_partitions_of_a_job_with_a_snapshot_rolls_out_per_upgrad
 ) -> None:
     spec = spec_of({"statePartitions": 16, "upgradeMode": mode.value})
     observation = _with_partitions(running_job(spec, record=a_snapshot(), spec_hash="old"), 8)
+    # The new spec's pipeline passed its upgrade check (test_decide_upgrade_check.py).
+    observation = upgrade_check_passed(observation)
 
     actions = decide(observation)
 
