@@ -1,14 +1,17 @@
 """The chart's example alerts, checked and unit-tested by a real promtool.
 
 ``test_chart.py`` checks that the rules name only metrics the programs serve; whether they
-fire when they should is PromQL semantics: vector matching between the snapshot's age and its
-interval, the 120 s floor, the sum over restart reasons, ``for`` durations. Here the rules are
-rendered by helm as users install them, ``promtool check rules`` parses them, and
-``promtool test rules`` runs ``alert_rules_test.yaml`` against them: series for jobs whose
-snapshots stop, restarts piling up or spread out, a store unsafe for long or on and off, each
-with the exact alerts (labels and rendered annotations) expected at given times. Every rule
-is then broken on purpose, one way at a time, and the same tests must fail: tests that pass
-whatever the rules say would prove nothing.
+fire when they should is PromQL semantics: vector matching between the restore point's age,
+its interval and the job's phase, the 120 s floor, the sum over restart reasons, a job's
+series served by two operator replicas, ``for`` durations. Here the rules are rendered by
+helm as users install them, ``promtool check rules`` parses them, and ``promtool test rules``
+runs ``alert_rules_test.yaml`` against them: series for jobs whose snapshots stop (one of
+them restarting all along, one suspended), restarts piling up or spread out, a store unsafe
+for long or on and off, jobs that fail or start again, sources falling behind or catching up,
+restore points outgrowing the store, each with the exact alerts (labels and rendered
+annotations) expected at given times. Every rule is then broken on purpose, one way at a
+time, and the same tests must fail: tests that pass whatever the rules say would prove
+nothing.
 """
 
 from __future__ import annotations
@@ -92,7 +95,7 @@ def test_promtool_accepts_the_rendered_rules(tmp_path: Path, spec: dict[str, Any
     (tmp_path / RULES_FILE).write_text(yaml.safe_dump(spec, sort_keys=False))
     checked = promtool("check", "rules", RULES_FILE, cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 3 rules found" in checked.stdout, checked.stdout
+    assert "SUCCESS: 6 rules found" in checked.stdout, checked.stdout
 
 
 def test_each_alert_fires_when_it_should_and_not_otherwise(
@@ -112,6 +115,13 @@ def _rule(spec: dict[str, Any], alert: str) -> dict[str, Any]:
 Breakage = Callable[[dict[str, Any]], object]
 """Changes a rendered rule in place."""
 
+INTERVALS = (
+    "clamp_min(5 * max by (namespace, snapshotjob) "
+    "(snapshotjob_operator_job_snapshot_interval_seconds), 120)"
+)
+"""The rendered threshold of SnapshotJobSnapshotTooOld: 5 intervals, at least 120 s."""
+FILLING_UP = "sum(max by (namespace, snapshotjob) (snapshotjob_operator_job_snapshot_size_bytes))"
+
 BREAKAGES: dict[str, tuple[str, Breakage]] = {
     # Without the floor a 10 s interval job alerts after 50 s.
     "no min-seconds floor": (
@@ -121,19 +131,46 @@ BREAKAGES: dict[str, tuple[str, Breakage]] = {
     # Only the floor: a 60 s interval job alerts after 120 s instead of 300 s.
     "the floor without the intervals": (
         "SnapshotJobSnapshotTooOld",
-        lambda r: r.update(
-            expr=r["expr"].replace(
-                "clamp_min(5 * snapshotjob_driver_snapshot_interval_seconds, 120)",
-                "120",
-            )
-        ),
+        lambda r: r.update(expr=r["expr"].replace(INTERVALS, "120")),
     ),
-    # A job that never snapshotted (timestamp 0) looks decades late.
-    "new jobs not left out": (
+    # A suspended job's restore point ages with no snapshot due.
+    "every phase counted": (
         "SnapshotJobSnapshotTooOld",
-        lambda r: r.update(expr=re.split(r"\s+and\s+", r["expr"])[0]),
+        lambda r: r.update(expr=re.split(r"\s+and\s+on\b", r["expr"])[0]),
+    ),
+    # The job restarting all along is left out when only RUNNING counts.
+    "only running jobs counted": (
+        "SnapshotJobSnapshotTooOld",
+        lambda r: r.update(expr=re.sub(r'phase=~"[^"]*"', 'phase="RUNNING"', r["expr"])),
     ),
     "no pending minute": ("SnapshotJobSnapshotTooOld", lambda r: r.pop("for")),
+    "failed taken for running": (
+        "SnapshotJobFailed",
+        lambda r: r.update(expr=r["expr"].replace('phase="FAILED"', 'phase="RUNNING"')),
+    ),
+    # Per operator replica: the phase and pod labels, and two alerts after a failover.
+    "failed jobs by series": (
+        "SnapshotJobFailed",
+        lambda r: r.update(expr=r["expr"].replace("max by (namespace, snapshotjob) ", "")),
+    ),
+    "behind at any moment": ("SnapshotJobSourceFallingBehind", lambda r: r.pop("for")),
+    # A backlog being worked off is not falling behind.
+    "catching up counted": (
+        "SnapshotJobSourceFallingBehind",
+        lambda r: r.update(expr=re.split(r"\s+and\s+", r["expr"])[0]),
+    ),
+    "any lag counted": (
+        "SnapshotJobSourceFallingBehind",
+        lambda r: r.update(expr=r["expr"].replace("> 100000", "> 0")),
+    ),
+    # Both operator replicas' series of one job, summed.
+    "replicas counted twice": (
+        "SnapshotJobStoreFillingUp",
+        lambda r: r.update(
+            expr=r["expr"].replace(FILLING_UP, "sum(snapshotjob_operator_job_snapshot_size_bytes)")
+        ),
+    ),
+    "filling up for a minute": ("SnapshotJobStoreFillingUp", lambda r: r.update({"for": "1m"})),
     # By reason, 3 and 3 restarts are never more than 3.
     "restarts by reason": (
         "SnapshotJobRestartLoop",

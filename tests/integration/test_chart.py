@@ -813,16 +813,24 @@ def test_alerts_and_dashboard_use_only_the_metrics_the_programs_serve() -> None:
     rules = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
     assert rules.keys() == {
         "SnapshotJobSnapshotTooOld",
+        "SnapshotJobFailed",
+        "SnapshotJobSourceFallingBehind",
         "SnapshotJobRestartLoop",
         "SnapshotJobStoreNotClusterSafe",
+        "SnapshotJobStoreFillingUp",
     }
     for name, alert in rules.items():
         used = set(_METRIC.findall(alert["expr"]))
         assert used, name
         assert used <= known, f"{name} uses unknown metrics {used - known}"
     too_old = rules["SnapshotJobSnapshotTooOld"]["expr"]
-    assert "4 * snapshotjob_driver_snapshot_interval_seconds" in too_old
-    assert "time() - snapshotjob_driver_last_successful_snapshot_timestamp_seconds" in too_old
+    # The restore point's age across executions: the operator's series, not a driver's.
+    assert (
+        "4 * max by (namespace, snapshotjob) (snapshotjob_operator_job_snapshot_interval_seconds)"
+        in too_old
+    )
+    assert "snapshotjob_operator_job_last_snapshot_timestamp_seconds" in too_old
+    assert 'snapshotjob_operator_job_phase{phase="FAILED"}' in rules["SnapshotJobFailed"]["expr"]
     assert (
         "increase(snapshotjob_operator_restarts_total[15m])"
         in (rules["SnapshotJobRestartLoop"]["expr"])
@@ -858,6 +866,10 @@ def test_alerts_and_dashboard_use_only_the_metrics_the_programs_serve() -> None:
         "snapshotjob_driver_epoch_duration_seconds_bucket",
         "snapshotjob_operator_store_members_reachable",
         "snapshotjob_operator_store_cluster_safe",
+        "snapshotjob_operator_job_phase",
+        "snapshotjob_operator_job_last_snapshot_timestamp_seconds",
+        "snapshotjob_operator_job_snapshot_size_bytes",
+        "snapshotjob_driver_source_records_behind",
     ):
         assert wanted in used, f"no panel draws {wanted}"
     # Driver series are told apart by the label the drivers' PodMonitor writes.

@@ -6,12 +6,15 @@ session's Prometheus (``tests/fixtures/prometheus.py``) scrapes, every second, a
 Hazelcast cluster, the test playing kubelet) and a real local-mode driver (as in
 ``test_driver_metrics.py``: the metered pipeline, gated at three epochs, snapshotting every 2 s),
 both labelled as the chart's PodMonitors label them (``namespace``, ``snapshotjob``, ``pod``).
-Then every panel target is run as Grafana runs it (:mod:`testbed.dashboard`) and must be valid
-PromQL; the panels that must show something given what ran must have data, checked against
-the truth where that is cheap (three members, one RUNNING job, the driver's snapshots, figures
-and rows against its execution record and gate); the variables must select (a job that does
-not exist empties the driver panels, not the operator's); and the whole dashboard is drawn
-into a PNG by ``hack/render_dashboard.py`` (:mod:`testbed.dashboard_png`), the command
+The driver's execution record is then written into the operator's job, as a driver in a
+Pod writes it, so the operator's per-job series show the same restore point. Then every
+panel target is run as Grafana runs it (:mod:`testbed.dashboard`) and must be valid PromQL;
+the panels that must show something given what ran must have data, checked against the
+truth where that is cheap (three members, one RUNNING job and none FAILED, the driver's
+snapshots, figures and rows against its execution record and gate, the operator's restore
+point against the same record); the variables must select (a job that does not exist
+empties the per-job panels, not the operator's own); and the whole dashboard is drawn into a
+PNG by ``hack/render_dashboard.py`` (:mod:`testbed.dashboard_png`), the command
 ``docs/reference/metrics.md`` gives.
 """
 
@@ -24,9 +27,10 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from kubernetes.client import ApiException
 from matplotlib import image
 
-from snapshotjob_contract.record import ExecutionRecord
+from snapshotjob_contract.record import ExecutionRecord, SnapshotStats
 from testbed import dashboard, dashboard_png
 from testbed.dashboard import Dashboard, PanelResult, TimeWindow
 from testbed.driver_process import DriverHarness
@@ -77,7 +81,18 @@ MUST_SHOW = {
     "Epoch duration": ("p50", "p99"),
     "Restore duration": ("",),
     "Snapshots taken": ("",),
+    "SnapshotJob phases": ("",),
+    "Failed jobs": ("failed",),
+    "Restore points held, by job": ("bytes", "chunks"),
+    "Restore point age vs interval, across executions": ("age", "interval"),
 }
+JOB_PANELS = {
+    "SnapshotJob phases",
+    "Restore points held, by job",
+    "Restore point age vs interval, across executions",
+    "Records behind, by source",
+}
+"""The operator's per-job panels besides the driver's: the job variables select them too."""
 DRIVER_PANELS = {
     "Snapshot duration",
     "Snapshot size and chunks",
@@ -113,6 +128,13 @@ def scraped(prometheus: PrometheusServer, request: pytest.FixtureRequest) -> Ite
     name = request.node.name
     yield name
     prometheus.scrape(name, [])
+
+
+def stats_of(record: ExecutionRecord) -> SnapshotStats:
+    """The figures of the record's restore point."""
+    stats = record.snapshot_stats
+    assert stats is not None and stats.snapshot_id == record.snapshot_id, record
+    return stats
 
 
 def render_command() -> ModuleType:
@@ -187,6 +209,39 @@ def quiet_counts(
     raise AssertionError(f"Prometheus never showed the record: {seen} vs {truth} ({names})")
 
 
+def play_the_record(
+    prometheus: PrometheusServer, harness: OperatorHarness, record: ExecutionRecord
+) -> None:
+    """Writes the driver's restore point into the operator's job, as a driver in a Pod does,
+    and waits until Prometheus scraped the operator's series of it."""
+    stats = record.snapshot_stats
+    assert stats is not None
+    for attempt in range(5):
+        current = harness.status(JOB).get("executionRecord") or {}
+        restore_point = {
+            "snapshotId": record.snapshot_id,
+            "ongoingSnapshotId": max(record.snapshot_id, current.get("ongoingSnapshotId", -1)),
+            "dataMapIndex": record.data_map_index,
+            "snapshotStats": stats.to_dict(),
+        }
+        try:
+            harness.write_status(JOB, executionRecord={**current, **restore_point})
+            break
+        except ApiException as conflict:  # the operator wrote meanwhile: read again
+            assert conflict.status == 409 and attempt < 4, conflict
+    query = f'snapshotjob_operator_job_snapshot_size_bytes{{snapshotjob="{JOB}"}}'
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = prometheus.api.query(query)
+        if found and found[0].values[0] == stats.num_bytes:
+            # The range queries' points fall on whole seconds: the next one must see it.
+            (stamp,) = prometheus.api.query(f"timestamp({query})")
+            time.sleep(max(0.0, math.ceil(stamp.values[0]) - time.time()) + 0.1)
+            return
+        time.sleep(SCRAPE_SECONDS / 2)
+    raise AssertionError(f"The operator never served the restore point: {query}")
+
+
 def test_every_panel_runs_and_draws_what_the_operator_and_a_driver_serve(
     prometheus: PrometheusServer,
     scraped: str,
@@ -224,6 +279,7 @@ def test_every_panel_runs_and_draws_what_the_operator_and_a_driver_serve(
     # Snapshots run every 2 s meanwhile; two are enough for their panels.
     assert driver.wait_for_log("Snapshot done ", count=2, timeout=60), driver.log_tail()
     record, scraped_at = quiet_counts(prometheus, driver)
+    play_the_record(prometheus, harness, record)
     # The range queries' points fall on whole seconds; the first after that scrape shows it.
     quiet_point = float(math.ceil(scraped_at))
     time.sleep(max(0.0, quiet_point - time.time()) + 0.1)  # The window must reach that point.
@@ -255,6 +311,18 @@ def test_every_panel_runs_and_draws_what_the_operator_and_a_driver_serve(
     cluster = healthy_hazelcast.cluster_name
     assert last(by_title["Store members reachable"], cluster) == len(healthy_hazelcast.nodes)
     assert last(by_title["Store cluster safe"], cluster) == 1
+    # The job's own phase series, from the operator: RUNNING now, none FAILED.
+    phases = by_title["SnapshotJob phases"]
+    assert last(phases, f"{harness.namespace}/{JOB} RUNNING") == 1
+    assert {name.rsplit(" ", 1)[1] for name, _ in series_of(phases)} <= {"STARTING", "RUNNING"}
+    assert last(by_title["Failed jobs"], "failed") == 0
+    # The operator's restore point is the driver's record, whatever the execution.
+    held = by_title["Restore points held, by job"]
+    assert last(held, f"bytes {harness.namespace}/{JOB}") == stats_of(record).num_bytes
+    assert last(held, f"chunks {harness.namespace}/{JOB}") == stats_of(record).num_chunks
+    across = by_title["Restore point age vs interval, across executions"]
+    assert last(across, f"interval {harness.namespace}/{JOB}") == 10, "the spec's default"
+    assert all(0 <= v < 120 for v in finite(across, "age")), finite(across, "age")
     # One driver Pod was created. increase() extrapolates the rise to its window's ends, so a
     # window whose scrapes were late shows up to window / scrape interval times it.
     (executions,) = prometheus.api.query(
@@ -288,7 +356,7 @@ def test_every_panel_runs_and_draws_what_the_operator_and_a_driver_serve(
     # The variables select: another job's view has no driver series, the operator's stay.
     others = dashboard.run(prometheus.api, board, window, {"snapshotjob": ["no-such-job"]})
     for result in others:
-        if result.panel.title in DRIVER_PANELS:
+        if result.panel.title in DRIVER_PANELS | JOB_PANELS:
             assert not series_of(result), result.panel.title
     assert series_of({r.panel.title: r for r in others}["Store members reachable"])
     chosen = {"namespace": [harness.namespace], "snapshotjob": [JOB]}

@@ -21,6 +21,11 @@ from snapshotjob_contract.conditions import Phase
 from snapshotjob_contract.observability import (
     METRICS_PATH,
     OPERATOR_EXECUTIONS_STARTED,
+    OPERATOR_JOB_LAST_SNAPSHOT_TIME,
+    OPERATOR_JOB_PHASE,
+    OPERATOR_JOB_SNAPSHOT_CHUNKS,
+    OPERATOR_JOB_SNAPSHOT_INTERVAL,
+    OPERATOR_JOB_SNAPSHOT_SIZE,
     OPERATOR_JOBS,
     OPERATOR_METRICS,
     OPERATOR_RECONCILE_DURATION,
@@ -97,10 +102,19 @@ def test_the_scrape_shows_jobs_starts_restarts_and_the_store(
             continue  # A series appears with the first error only.
         if metric is OPERATOR_RESTARTS:
             continue  # Likewise with the first restart, below.
+        if metric in (
+            OPERATOR_JOB_LAST_SNAPSHOT_TIME,
+            OPERATOR_JOB_SNAPSHOT_SIZE,
+            OPERATOR_JOB_SNAPSHOT_CHUNKS,
+        ):
+            continue  # A job's restore point has series from its first snapshot on.
         suffix = "_count" if metric is OPERATOR_RECONCILE_DURATION else ""
         assert metric.name + suffix in names, metric.name
     assert value(samples, OPERATOR_EXECUTIONS_STARTED.name) == 1
     assert value(samples, jobs, phase="STARTING") == 0
+    job = {"namespace": harness.namespace, "snapshotjob": "metered"}
+    assert value(samples, OPERATOR_JOB_PHASE.name, **job, phase="RUNNING") == 1
+    assert value(samples, OPERATOR_JOB_SNAPSHOT_INTERVAL.name, **job) == 10
     cluster = healthy_hazelcast.cluster_name
     members = len(healthy_hazelcast.nodes)
     assert value(samples, OPERATOR_STORE_MEMBERS_REACHABLE.name, cluster=cluster) == members
@@ -126,7 +140,8 @@ def test_the_scrape_shows_jobs_starts_restarts_and_the_store(
     while harness.job("metered") is not None:
         assert time.monotonic() < deadline, harness.operator.process.log_tail(40)
         time.sleep(0.2)
-    wait_scrape(
+    gone = wait_scrape(
         lambda s: all(value(s, jobs, phase=phase) == 0 for phase in PHASES),
         "no job in any phase after the deletion",
     )
+    assert not [name for name, _ in gone if name == OPERATOR_JOB_PHASE.name], "its series too"
