@@ -39,9 +39,11 @@ from snapshot_operator.reconcile import (
     Action,
     CopySnapshotToExport,
     CreateDriverPod,
+    CreateUpgradeCheckPod,
     DeleteDriverPod,
     DeleteDurableCopies,
     DeleteSnapshotMaps,
+    DeleteUpgradeCheckPod,
     EmitEvent,
     Observation,
     PatchStatus,
@@ -51,11 +53,12 @@ from snapshot_operator.reconcile import (
     observe,
     parse_spec,
 )
-from snapshot_operator.reconcile.actions import acts_beyond_the_status, status_writes
+from snapshot_operator.reconcile.actions import KeepExport, acts_beyond_the_status, status_writes
 from snapshot_operator.reconcile.export_model import parse_export
 from snapshot_operator.reconcile.exports import with_requested_export
 from snapshot_operator.settings import OperatorSettings
 from snapshot_operator.spark_ui_executing import SparkUiGateway, reconcile_spark_ui
+from snapshot_operator.upgrade_check_pod import build_upgrade_check_pod
 from snapshotjob_contract import (
     DurableStorageSpec,
     ExportedSnapshot,
@@ -231,6 +234,58 @@ def read_early(
     return EarlyReads(services, namespace, seen, driver) if seen is not None else None
 
 
+def _create_upgrade_check(
+    services: Services, observation: Observation, action: CreateUpgradeCheckPod
+) -> None:
+    """Creates an upgrade check's Pod; one the API server refuses is answered by the timeout.
+
+    A refused Pod (a quota, say) is logged, not retried here: the decision creates it again
+    while it is missing, and refuses the rollout once the check's timeout has passed.
+    """
+    job = observation.job
+    spec = observation.spec
+    if not isinstance(spec, SnapshotJobSpec):
+        raise TypeError(
+            f"Decision checked an invalid spec namespace={job.namespace} name={job.name}"
+        )
+    members, cluster = store_of(services, None)
+    settings = services.settings
+    pod = build_upgrade_check_pod(
+        job,
+        spec,
+        action,
+        store_address=",".join(members) or None,
+        store_cluster_name=cluster,
+        store_label=settings.store_label,
+        service_account=settings.driver_service_account,
+        log_format=settings.log_format,
+        image_pull_secrets=settings.job_image_pull_secrets,
+        timeout_seconds=settings.decision.upgrade_check_timeout_seconds,
+    )
+    try:
+        if settings.driver_service_account is None:
+            services.kube.ensure_driver_identity(job)
+        created = services.kube.create_pod(pod)
+    except CreateFailed as error:
+        log.warning(
+            "Upgrade check pod not created namespace=%s name=%s pod=%s error=%s",
+            job.namespace,
+            job.name,
+            action.pod_name,
+            error,
+        )
+        return
+    log.info(
+        "Created upgrade check pod namespace=%s name=%s pod=%s specHash=%s maps=%s new=%s",
+        job.namespace,
+        job.name,
+        action.pod_name,
+        action.spec_hash,
+        ",".join(action.map_names),
+        created,
+    )
+
+
 def store_of(services: Services, spec: SnapshotJobSpec | None) -> tuple[tuple[str, ...], str]:
     """Returns the members and cluster name of the store a job uses."""
     settings = services.settings
@@ -341,6 +396,7 @@ def _reconcile_once(
             seconds=time.perf_counter() - started,
             previous_phase=previous_phase,
             actions=(),
+            observation=observation,
         )
         # The job's version is not known: the next reconcile reads it.
         return Outcome(requeue_after=RETRY_STALE_SECONDS, seen=_seen(uid, status, members, None))
@@ -350,6 +406,7 @@ def _reconcile_once(
         seconds=time.perf_counter() - started,
         previous_phase=previous_phase,
         actions=actions,
+        observation=observation,
     )
     if len(actions) > 1:
         # Only reconciles that did something: the timings say where a slow reaction went.
@@ -553,6 +610,13 @@ def _perform(
                     existed,
                     at_once,
                 )
+            case CreateUpgradeCheckPod():
+                _create_upgrade_check(services, observation, action)
+            case DeleteUpgradeCheckPod(pod_name=pod_name):
+                existed = kube.delete_pod(job.namespace, pod_name)
+                log.info(
+                    "Deleted upgrade check pod %s pod=%s existed=%s", context, pod_name, existed
+                )
             case CopySnapshotToExport():
                 version = _copy(services, observation, version, status, action)
             case DeleteSnapshotMaps(map_names=map_names):
@@ -576,6 +640,11 @@ def _perform(
                     kube.emit_job_event(job, event)
             case EmitEvent():
                 kube.emit_job_event(job, action)
+            case KeepExport():
+                # Imported here: exports_executing imports this module.
+                from snapshot_operator.exports_executing import keep_export
+
+                keep_export(services, job, action)
             case RemoveFinalizer():
                 removable = True
             case Requeue(after_seconds=after):

@@ -22,7 +22,8 @@ import pydantic
 
 from snapshot_operator.executing import READS, Services, store_of
 from snapshot_operator.gateways import CreateFailed, StaleObservation, StoreOperationFailed
-from snapshot_operator.reconcile import parse_spec
+from snapshot_operator.reconcile import JobRef, parse_spec
+from snapshot_operator.reconcile.actions import KeepExport
 from snapshot_operator.reconcile.exports import (
     DISPOSE_ATTEMPTS,
     CreateExport,
@@ -32,19 +33,30 @@ from snapshot_operator.reconcile.exports import (
     ExportsDecision,
     ExportsObservation,
     PatchExportStatus,
+    completed_status,
     decide_deletion,
     decide_exports,
     names_in_use,
     parse_export,
 )
 from snapshotjob_contract import SnapshotJobSpec, SnapshotJobStatus, export_map_name
-from snapshotjob_contract.exports import EXPORT_KIND, ExportReason
+from snapshotjob_contract.exports import (
+    EXPORT_KIND,
+    ExportOrigin,
+    ExportPhase,
+    ExportReason,
+    SnapshotJobExportSpec,
+)
 from snapshotjob_contract.resource import API_VERSION
 
 log = logging.getLogger(__name__)
 
 _FORGET_ATTEMPTS = 5
 """Optimistic-lock conflicts tolerated while removing an export from its job's status."""
+
+
+class ExportNameTaken(Exception):  # noqa: N818 - names the outcome, like StaleObservation
+    """The deletion's export name belongs to another job's SnapshotJobExport: the job waits."""
 
 
 def _job_parts(raw: Mapping[str, Any]) -> tuple[SnapshotJobSpec | None, SnapshotJobStatus]:
@@ -200,14 +212,8 @@ def _perform(
                 "Patched export status %s export=%s phase=%s", context, name, status.get("phase")
             )
         case CreateExport(name=name, spec=spec, status=status):
-            manifest = {
-                "apiVersion": API_VERSION,
-                "kind": EXPORT_KIND,
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": spec.to_json(),
-            }
             try:
-                uid = kube.create_export(namespace, manifest)
+                uid = kube.create_export(namespace, _manifest(name, namespace, spec))
             except CreateFailed as error:
                 log.warning("Export not created %s export=%s error=%s", context, name, error)
                 return
@@ -229,6 +235,73 @@ def _perform(
             uid = uids.get(name)
             if uid is not None:
                 _emit(services, namespace, (name, uid), "Export", reason, message, warning=warning)
+
+
+def _manifest(name: str, namespace: str, spec: SnapshotJobExportSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": EXPORT_KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec.to_json(),
+    }
+
+
+def keep_export(services: Services, job: JobRef, action: KeepExport) -> None:
+    """Makes sure a deleted job's export has its SnapshotJobExport, completed, before the job goes.
+
+    The object is created like the one the export reconcile creates for an export the job took
+    (origin ``ExportSnapshot``), without an owner reference: it outlives the job. One of that
+    name for the same job (the export reconcile's, or a user's asking for it) gets the
+    completed status if it lacks it. Read from a consistent list: a cached one may not show an
+    object created a moment ago.
+
+    Raises:
+        CreateFailed: If the API server did not create the object (the finalizer stays).
+        ExportNameTaken: If an object of that name names another job (the finalizer stays).
+    """
+    kube = services.kube
+    exported = action.exported
+    name = exported.name
+    status = completed_status(exported, job.name, job.uid, services.clock())
+    context = f"namespace={job.namespace} job={job.name} export={name}"
+    for _ in range(2):
+        found = next(
+            (
+                export
+                for export in map(parse_export, kube.list_exports(job.namespace))
+                if export is not None and export.name == name
+            ),
+            None,
+        )
+        if found is None:
+            spec = SnapshotJobExportSpec(
+                job_name=job.name,
+                origin=ExportOrigin.EXPORT_SNAPSHOT,
+                dispose_on_delete=action.dispose_on_delete,
+            )
+            if kube.create_export(job.namespace, _manifest(name, job.namespace, spec)) is None:
+                continue  # Created since the list: look at it.
+            kube.patch_export_status(job.namespace, name, status.to_json())
+            log.info(
+                "Created the deleted job's export %s snapshotId=%s", context, exported.snapshot_id
+            )
+            return
+        if found.spec.job_name != job.name:
+            raise ExportNameTaken(
+                f"Export name taken by another job's SnapshotJobExport {context} "
+                f"otherJob={found.spec.job_name}: delete that object, or set the job's "
+                "spec.deletionPolicy: Destroy"
+            )
+        current = found.status
+        if (current.phase, current.job_uid, current.snapshot_id) != (
+            ExportPhase.COMPLETED,
+            job.uid,
+            exported.snapshot_id,
+        ):
+            kube.patch_export_status(job.namespace, name, status.to_json())
+            log.info("Completed the deleted job's export %s", context)
+        return
+    raise StaleObservation(f"Export kept appearing and disappearing {context}")
 
 
 def delete_export(services: Services, namespace: str, raw: Mapping[str, Any]) -> str | None:

@@ -290,11 +290,20 @@ def test_deleting_a_job_removes_its_driver_and_finalizer(release: Release) -> No
         )
     obj = release.job(job)
     assert obj is not None and obj["metadata"].get("finalizers"), obj
+    # deletionPolicy Export (the default): the running driver takes a terminal export first.
+    kept = f"{job}-deleted-{obj['metadata']['uid'].replace('-', '')[:8]}"
 
     with Step("job3-deleted"):
         release.kubectl("delete", "snapshotjob", job, "--wait=false")
         wait_for(release, f"job={job} gone", lambda: release.job(job) is None, timeout=120)
         wait_for(release, f"job={job} driver gone", lambda: not release.driver_pods(job), 120)
+    out = release.kubectl("get", "snapshotjobexport", kept, "-o", "json", "--ignore-not-found")
+    assert out.strip(), f"the deleted job's export {kept} is not kept"
+    export = json.loads(out)
+    assert "ownerReferences" not in export["metadata"], export["metadata"]
+    status = export.get("status") or {}
+    assert (status.get("phase"), status.get("terminal")) == ("Completed", True), status
+    assert status.get("jobUid") == obj["metadata"]["uid"], status
 
 
 def test_helm_uninstall_removes_the_installation(release: Release) -> None:

@@ -7,6 +7,11 @@ export is a copy the operator makes itself (no driver involved), and a running j
 with a durable copy is written the way a driver writes it (the snapshot into Hazelcast and
 S3, then ``status.exportedSnapshots``). The driver's own side of durable exports is tested
 with a real driver in ``test_driver_kubernetes.py``.
+
+Deleting a job under ``deletionPolicy: Export`` (the default) keeps its state as one more
+export: a suspended job's restore point copied by the operator (durable, then restored exactly
+by a new job: the end of the first test), a running job's terminal export asked of its driver
+(the last test). ``Destroy`` is in ``test_operator.py``.
 """
 
 from __future__ import annotations
@@ -20,12 +25,16 @@ import pytest
 from kubernetes import client
 
 from snapshot_protocol.chunks import ChunkKey, validate_snapshot
+from snapshot_protocol.export_names import ExportIdentity, find_export
 from snapshot_store.hazelcast import HazelcastSnapshotStore
 from snapshot_store.s3 import S3SnapshotStore
 from snapshotjob_contract import export_map_name, snapshot_map_name
 from snapshotjob_contract.environment import (
     ENV_DURABLE_ACCESS_KEY_ID,
     ENV_DURABLE_SECRET_ACCESS_KEY,
+    ENV_INITIAL_SNAPSHOT_ID,
+    ENV_INITIAL_SNAPSHOT_JOB_UID,
+    ENV_INITIAL_SNAPSHOT_NAME,
 )
 from snapshotjob_contract.exits import DriverExit
 from snapshotjob_contract.exports import EXPORT_KIND, EXPORT_PLURAL
@@ -121,6 +130,32 @@ class Exports:
         return found["status"]  # type: ignore[no-any-return]
 
 
+def _deletion_export(job: str, uid: str) -> str:
+    """The export a deletion keeps a job's state in (``<job>-deleted-<uid prefix>``)."""
+    return f"{job}-deleted-{uid.replace('-', '')[:8]}"
+
+
+def _wait_gone(harness: OperatorHarness, job: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while harness.job(job) is not None:
+        assert time.monotonic() < deadline, harness.operator.process.log_tail(40)
+        time.sleep(0.1)
+
+
+def _write_status(harness: OperatorHarness, job: str, **fields: Any) -> None:
+    """As the driver writes its status, under the lock: kopf's annotations of a deleted job's
+    handler move the version between the read and the write, so a conflict is tried again."""
+    for _ in range(50):
+        try:
+            harness.write_status(job, **fields)
+            return
+        except client.exceptions.ApiException as error:
+            if error.status != 409:
+                raise
+            time.sleep(0.05)
+    raise AssertionError(f"Could not write the status of {job}: conflicts")
+
+
 def _ready(status: dict[str, Any]) -> dict[str, Any]:
     (condition,) = status["conditions"]
     assert condition["type"] == "Ready"
@@ -159,7 +194,7 @@ def test_user_export_lifecycle_and_deletion_protected_while_in_use(
     """
     exports = Exports(harness)
     bucket = S3SnapshotStore(s3.client(), s3_bucket)
-    _suspended_with_snapshot(harness, store, "archive", 3)
+    archive_uid = _suspended_with_snapshot(harness, store, "archive", 3)
 
     exports.create("cold", "archive", disposeOnDelete=True)
     done = exports.wait_phase("cold", "Completed")
@@ -204,6 +239,41 @@ def test_user_export_lifecycle_and_deletion_protected_while_in_use(
     time.sleep(2)
     assert exports.get("cold") is None, "the operator brought a deleted export back"
     store.destroy(target)
+
+    # Deleting the job (deletionPolicy Export, the default) keeps its state: the restore point
+    # copied to an export whose object outlives the job, durable, and which a new job restores.
+    kept = _deletion_export("archive", archive_uid)
+    kept_map = export_map_name(harness.namespace, kept)
+    harness.delete_job("archive")
+    _wait_gone(harness, "archive")
+    found = exports.get(kept)
+    assert found is not None, "the deletion's export outlives the job"
+    assert "ownerReferences" not in found["metadata"]
+    assert (found["spec"]["origin"], found["spec"]["disposeOnDelete"]) == ("ExportSnapshot", True)
+    status = found["status"]
+    assert (status["phase"], status["snapshotId"], status["numBytes"]) == ("Completed", 3, 400)
+    assert (status["jobUid"], status["terminal"]) == (archive_uid, False)
+    assert status["durableLocation"] == f"s3://{s3_bucket}/{kept_map}/3"
+    messages = harness.event_messages("archive", "DeletionExportKept")
+    assert messages and f"exportName={kept} snapshotId=3" in messages[0], messages
+    assert store.get_validation_record(snapshot_map_name(archive_uid, 0, 2), 3) is None
+    # Exactly the job's state, in the store and in the bucket, as a restore resolves it.
+    written = {ChunkKey(3, "counts", p, 0): bytes([p]) * 100 for p in range(4)}
+    for where in (store, bucket):
+        record = find_export(where, kept_map, ExportIdentity(archive_uid, 3))
+        assert record is not None, where
+        assert {c.key: where.read_chunk(kept_map, c.key) for c in record.chunks} == written
+
+    revived = harness.create_job("revived", initialSnapshotName=kept)
+    harness.wait_phase("revived", "STARTING")
+    (pod,) = harness.pods(revived)
+    env = {item.name: item.value for item in pod.spec.containers[0].env}
+    assert (env[ENV_INITIAL_SNAPSHOT_NAME], env[ENV_INITIAL_SNAPSHOT_JOB_UID]) == (
+        kept,
+        archive_uid,
+    )
+    assert env[ENV_INITIAL_SNAPSHOT_ID] == "3", "the new job restores exactly that snapshot"
+    store.destroy(kept_map)
 
 
 def test_spec_exports_get_objects_and_retention_retires_them(
@@ -317,7 +387,34 @@ def test_deleting_a_job_deletes_its_periodic_durable_copies(
     bucket.put_chunks(mine, [(ChunkKey(6, "counts", 0, 0), b"\x00" * 100)])
 
     harness.delete_job("copied")
+    # deletionPolicy Export (the default): the running driver is asked for a terminal export,
+    # played here: written to the store, listed, then the driver exits as asked.
+    asked = harness.wait_status(
+        "copied",
+        lambda s: bool((s.get("termination") or {}).get("exportName")),
+        "the deletion's terminal export asked of the driver",
+    )
+    kept = _deletion_export("copied", uid)
+    termination = asked["termination"]
+    assert (termination["mode"], termination["exportName"]) == ("CANCEL_GRACEFUL", kept)
+    kept_map = export_map_name(harness.namespace, kept)
+    write_snapshot(store, kept_map, uid, 6)
+    terminal = {
+        "name": kept,
+        "snapshotId": 6,
+        "numBytes": 400,
+        "createdAt": "2026-11-24T12:00:00Z",
+        "terminal": True,
+    }
+    _write_status(harness, "copied", exportedSnapshots=[terminal])
+    harness.exit_pod(asked["execution"]["driverPod"], DriverExit.TERMINATED)
     harness.wait_event("copied", "DurableCopiesDeleted")
+    _wait_gone(harness, "copied")
+    found = Exports(harness).get(kept)
+    assert found is not None, "the terminal export outlives the job"
+    assert (found["status"]["phase"], found["status"]["terminal"]) == ("Completed", True)
+    assert validate_snapshot(store, kept_map, 6).num_bytes == 400
+    store.destroy(kept_map)
     listed = s3.client().list_objects_v2(Bucket=s3_bucket, Prefix=f"{mine}/")
     assert listed.get("KeyCount", 0) == 0, listed.get("Contents")
     assert validate_snapshot(bucket, theirs, 5).snapshot_id == 5, "another job's copy stays"

@@ -28,6 +28,7 @@ from snapshot_protocol.chunks import ChunkKey, validate_snapshot
 from snapshot_store.hazelcast import HazelcastSnapshotStore
 from snapshotjob_contract import export_map_name, snapshot_map_name
 from snapshotjob_contract.exits import DriverExit
+from snapshotjob_contract.exports import EXPORT_PLURAL
 from snapshotjob_contract.resource import GROUP, PLURAL, VERSION
 from testbed.controlplane import KubeAPI
 from testbed.hazelcast import HazelcastCluster
@@ -139,11 +140,26 @@ def test_suspend_on_failure(harness: OperatorHarness) -> None:
 def test_delete_cancels_and_destroys_snapshot_maps(
     harness: OperatorHarness, store: HazelcastSnapshotStore
 ) -> None:
-    uid, running = harness.start_running("doomed")
+    """``deletionPolicy: Destroy``: a job with a restore point goes without keeping it.
+
+    The default, ``Export``, keeps it as an export first (``tests/integration/test_exports.py``,
+    ``test_deleting_a_job_deletes_its_periodic_durable_copies`` and the end of
+    ``test_user_export_lifecycle_and_deletion_protected_while_in_use``).
+    """
+    uid, running = harness.start_running("doomed", deletionPolicy="Destroy")
     own = snapshot_map_name(uid, 0, 1)
     export = export_map_name(harness.namespace, f"keep-{uid[:8]}")
     write_snapshot(store, own, uid, 1)
     write_snapshot(store, export, uid, 1)
+    harness.write_status(
+        "doomed",
+        executionRecord={
+            "snapshotId": 1,
+            "dataMapIndex": 0,
+            "dataMapBackupCount": 1,
+            "ongoingSnapshotId": 1,
+        },
+    )
     assert harness.job("doomed")["metadata"]["finalizers"] == ["snapshotjob.io/finalizer"]
 
     harness.delete_job("doomed")
@@ -155,6 +171,17 @@ def test_delete_cancels_and_destroys_snapshot_maps(
     names = {obj.name for obj in store._client.get_distributed_objects()}
     assert own not in names
     assert validate_snapshot(store, export, 1).snapshot_id == 1, "exports are kept"
+    # Destroy keeps nothing of the job's own state: no export of it, no object.
+    objects = client.CustomObjectsApi(harness.api)
+    listed: Any = objects.list_namespaced_custom_object(
+        GROUP, VERSION, harness.namespace, EXPORT_PLURAL
+    )
+    assert listed["items"] == []
+    assert not any(
+        name.startswith("__sj.export." + harness.namespace + ".doomed-") for name in names
+    )
+    applied = harness.event_messages("doomed", "DeletionPolicyApplied")
+    assert applied and all("deletionPolicy=Destroy" in m for m in applied), applied
     store.destroy(export)
     del running
 
@@ -299,7 +326,24 @@ def test_upgrade_forceful_modes_replace_the_driver(harness: OperatorHarness, mod
     harness.write_status(
         "swift", executionRecord={"snapshotId": 5, "dataMapIndex": 1, "ongoingSnapshotId": 5}
     )
+    if mode == "last-snapshot":
+        # The state carries over: the new image checks the restore point first. A refusal
+        # leaves the running execution alone; the next spec is checked again.
+        harness.patch_spec("swift", image="snapshotjob/runtime:broken")
+        differs = "Snapshot 5 was written by another pipeline: operators sums != totals"
+        harness.answer_upgrade_check("swift", DriverExit.SNAPSHOT_INCOMPATIBLE, differs)
+        refused = harness.wait_status(
+            "swift",
+            lambda s: _condition(s, "Degraded")["reason"] == "UpgradeRefused",
+            "the rollout refused",
+        )
+        assert differs in _condition(refused, "Degraded")["message"]
+        assert refused["execution"]["attempt"] == 1 and refused["phase"] == "RUNNING", refused
+        harness.wait_event("swift", "UpgradeRefused")
+        harness.wait_pods(uid, [running["execution"]["driverPod"]])
     harness.patch_spec("swift", image="snapshotjob/runtime:v2")
+    if mode == "last-snapshot":
+        harness.answer_upgrade_check("swift", 0)
     started = harness.wait_status(
         "swift", lambda s: s["execution"]["attempt"] == 2, "the upgraded execution"
     )
@@ -314,6 +358,11 @@ def test_upgrade_forceful_modes_replace_the_driver(harness: OperatorHarness, mod
     else:
         assert record["snapshotId"] == 5, "last-snapshot restores the last snapshot"
     del running
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The status's condition of that type (an empty one if it has none)."""
+    return next((c for c in status.get("conditions", ()) if c["type"] == kind), {"reason": ""})
 
 
 # --- deadlines and invalid input ---------------------------------------------------------------

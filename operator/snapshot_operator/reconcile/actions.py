@@ -18,6 +18,7 @@ from typing import Any
 
 from snapshotjob_contract import (
     DurableStorageSpec,
+    ExportedSnapshot,
     ExportRequestStatus,
     TerminationMode,
     TerminationStatus,
@@ -75,6 +76,11 @@ class EventReason(enum.StrEnum):
     SNAPSHOT_STALE = "SnapshotStale"
     DRIVER_STALLED = "DriverStalled"
     SOURCE_DATA_LOST = "SourceDataLost"
+    UPGRADE_CHECK_STARTED = "UpgradeCheckStarted"
+    UPGRADE_REFUSED = "UpgradeRefused"
+    DELETION_POLICY_APPLIED = "DeletionPolicyApplied"
+    DELETION_EXPORT_KEPT = "DeletionExportKept"
+    DELETION_HELD = "DeletionHeld"
 
     @property
     def event_type(self) -> EventType:
@@ -113,6 +119,8 @@ _WARNINGS = frozenset(
         EventReason.SNAPSHOT_STALE,
         EventReason.DRIVER_STALLED,
         EventReason.SOURCE_DATA_LOST,
+        EventReason.DELETION_HELD,
+        EventReason.UPGRADE_REFUSED,
     }
 )
 
@@ -211,6 +219,36 @@ class DeleteDriverPod:
 
 
 @dataclass(frozen=True)
+class CreateUpgradeCheckPod:
+    """Create the Pod that checks, in the changed spec's image, that its pipeline can restore
+    the restore point (``snapshot validate --pipeline``), before the running execution is
+    asked to stop for the change (:mod:`~snapshot_operator.reconcile.upgrade_check`).
+
+    Attributes:
+        pod_name: Name of the Pod.
+        spec_hash: The execution fingerprint of the spec it checks.
+        map_names: The maps the job's snapshots are in, the restore point's first: the check
+            takes the newest snapshot it finds there when it looks (a running job rewrites
+            its maps every interval).
+    """
+
+    pod_name: str
+    spec_hash: str
+    map_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeleteUpgradeCheckPod:
+    """Delete an upgrade check's Pod, once it has answered or its spec is gone.
+
+    Attributes:
+        pod_name: Name of the Pod.
+    """
+
+    pod_name: str
+
+
+@dataclass(frozen=True)
 class CopySnapshotToExport:
     """Copy the restore point of a suspended job to an export map and validate the copy.
 
@@ -293,18 +331,41 @@ class Requeue:
     after_seconds: float
 
 
+@dataclass(frozen=True)
+class KeepExport:
+    """Make sure a deleted job's export has a SnapshotJobExport that outlives the job.
+
+    The export reconcile creates an object for every export the job lists, but it runs before
+    the job's decision and may miss one listed since; once the job is gone nothing would create
+    it, and the export would have no object to find, restore exactly (its ``jobUid`` and
+    ``snapshotId``) or dispose of. So the deletion asks for it itself, before the job's maps
+    and its finalizer go: created if absent, its status written completed if it is not. It has
+    no owner reference, so the job's garbage collection does not take it.
+
+    Attributes:
+        exported: The export as the job's status lists it.
+        dispose_on_delete: The object's ``spec.disposeOnDelete``.
+    """
+
+    exported: ExportedSnapshot
+    dispose_on_delete: bool
+
+
 Action = (
     PatchStatus
     | RequestTermination
     | RequestExport
     | CreateDriverPod
     | DeleteDriverPod
+    | CreateUpgradeCheckPod
+    | DeleteUpgradeCheckPod
     | CopySnapshotToExport
     | DeleteSnapshotMaps
     | DeleteDurableCopies
     | EmitEvent
     | RemoveFinalizer
     | Requeue
+    | KeepExport
 )
 """Every kind of action."""
 

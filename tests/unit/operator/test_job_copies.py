@@ -155,7 +155,8 @@ def test_a_deleted_jobs_copies_go_before_its_finalizer() -> None:
     assert outcome.finalizer_removable
     assert durable.job_copies == {}
     reasons = [detail for kind, detail in kube.log if kind == "event"]
-    assert reasons == ["DurableCopiesDeleted", "SnapshotMapsDeleted"]
+    # The job never took a snapshot: its deletionPolicy (Export) has nothing to keep.
+    assert reasons == ["DurableCopiesDeleted", "DeletionPolicyApplied", "SnapshotMapsDeleted"]
 
 
 def test_copies_that_could_not_be_deleted_do_not_hold_the_jobs_deletion() -> None:
@@ -168,4 +169,5 @@ def test_copies_that_could_not_be_deleted_do_not_hold_the_jobs_deletion() -> Non
 
     assert outcome.finalizer_removable
     reasons = [detail for kind, detail in kube.log if kind == "event"]
-    assert reasons == ["DurableCopiesKept", "SnapshotMapsDeleted"]
+    # The job never took a snapshot: its deletionPolicy (Export) has nothing to keep.
+    assert reasons == ["DurableCopiesKept", "DeletionPolicyApplied", "SnapshotMapsDeleted"]

@@ -30,6 +30,7 @@ from snapshot_operator.reconcile import (
     execution_id,
 )
 from snapshotjob_contract import (
+    DeletionPolicy,
     ExecutionRecord,
     ExecutionStatus,
     ExportedSnapshot,
@@ -103,6 +104,7 @@ def specs(draw: st.DrawFn) -> SnapshotJobSpec:
             max_backoff_seconds=backoff * draw(st.integers(1, 10)),
         ),
         hazelcast=HazelcastSpec(backup_count=draw(st.integers(1, 2))),
+        deletion_policy=draw(st.sampled_from(DeletionPolicy)),
     )
 
 
