@@ -275,6 +275,15 @@ def set_up(demo: Demo, values: Path, images: Registry, chart_version: str, postg
         demo.sql("SELECT 1")
     if demo.job():
         with step(f"removing the previous run's SnapshotJob {JOB} and tables"):
+            # The demo starts over: its old state is not kept as an export (deletionPolicy).
+            demo.kubectl(
+                "patch",
+                "snapshotjob",
+                JOB,
+                "--type=merge",
+                "-p",
+                '{"spec":{"deletionPolicy":"Destroy"}}',
+            )
             demo.kubectl("delete", "snapshotjob", JOB, "--wait=true", "--timeout=180s")
             demo.sql("DROP TABLE IF EXISTS sums; DROP TABLE IF EXISTS events")
 

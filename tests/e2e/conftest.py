@@ -239,6 +239,10 @@ def release(
             # While the operator still runs: it removes the jobs' finalizers, without which
             # the namespace could never be deleted.
             try:
+                # Destroy: the session is over, nothing restores these jobs' state.
+                for job in rel.jobs:
+                    if rel.job(job) is not None:
+                        rel.destroy_job(job)
                 rel.kubectl("delete", "snapshotjobs", "--all", "--timeout=180s", timeout=200)
                 rel.kubectl("delete", "snapshotjobexports", "--all", "--timeout=120s", timeout=140)
             except (RuntimeError, subprocess.SubprocessError) as error:
@@ -285,6 +289,7 @@ def _delete_the_tests_jobs(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     for job in [job for job in rel.jobs if job not in before]:
         try:
-            rel.kubectl("delete", "snapshotjob", job, "--ignore-not-found", "--wait=false")
+            if rel.job(job) is not None:
+                rel.destroy_job(job)
         except (RuntimeError, subprocess.SubprocessError) as error:
             print(f"E2E teardown: job={job} not deleted error={error}")

@@ -225,6 +225,20 @@ class Release:
         if name not in self.jobs:
             self.jobs.append(name)
 
+    def destroy_job(self, name: str) -> None:
+        """Deletes a job with ``deletionPolicy: Destroy``, without waiting: a test's job that
+        is done with, whose state nobody needs (the default, Export, would take a terminal
+        export first and keep it)."""
+        self.kubectl(
+            "patch",
+            "snapshotjob",
+            name,
+            "--type=merge",
+            "-p",
+            '{"spec":{"deletionPolicy":"Destroy"}}',
+        )
+        self.kubectl("delete", "snapshotjob", name, "--ignore-not-found", "--wait=false")
+
     def apply(self, manifest: dict[str, Any] | str) -> None:
         text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
         subprocess.run(

@@ -182,4 +182,4 @@ def test_a_policy_that_keeps_a_jobs_executors_from_the_store_is_named_then_heale
     with Step("np-executors-healed"):
         running = wait_snapshot(release, job, 0, timeout=300)
         assert int(running["status"].get("restarts", 0)) >= 1, running["status"]
-    release.kubectl("delete", "snapshotjob", job, "--wait=false")
+    release.destroy_job(job)
