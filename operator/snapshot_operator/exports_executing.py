@@ -118,7 +118,7 @@ def reconcile_exports(
 
     The first look lists from the API server's watch cache: a consistent list waits up to
     100 ms for that cache to catch up with etcd
-    (:func:`snapshot_operator.executing._first_look_pods` says why). A view that is behind can only
+    (:func:`snapshot_operator.observing._first_look_pods` says why). A view that is behind can only
     miss work (an export whose object the cache has yet to show), which the export's own
     watch event brings back; so whenever the first look finds anything to do, the decision is
     made again from consistent lists, and only that one is performed.

@@ -404,7 +404,7 @@ def acts_beyond_the_status(actions: Sequence[Action]) -> bool:
     """Whether the actions do more than write the job's status, emit Events and requeue.
 
     A decision that only does those may be made on a view whose older Pods come from a cache
-    (:func:`snapshot_operator.executing._first_look_pods`); any other action (a Pod created
+    (:func:`snapshot_operator.observing._first_look_pods`); any other action (a Pod created
     or deleted, maps or copies destroyed, a snapshot copied, the finalizer released) depends
     on every Pod, so it is decided again on a consistent list.
     """

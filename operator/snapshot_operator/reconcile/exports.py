@@ -33,6 +33,7 @@ __all__ = [
     "ExportsDecision",
     "ExportsObservation",
     "PatchExportStatus",
+    "completed_export_identity",
     "completed_status",
     "decide_deletion",
     "decide_exports",
@@ -381,3 +382,31 @@ def with_requested_export(
     if own is not None and own not in taken:
         return raw_spec
     return {**raw_spec, "exportSnapshot": {"name": requested}}
+
+
+def completed_export_identity(
+    raws: Sequence[Mapping[str, Any]], name: str | None
+) -> tuple[str, int] | None:
+    """``(job uid, snapshot id)`` of the completed SnapshotJobExport called ``name``, if any.
+
+    The identity a new driver's restore checks, so that a reused export name never restores
+    another export's data (snapshot_protocol.export_names).
+
+    Args:
+        raws: The namespace's SnapshotJobExport objects as read.
+        name: The export a start restores from; None for a start from nothing.
+    """
+    if name is None:
+        return None
+    for raw in raws:
+        export = parse_export(raw)
+        if export is None or export.name != name:
+            continue
+        status = export.status
+        if (
+            status.phase is ExportPhase.COMPLETED
+            and status.job_uid is not None
+            and status.snapshot_id is not None
+        ):
+            return status.job_uid, status.snapshot_id
+    return None

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from snapshot_operator import executing
+from snapshot_operator import executing, observing
 from snapshot_operator.executing import (
     RETRY_STALE_SECONDS,
     Outcome,
@@ -535,7 +535,7 @@ def test_the_early_reads_start_with_the_slowest_the_drivers_get(
     kube: FakeKubernetes, services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads = _RecordingReads()
-    monkeypatch.setattr(executing, "READS", reads)
+    monkeypatch.setattr(observing, "READS", reads)
     read_early(services, "default", Seen("uid-1", "wordcount-driver-1", ("hz-0:5701",)))
     assert reads.submitted == ["read_pod", "read_health", "list_driver_pods"]
 
