@@ -236,7 +236,8 @@ class RestartPolicy(ApiModel):
 
     max_restarts: int = Field(default=10, ge=0)
     """Failed executions restarted in a row before the job becomes FAILED; the count resets
-    once an execution has run for maxBackoffSeconds."""
+    once an execution has run for maxBackoffSeconds and taken a snapshot of its own (a stalled
+    execution does not reset it)."""
     backoff_seconds: int = Field(default=10, ge=1)
     """Delay before the first restart; it doubles with every further failure."""
     max_backoff_seconds: int = Field(default=300, ge=1)

@@ -347,7 +347,8 @@ class SnapshotJobStatus(StatusModel):
     then given up until exportSnapshot.name changes."""
     forced_restarts: ForcedRestartsStatus | None = None
     """Executions in a row that ended in a forced restart without a new snapshot in between;
-    reset by a new snapshot, a completion, or an execution that ran for maxBackoffSeconds."""
+    reset by a new snapshot, a completion, or an execution that ran for maxBackoffSeconds with a
+    snapshot of its own."""
     start_failure: StartFailureStatus | None = None
     """The starting execution's objects the API server did not create; created again with the
     restart backoff a few times, then the job is FAILED (reason CreateFailed)."""
