@@ -62,11 +62,9 @@ from snapshotjob_contract import (
     ExecutionRecord,
     ExportedSnapshot,
     ExportFailureStatus,
-    Phase,
     ProcessingGuarantee,
     SnapshotJobSpec,
     TerminationMode,
-    TerminationStatus,
     all_snapshot_map_names,
     export_map_name,
 )
@@ -263,16 +261,7 @@ def _ask_or_wait(
         execution = plan.status.execution
         assert execution is not None
         mode = TerminationMode.CANCEL_GRACEFUL
-        plan.update(phase=Phase.COMPLETING)
-        plan.request_termination(
-            TerminationStatus(
-                mode=mode,
-                request_id=f"{execution.id}/{mode.name}",
-                requested_at=plan.now,
-                export_name=name,
-                reason=JOB_DELETED,
-            )
-        )
+        plan.ask_to_stop(mode, JOB_DELETED, name)
         plan.event(
             EventReason.DELETION_POLICY_APPLIED,
             f"Job is being deleted deletionPolicy=Export exportName={name}, asking the driver "

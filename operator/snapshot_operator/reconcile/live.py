@@ -38,7 +38,6 @@ from snapshotjob_contract import (
     SnapshotJobSpec,
     StartFailureStatus,
     TerminationMode,
-    TerminationStatus,
     UpgradeMode,
 )
 
@@ -264,16 +263,7 @@ def _terminate(
     if not mode.terminal_snapshot:
         _stop_forcefully(plan, spec, pod, mode, reason)
         return
-    plan.update(phase=Phase.COMPLETING)
-    plan.request_termination(
-        TerminationStatus(
-            mode=mode,
-            request_id=f"{execution.id}/{mode.name}",
-            requested_at=plan.now,
-            export_name=export_name,
-            reason=reason,
-        )
-    )
+    plan.ask_to_stop(mode, reason, export_name)
     plan.event(
         EventReason.TERMINATION_REQUESTED,
         f"Asked the driver to stop mode={mode.name} reason={reason} executionId={execution.id}"

@@ -90,6 +90,14 @@ def parse_spec(raw: Mapping[str, Any] | None) -> SnapshotJobSpec | InvalidSpec:
         return InvalidSpec("; ".join(problems))
 
 
+def _pod_phase(status: Mapping[str, Any]) -> PodPhase:
+    """A Pod's phase; one the decision does not know (``Unknown``) counts as running."""
+    try:
+        return PodPhase(status.get("phase") or PodPhase.PENDING.value)
+    except ValueError:
+        return PodPhase.RUNNING
+
+
 def parse_driver_pod(raw: Mapping[str, Any]) -> DriverPod | None:
     """Returns a driver Pod as the decision sees it; None if it is not a driver Pod.
 
@@ -101,10 +109,7 @@ def parse_driver_pod(raw: Mapping[str, Any]) -> DriverPod | None:
     if not execution:
         return None
     status = raw.get("status") or {}
-    try:
-        phase = PodPhase(status.get("phase") or PodPhase.PENDING.value)
-    except ValueError:
-        phase = PodPhase.RUNNING
+    phase = _pod_phase(status)
     exit_code = None
     message = None
     reason = None
@@ -267,10 +272,7 @@ def parse_upgrade_check_pod(raw: Mapping[str, Any]) -> UpgradeCheckPod | None:
     if labels.get(LABEL_COMPONENT) != UPGRADE_CHECK_COMPONENT or not spec_hash:
         return None
     status = raw.get("status") or {}
-    try:
-        phase = PodPhase(status.get("phase") or PodPhase.PENDING.value)
-    except ValueError:
-        phase = PodPhase.RUNNING
+    phase = _pod_phase(status)
     exit_code = None
     message = None
     for container in status.get("containerStatuses") or ():

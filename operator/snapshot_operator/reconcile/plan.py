@@ -30,6 +30,7 @@ from snapshotjob_contract import (
     ConditionReason,
     ExportRequestStatus,
     FailureStatus,
+    Phase,
     SnapshotJobStatus,
     TerminationMode,
     TerminationStatus,
@@ -166,6 +167,23 @@ class Plan:
                 termination.request_id,
                 termination.export_name,
                 termination.reason,
+            )
+        )
+
+    def ask_to_stop(self, mode: TerminationMode, reason: str, export_name: str | None) -> None:
+        """Asks the current execution's driver to stop with a terminal snapshot (``mode``,
+        graceful), moving the job to COMPLETING; its request id is the execution's and the
+        mode's, so asking again is the same request."""
+        execution = self.status.execution
+        assert execution is not None
+        self.update(phase=Phase.COMPLETING)
+        self.request_termination(
+            TerminationStatus(
+                mode=mode,
+                request_id=f"{execution.id}/{mode.name}",
+                requested_at=self.now,
+                export_name=export_name,
+                reason=reason,
             )
         )
 
