@@ -44,18 +44,12 @@ def create_driver(
     spec = observation.spec
     if not isinstance(spec, SnapshotJobSpec):
         raise TypeError(f"Decision created a driver for an invalid spec {context}")
-    members, cluster = store_of(services, None)
     pod = build_driver_pod(
         job,
         spec,
         action,
-        store_address=",".join(members) or None,
-        store_cluster_name=cluster,
-        store_label=settings.store_label,
-        service_account=settings.driver_service_account,
+        **_installation(services),
         default_durable_storage=settings.durable_storage,
-        log_format=settings.log_format,
-        image_pull_secrets=settings.job_image_pull_secrets,
         initial_export=_completed_export(services, job.namespace, action.initial_snapshot_name),
     )
     try:
@@ -143,18 +137,12 @@ def create_upgrade_check(
         raise TypeError(
             f"Decision checked an invalid spec namespace={job.namespace} name={job.name}"
         )
-    members, cluster = store_of(services, None)
     settings = services.settings
     pod = build_upgrade_check_pod(
         job,
         spec,
         action,
-        store_address=",".join(members) or None,
-        store_cluster_name=cluster,
-        store_label=settings.store_label,
-        service_account=settings.driver_service_account,
-        log_format=settings.log_format,
-        image_pull_secrets=settings.job_image_pull_secrets,
+        **_installation(services),
         timeout_seconds=settings.decision.upgrade_check_timeout_seconds,
     )
     try:
@@ -179,3 +167,18 @@ def create_upgrade_check(
         ",".join(action.map_names),
         created,
     )
+
+
+def _installation(services: Services) -> dict[str, Any]:
+    """What every Pod of a job takes from the installation: its store, the store's label,
+    the drivers' ServiceAccount, the log format and the image pull Secrets."""
+    settings = services.settings
+    members, cluster = store_of(services, None)
+    return {
+        "store_address": ",".join(members) or None,
+        "store_cluster_name": cluster,
+        "store_label": settings.store_label,
+        "service_account": settings.driver_service_account,
+        "log_format": settings.log_format,
+        "image_pull_secrets": settings.job_image_pull_secrets,
+    }
